@@ -1,0 +1,28 @@
+"""The event ledger: domain events, aggregates, the OwlClaw recorder, hash chain, ledger API."""
+
+from events.aggregates import Agent, Run, agent_stream_id, run_stream_id
+from events.ledger import (
+    Ledger,
+    LedgerError,
+    LedgerReadError,
+    LedgerUnavailable,
+    LoggedEvent,
+    StreamConflict,
+    UnknownAgent,
+    UnknownRun,
+)
+
+__all__ = [
+    "Agent",
+    "Ledger",
+    "LedgerError",
+    "LedgerReadError",
+    "LedgerUnavailable",
+    "LoggedEvent",
+    "Run",
+    "StreamConflict",
+    "UnknownAgent",
+    "UnknownRun",
+    "agent_stream_id",
+    "run_stream_id",
+]

@@ -1,0 +1,233 @@
+"""The two aggregates of the ledger: one ``Agent`` stream per agent, one ``Run`` stream per run.
+
+Aggregates are plain objects whose state is a msgspec Struct (so a snapshot is that Struct).
+They change only by applying events: ``record`` builds the next event of the stream, applies it
+and keeps it pending until the ledger commits it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Self
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+import msgspec
+
+from events import catalog as ev
+from events.catalog import LedgerEvent, Stream
+
+AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
+
+
+def agent_stream_id(agent_id: str) -> UUID:
+    """The Agent stream of ``agent_id`` (deterministic, so any process can find it)."""
+    return uuid5(AGENT_NAMESPACE, agent_id)
+
+
+def run_stream_id(agent_id: str, run_no: int) -> UUID:
+    """The Run stream of an agent's ``run_no``-th run, so runs are listed without an index."""
+    return uuid5(agent_stream_id(agent_id), f"run/{run_no}")
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ActiveSchedule(msgspec.Struct):
+    kind: str
+    focus: str
+    owner_run_id: UUID | None = None
+    cron: str | None = None
+    fire_at: datetime | None = None
+    backend_id: str | None = None
+
+
+class AgentState(msgspec.Struct):
+    agent_id: str = ""
+    app_dir: str = ""
+    registered_at: datetime | None = None
+    soul_sha256: str = ""
+    identity_sha256: str = ""
+    skills: dict[str, str] = {}
+    identity_versions: int = 0
+    run_count: int = 0
+    last_run_id: UUID | None = None
+    schedules: dict[str, ActiveSchedule] = {}
+    timers_fired: int = 0
+    budget_exceeded: int = 0
+
+
+class RunState(msgspec.Struct):
+    agent_id: str = ""
+    run_no: int = 0
+    trigger: str = ""
+    focus: str | None = None
+    started_at: datetime | None = None
+    status: str = "pending"
+    llm_calls: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    open_calls: dict[str, str] = {}
+    """call_id -> tool for requested calls with no recorded outcome yet."""
+    ended: bool = False
+
+
+class _Aggregate:
+    stream: ClassVar[Stream]
+    Snapshot: ClassVar[type[Any]]
+
+    def __init__(self, stream_id: UUID, state: Any, version: int = 0):
+        self.id = stream_id
+        self.version = version
+        self.state = state
+        self._pending: list[LedgerEvent] = []
+
+    @classmethod
+    def blank(cls, stream_id: UUID) -> Self:
+        raise NotImplementedError
+
+    def record(self, event_class: type[LedgerEvent], **fields: Any) -> LedgerEvent:
+        """Create the next event of this stream, apply it, and keep it for the next commit."""
+        if event_class.stream != self.stream:
+            raise TypeError(f"{event_class.__name__} belongs to the {event_class.stream} stream")
+        event = event_class(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=now(),
+            **fields,
+        )
+        self.apply(event)
+        self._pending.append(event)
+        return event
+
+    def apply(self, event: LedgerEvent) -> None:
+        handler = getattr(self, f"_on_{type(event).__name__}", None)
+        if handler is not None:
+            handler(event)
+        self.version = event.originator_version
+
+    def collect_events(self) -> list[LedgerEvent]:
+        pending, self._pending = self._pending, []
+        return pending
+
+
+class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
+    stream: ClassVar[Stream] = "agent"
+    state: AgentState
+
+    @classmethod
+    def take(cls, aggregate: Agent) -> AgentSnapshot:
+        return cls(
+            originator_id=aggregate.id,
+            originator_version=aggregate.version,
+            timestamp=now(),
+            state=aggregate.state,
+        )
+
+    def mutate(self, aggregate: Any) -> Agent:
+        state = msgspec.convert(msgspec.to_builtins(self.state), AgentState)
+        return Agent(self.originator_id, state, self.originator_version)
+
+
+class Agent(_Aggregate):
+    stream: ClassVar[Stream] = "agent"
+    Snapshot = AgentSnapshot
+    state: AgentState
+
+    @classmethod
+    def blank(cls, stream_id: UUID) -> Agent:
+        return cls(stream_id, AgentState())
+
+    @property
+    def agent_id(self) -> str:
+        return self.state.agent_id
+
+    def run_ids(self) -> list[UUID]:
+        return [run_stream_id(self.agent_id, n) for n in range(1, self.state.run_count + 1)]
+
+    def _on_AgentRegistered(self, e: ev.AgentRegistered) -> None:
+        self.state.agent_id = e.agent_id
+        self.state.app_dir = e.app_dir
+        self.state.registered_at = e.timestamp
+
+    def _on_IdentityLoaded(self, e: ev.IdentityLoaded) -> None:
+        self.state.soul_sha256 = e.soul_sha256
+        self.state.identity_sha256 = e.identity_sha256
+        self.state.skills = dict(e.skills)
+        self.state.identity_versions += 1
+
+    def _on_RunQueued(self, e: ev.RunQueued) -> None:
+        self.state.run_count = e.run_no
+        self.state.last_run_id = e.run_id
+
+    def _on_ScheduleRequested(self, e: ev.ScheduleRequested) -> None:
+        self.state.schedules[e.schedule_id] = ActiveSchedule(
+            kind=e.kind, focus=e.focus, owner_run_id=e.owner_run_id, cron=e.cron, fire_at=e.fire_at
+        )
+
+    def _on_ScheduleRegistered(self, e: ev.ScheduleRegistered) -> None:
+        schedule = self.state.schedules.get(e.schedule_id)
+        if schedule is not None:
+            schedule.backend_id = e.backend_id
+
+    def _on_ScheduleCancelled(self, e: ev.ScheduleCancelled) -> None:
+        self.state.schedules.pop(e.schedule_id, None)
+
+    def _on_TimerFired(self, e: ev.TimerFired) -> None:
+        self.state.timers_fired += 1
+        schedule = self.state.schedules.get(e.schedule_id)
+        if schedule is not None and schedule.kind == "once":
+            del self.state.schedules[e.schedule_id]
+
+    def _on_BudgetExceeded(self, e: ev.BudgetExceeded) -> None:
+        self.state.budget_exceeded += 1
+
+
+class Run(_Aggregate):
+    stream: ClassVar[Stream] = "run"
+    state: RunState
+
+    @classmethod
+    def blank(cls, stream_id: UUID) -> Run:
+        return cls(stream_id, RunState())
+
+    def _on_RunStarted(self, e: ev.RunStarted) -> None:
+        self.state.agent_id = e.agent_id
+        self.state.run_no = e.run_no
+        self.state.trigger = e.trigger
+        self.state.focus = e.focus
+        self.state.started_at = e.timestamp
+        self.state.status = "running"
+
+    def _on_LLMResponded(self, e: ev.LLMResponded) -> None:
+        self.state.llm_calls += 1
+        self.state.tokens += e.usage.get("total_tokens", 0)
+        self.state.cost_usd += e.cost_usd
+
+    def _on_ToolCallRequested(self, e: ev.ToolCallRequested) -> None:
+        self.state.tool_calls += 1
+        self.state.open_calls[e.call_id] = e.tool
+
+    def _close_call(self, e: Any) -> None:
+        self.state.open_calls.pop(e.call_id, None)
+
+    _on_ToolCallDenied = _on_ToolCallRejected = _close_call
+    _on_ToolCallSucceeded = _on_ToolCallFailed = _close_call
+    _on_ToolCallTimedOut = _on_ToolOutcomeUnknown = _close_call
+
+    def _on_RunInterrupted(self, e: ev.RunInterrupted) -> None:
+        self.state.status = "interrupted"
+
+    def _on_RunResumed(self, e: ev.RunResumed) -> None:
+        self.state.status = "running"
+
+    def _end(self, e: Any) -> None:
+        self.state.status = type(e).__name__.removeprefix("Run").lower()
+        self.state.ended = True
+
+    _on_RunCompleted = _on_RunFailed = _on_RunTimedOut = _on_RunTerminated = _on_RunSkipped = _end
+
+
+def aggregate_class(stream: Stream) -> type[Agent] | type[Run]:
+    return Agent if stream == "agent" else Run

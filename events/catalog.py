@@ -1,0 +1,269 @@
+"""The domain events: immutable, typed facts (msgspec Structs) that make up an agent's ledger.
+
+Every event belongs to one stream: the ``Agent`` stream of its agent or the ``Run`` stream of one
+run. The event type name is its stored topic (plus ``@N`` from class version 2 on), so renaming a
+module never orphans a stored event; renaming a class needs an alias in ``EVENT_ALIASES``.
+
+Evolving an event: bump ``class_version`` and add a static ``upcast_vN_vN+1(state: dict)`` that
+rewrites the stored dict of version N into version N+1 (see ``events.codec``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+from uuid import UUID
+
+import msgspec
+
+EVENT_TYPES: dict[str, type[LedgerEvent]] = {}
+"""Stored topic name -> event class, filled as event classes are defined."""
+
+EVENT_ALIASES: dict[str, str] = {}
+"""Old topic name -> current class name, for classes that were renamed."""
+
+Stream = Literal["agent", "run"]
+JSON = dict[str, Any]
+
+
+class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """Header shared by every event; ``originator_id`` is the stream, ``originator_version`` its
+    position in that stream (1-based, contiguous)."""
+
+    stream: ClassVar[Stream]
+    class_version: ClassVar[int] = 1
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__name__.startswith("_"):
+            EVENT_TYPES[cls.__name__] = cls
+
+    def mutate(self, aggregate: Any) -> Any:
+        """eventsourcing's projector hook: apply this event to its aggregate."""
+        from events.aggregates import aggregate_class
+
+        if aggregate is None:
+            aggregate = aggregate_class(self.stream).blank(self.originator_id)
+        aggregate.apply(self)
+        return aggregate
+
+
+class _AgentEvent(LedgerEvent, frozen=True, kw_only=True):
+    stream: ClassVar[Stream] = "agent"
+
+
+class _RunEvent(LedgerEvent, frozen=True, kw_only=True):
+    stream: ClassVar[Stream] = "run"
+
+
+# --- Agent stream -------------------------------------------------------------------------------
+
+
+class AgentRegistered(_AgentEvent, frozen=True, kw_only=True):
+    agent_id: str
+    app_dir: str = ""
+
+
+class IdentityLoaded(_AgentEvent, frozen=True, kw_only=True):
+    soul_sha256: str
+    identity_sha256: str
+    skills: dict[str, str] = {}
+    """Skill name -> sha256 of its SKILL.md."""
+
+
+class RunQueued(_AgentEvent, frozen=True, kw_only=True):
+    """The agent accepted a trigger; its run will execute in this order."""
+
+    run_id: UUID
+    run_no: int
+    trigger: str
+    focus: str | None = None
+
+
+class ScheduleRequested(_AgentEvent, frozen=True, kw_only=True):
+    schedule_id: str
+    kind: Literal["once", "cron"]
+    focus: str
+    owner_run_id: UUID | None = None
+    delay_seconds: int | None = None
+    cron: str | None = None
+    fire_at: datetime | None = None
+
+
+class ScheduleRegistered(_AgentEvent, frozen=True, kw_only=True):
+    schedule_id: str
+    backend: str
+    backend_id: str
+
+
+class ScheduleCancelled(_AgentEvent, frozen=True, kw_only=True):
+    schedule_id: str
+    reason: str = ""
+
+
+class TimerFired(_AgentEvent, frozen=True, kw_only=True):
+    schedule_id: str
+    fire_time: datetime
+    run_id: UUID | None = None
+
+
+class TimerMissed(_AgentEvent, frozen=True, kw_only=True):
+    schedule_id: str
+    fire_time: datetime
+    reason: str
+
+
+class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
+    run_id: UUID | None
+    budget: str
+    limit: float
+    spent: float
+
+
+# --- Run stream ---------------------------------------------------------------------------------
+
+
+class RunStarted(_RunEvent, frozen=True, kw_only=True):
+    agent_id: str
+    run_no: int
+    trigger: str
+    focus: str | None = None
+    payload: JSON = {}
+    context: JSON = {}
+
+
+class VisibleToolsResolved(_RunEvent, frozen=True, kw_only=True):
+    tools: list[str]
+    filtered: dict[str, str] = {}
+    """Tool name -> why it is not visible."""
+
+
+class LLMResponded(_RunEvent, frozen=True, kw_only=True):
+    model: str
+    message: JSON
+    fallback_hops: list[str] = []
+    usage: dict[str, int] = {}
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    inputs: JSON = {}
+    """The exact inputs of this decision: identity hashes, memories, skills, tools."""
+
+
+class ToolCallRequested(_RunEvent, frozen=True, kw_only=True):
+    call_id: str
+    tool: str
+    arguments: JSON
+
+
+class ToolCallDenied(_RunEvent, frozen=True, kw_only=True):
+    call_id: str
+    tool: str
+    reason: str
+
+
+class ToolCallRejected(_RunEvent, frozen=True, kw_only=True):
+    call_id: str
+    tool: str
+    error: str
+    arguments_text: str = ""
+
+
+class ToolCallSucceeded(_RunEvent, frozen=True, kw_only=True):
+    call_id: str
+    tool: str
+    result: Any
+    duration_ms: float = 0.0
+
+
+class ToolCallFailed(_RunEvent, frozen=True, kw_only=True):
+    call_id: str
+    tool: str
+    error: str
+    error_code: str
+    retryable: bool = False
+    duration_ms: float = 0.0
+
+
+class ToolCallTimedOut(_RunEvent, frozen=True, kw_only=True):
+    call_id: str
+    tool: str
+    timeout_s: float
+
+
+class ToolOutcomeUnknown(_RunEvent, frozen=True, kw_only=True):
+    call_id: str
+    tool: str
+    reason: str
+
+
+class DecisionLogged(_RunEvent, frozen=True, kw_only=True):
+    decision_type: str
+    reasoning: str
+
+
+class MemoryRemembered(_RunEvent, frozen=True, kw_only=True):
+    agent_id: str
+    memory_id: UUID
+    content: str
+    tags: list[str] = []
+
+
+class RunInterrupted(_RunEvent, frozen=True, kw_only=True):
+    reason: str
+
+
+class RunResumed(_RunEvent, frozen=True, kw_only=True):
+    from_version: int
+
+
+class _RunEnded(_RunEvent, frozen=True, kw_only=True):
+    iterations: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    duration_ms: float = 0.0
+
+
+class RunCompleted(_RunEnded, frozen=True, kw_only=True):
+    answer: str = ""
+
+
+class RunFailed(_RunEnded, frozen=True, kw_only=True):
+    error: str
+
+
+class RunTimedOut(_RunEnded, frozen=True, kw_only=True):
+    timeout_s: float
+
+
+class RunTerminated(_RunEnded, frozen=True, kw_only=True):
+    reason: str
+
+
+class RunSkipped(_RunEnded, frozen=True, kw_only=True):
+    reason: str
+
+
+TERMINAL_RUN_EVENTS: tuple[type[LedgerEvent], ...] = (
+    RunCompleted,
+    RunFailed,
+    RunTimedOut,
+    RunTerminated,
+    RunSkipped,
+)
+
+
+def encode_json(event: LedgerEvent) -> bytes:
+    return msgspec.json.encode(event)
+
+
+def event_fields(event: LedgerEvent) -> JSON:
+    """The event's own fields (without the stream header), as JSON-ready data."""
+    data = msgspec.to_builtins(event)
+    for key in ("originator_id", "originator_version", "timestamp"):
+        data.pop(key, None)
+    return data  # type: ignore[no-any-return]

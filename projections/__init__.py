@@ -1,0 +1,1 @@
+"""Read models built from the ledger (memory, schedules, audit, runs)."""

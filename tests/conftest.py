@@ -1,0 +1,48 @@
+"""Shared fixtures: one embedded PostgreSQL for the whole session, a fresh database per use.
+
+With ``CI=true`` a missing real component is a failure; locally it is a clear skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from owlclaw.config import OwlClawConfig
+from owlclaw.database import Database, DatabaseUnavailable, open_database
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def missing_component(what: str, why: object) -> None:
+    """Fail in CI, skip locally, always naming the component."""
+    message = f"{what} is not available: {why}"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Database:
+    url = os.environ.get("OWLCLAW_DATABASE_URL")
+    data_dir = Path(os.environ.get("OWLCLAW_TEST_DATA_DIR") or tmp_path_factory.mktemp("owlclaw"))
+    config = OwlClawConfig(data_dir=str(data_dir), database_url=url, database_name="postgres")
+    try:
+        return open_database(config)
+    except DatabaseUnavailable as e:
+        missing_component("PostgreSQL", e)
+        raise
+
+
+@pytest.fixture
+def fresh_db(pg_server: Database) -> Iterator[Database]:
+    """A new, empty database on the session's server, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    db = pg_server.create_database(name)
+    yield db
+    pg_server.drop_database(name)
