@@ -93,6 +93,7 @@ class Ledger:
             "PERSISTENCE_MODULE": "events.recorder:OwlClawFactory",
             "POSTGRES_POOL_SIZE": str(pool_size),
             "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
+            "POSTGRES_CONNECT_TIMEOUT": "5",
             "IS_SNAPSHOTTING_ENABLED": "y",
             "CREATE_TABLE": "y",
         }
@@ -160,13 +161,7 @@ class Ledger:
     def _was_committed(self, events: Sequence[LedgerEvent]) -> bool | None:
         """After a failed append, look (once) whether its last event is in the ledger."""
         last = events[-1]
-        try:
-            found = self._recorder.select_events(
-                last.originator_id, gt=last.originator_version - 1, lte=last.originator_version
-            )
-        except (PersistenceError, OSError):
-            return None
-        return bool(found)
+        return self._recorder.has_event_once(last.originator_id, last.originator_version)
 
     # --- agents and runs ----------------------------------------------------------------------
 

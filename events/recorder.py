@@ -216,6 +216,20 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
                 for row in curs.fetchall()
             ]
 
+    def has_event_once(self, originator_id: UUID, originator_version: int) -> bool | None:
+        """Whether the event is stored; one quick try outside the pool (None: can't tell)."""
+        statement = SQL(
+            "SELECT 1 FROM {schema}.{table} WHERE originator_id = %s AND originator_version = %s"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        try:
+            with psycopg.connect(**connect_kwargs(self.datastore), connect_timeout=2) as conn:
+                return (
+                    conn.execute(statement, (originator_id, originator_version)).fetchone()
+                    is not None
+                )
+        except psycopg.Error:
+            return None
+
     def is_held_back(self, after: int) -> bool:
         """True while committed rows above ``after`` wait for an older transaction to end."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
@@ -271,6 +285,8 @@ class WatermarkSubscription(PostgresSubscription):
     """
 
     HELD_BACK_POLL_SECONDS = 0.005
+    LOST_WAKEUP_POLL_SECONDS = 1.0
+    """A writer killed between its commit and its NOTIFY leaves no wake-up; re-read this often."""
 
     def _loop_on_pull(self) -> None:
         recorder = self._recorder
@@ -279,7 +295,9 @@ class WatermarkSubscription(PostgresSubscription):
             self._pull()
             while not self._has_been_stopped:
                 held = recorder.is_held_back(self._last_notification_id or 0)
-                self._has_been_notified.wait(self.HELD_BACK_POLL_SECONDS if held else None)
+                self._has_been_notified.wait(
+                    self.HELD_BACK_POLL_SECONDS if held else self.LOST_WAKEUP_POLL_SECONDS
+                )
                 self._pull()
         except BaseException as e:
             if self._thread_error is None:
@@ -316,6 +334,7 @@ class _Notifier:
         self._wanted.set()
 
     def close(self) -> None:
+        """Stop after one last NOTIFY, which covers commits made since the previous one."""
         self._closed = True
         self._wanted.set()
         if self._thread is not None:
@@ -325,8 +344,7 @@ class _Notifier:
         conn: psycopg.Connection[Any] | None = None
         while True:
             self._wanted.wait()
-            if self._closed:
-                break
+            final = self._closed
             self._wanted.clear()
             try:
                 if conn is None or conn.closed:
@@ -335,6 +353,8 @@ class _Notifier:
             except psycopg.Error:
                 conn = None  # a lost wake-up only delays readers; reconnect next time
                 time.sleep(0.1)
+            if final:
+                break
             # Commits during this pause share the next NOTIFY: at most one per interval.
             time.sleep(self.MIN_INTERVAL_SECONDS)
         if conn is not None:

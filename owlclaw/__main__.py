@@ -1,0 +1,3 @@
+from owlclaw.cli import main
+
+main()

@@ -1,0 +1,98 @@
+"""`owlclaw ledger` and `owlclaw verify` as a user runs them, including a tampered ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from events import Ledger
+from owlclaw.database import Database
+from owlclaw.demo import AGENT_ID, record_sample_run
+
+pytestmark = pytest.mark.integration
+
+
+def owlclaw(db: Database, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "OWLCLAW_DATABASE_URL": db.url,
+        "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "owlclaw", *args],
+        check=False,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_ledger_json_lists_the_run_in_log_order(fresh_db: Database, tmp_path: Path) -> None:
+    with Ledger(fresh_db.url) as ledger:
+        record_sample_run(ledger)
+    result = owlclaw(fresh_db, "ledger", AGENT_ID, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    events = json.loads(result.stdout)
+    assert [e["type"] for e in events][:4] == [
+        "AgentRegistered",
+        "IdentityLoaded",
+        "RunQueued",
+        "RunStarted",
+    ]
+    assert events[-1]["type"] == "RunCompleted"
+    assert [e["position"] for e in events] == sorted(e["position"] for e in events)
+    decision = next(e for e in events if e["type"] == "DecisionLogged")
+    assert decision["data"]["decision_type"] == "no_action"
+
+
+def test_verify_names_the_exact_event_altered_with_sql(fresh_db: Database, tmp_path: Path) -> None:
+    with Ledger(fresh_db.url) as ledger:
+        record_sample_run(ledger)
+        run_id = ledger.list_runs(AGENT_ID)[0]
+    ok = owlclaw(fresh_db, "verify", AGENT_ID, "--json", cwd=tmp_path)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["ok"] is True
+
+    with psycopg.connect(fresh_db.url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE ledger_events SET state = convert_to(replace(convert_from(state, 'UTF8'),"
+            " 'no_action', 'capability_selection'), 'UTF8')"
+            " WHERE originator_id = %s AND originator_version = 8",
+            (run_id,),
+        )
+    bad = owlclaw(fresh_db, "verify", AGENT_ID, "--json", cwd=tmp_path)
+    assert bad.returncode == 1
+    report = json.loads(bad.stdout)
+    assert report["ok"] is False
+    assert [(b["stream"], b["version"]) for b in report["breaks"]] == [(str(run_id), 8)]
+    human = owlclaw(fresh_db, "verify", cwd=tmp_path)
+    assert human.returncode == 1 and f"stream {run_id} version 8" in human.stdout
+
+
+def test_unknown_agent_is_one_clear_line_and_exit_3(fresh_db: Database, tmp_path: Path) -> None:
+    result = owlclaw(fresh_db, "ledger", "ghost", cwd=tmp_path)
+    assert result.returncode == 3
+    assert "unknown agent 'ghost'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_database_is_one_clear_line_and_exit_4(tmp_path: Path) -> None:
+    env = {**os.environ, "OWLCLAW_DATABASE_URL": f"postgresql://postgres@/x?host={tmp_path}"}
+    result = subprocess.run(
+        [sys.executable, "-m", "owlclaw", "ledger", "a"],
+        check=False,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 4
+    assert "unreachable" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,45 @@
+"""Functions run in separate processes by the integration tests (importable under spawn)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+
+from events import Ledger, StreamConflict
+from events import catalog as ev
+from events.recorder import OwlClawApplicationRecorder, datastore_from_url
+
+
+def append_batches(url: str, table: str, writer: int, batches: int, batch: int, start: Any) -> None:
+    """Append ``batches`` commits of ``batch`` events each to this writer's own stream."""
+    datastore = datastore_from_url(url, pool_size=1, max_overflow=0)
+    datastore.register_type_adapters()
+    recorder = OwlClawApplicationRecorder(datastore, events_table_name=table)
+    stream = uuid.uuid5(uuid.NAMESPACE_OID, f"writer-{writer}")
+    start.wait()
+    version = 0
+    for _ in range(batches):
+        events = []
+        for _ in range(batch):
+            version += 1
+            events.append(StoredEvent(stream, version, "Stress", f"{writer}:{version}".encode()))
+        recorder.insert_events(events)
+    recorder.close_notifier()
+    datastore.close()
+
+
+def contend_for_next_version(url: str, agent_id: str, start: Any, results: Any) -> None:
+    """Load the agent, wait for the rival, then try to append the same next version."""
+    with Ledger(url) as ledger:
+        agent = ledger.load_agent(agent_id)
+        agent.record(ev.IdentityLoaded, soul_sha256=uuid.uuid4().hex, identity_sha256="x")
+        start.wait()
+        try:
+            ledger.append(agent)
+            results.put(("committed", agent.version))
+        except StreamConflict as e:
+            results.put(("conflict", str(e)))
+        time.sleep(0.1)

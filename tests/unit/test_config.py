@@ -1,0 +1,47 @@
+"""Configuration: defaults, owlclaw.toml, OWLCLAW_* overrides, errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from owlclaw.config import ConfigError, load_config
+
+
+def test_defaults_without_file_or_environment(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "missing.toml", environ={})
+    assert config.database_url is None
+    assert config.ledger.snapshot_interval == 100
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    toml = tmp_path / "owlclaw.toml"
+    toml.write_text('data_dir = "/srv/owl"\n[ledger]\nsnapshot_interval = 50\n')
+    config = load_config(toml, environ={"OWLCLAW_SNAPSHOT_INTERVAL": "25"})
+    assert config.data_dir == "/srv/owl"
+    assert config.ledger.snapshot_interval == 25
+
+
+@pytest.mark.parametrize(
+    ("text", "environ", "field"),
+    [
+        ("[ledger]\nsnapshot_interval = 1\n", {}, "snapshot_interval"),
+        ("", {"OWLCLAW_SNAPSHOT_INTERVAL": "many"}, "snapshot_interval"),
+        ("databse_url = 'x'\n", {}, "databse_url"),
+    ],
+)
+def test_invalid_values_name_the_field(
+    tmp_path: Path, text: str, environ: dict[str, str], field: str
+) -> None:
+    toml = tmp_path / "owlclaw.toml"
+    toml.write_text(text)
+    with pytest.raises(ConfigError, match=field):
+        load_config(toml, environ=environ)
+
+
+def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
+    toml = tmp_path / "owlclaw.toml"
+    toml.write_text("data_dir = \n")
+    with pytest.raises(ConfigError, match=r"owlclaw\.toml"):
+        load_config(toml, environ={})
