@@ -123,12 +123,13 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
         # Not retried: after a lost connection the commit's outcome is unknown, and the caller
         # (the ledger) decides what that means, instead of a blind re-insert.
         with self.datastore.get_connection() as conn:
+            # Binary protocol: uuid/bytea/bigint arrays are sent without text formatting.
             if kwargs.get("tracking") is None:
                 # One statement in autocommit mode is its own transaction: one round trip.
-                with conn.cursor() as curs:
+                with conn.cursor(binary=True) as curs:
                     ids = self._append(curs, stored_events)
             else:
-                with conn.pipeline(), conn.transaction(), conn.cursor() as curs:
+                with conn.pipeline(), conn.transaction(), conn.cursor(binary=True) as curs:
                     ids = self._append(curs, stored_events)
                     self._insert_events(curs, stored_events, **kwargs)
         if ids:
