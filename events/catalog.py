@@ -203,6 +203,8 @@ class ToolOutcomeUnknown(_RunEvent, frozen=True, kw_only=True):
 class DecisionLogged(_RunEvent, frozen=True, kw_only=True):
     decision_type: str
     reasoning: str
+    call_id: str | None = None
+    """The log_decision tool call that recorded it."""
 
 
 class MemoryRemembered(_RunEvent, frozen=True, kw_only=True):

@@ -25,7 +25,7 @@ from eventsourcing.persistence import (
 from events import catalog as ev
 from events.aggregates import Agent, Run, agent_stream_id, run_stream_id
 from events.catalog import LedgerEvent
-from events.codec import LedgerDecodeError, MsgspecMapper
+from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
 from events.recorder import OwlClawApplicationRecorder, postgres_env
 
 
@@ -243,11 +243,23 @@ class Ledger:
 
     # --- the global log -----------------------------------------------------------------------
 
-    def read(self, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
-        """Up to ``limit`` events after log position ``after``, in log order."""
+    def read(
+        self,
+        after: int = 0,
+        limit: int = 1000,
+        *,
+        up_to: int | None = None,
+        types: Sequence[type[LedgerEvent]] = (),
+    ) -> list[LoggedEvent]:
+        """Up to ``limit`` events after log position ``after`` (and at most ``up_to``), in log
+        order; only events of ``types`` if given (filtered in the database)."""
         try:
             notifications = self._recorder.select_notifications(
-                start=after, limit=limit, inclusive_of_start=False
+                start=after,
+                limit=limit,
+                stop=up_to,
+                topics=[topic_of(t) for t in types],
+                inclusive_of_start=False,
             )
         except PersistenceError as e:
             raise LedgerUnavailable(f"cannot read the ledger: {e}") from e

@@ -28,6 +28,8 @@ from owlclaw.database import Database, DatabaseUnavailable, open_database
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
 bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")
 app.add_typer(bench_app, name="bench")
+projections_app = typer.Typer(no_args_is_help=True, help="Read models of the ledger.")
+app.add_typer(projections_app, name="projections")
 
 out = Console()
 err = Console(stderr=True)
@@ -192,6 +194,56 @@ def demo() -> None:
     out.print(
         f"\ninspect it yourself:\n  owlclaw ledger {agent_id} --json\n  owlclaw verify {agent_id}"
     )
+
+
+@projections_app.command("status")
+@handles_errors
+def projections_status(as_json: JsonOption = False) -> None:
+    """Position and lag (events and seconds behind the log head) of every projection."""
+    from projections import open_views
+    from projections.runner import projection_status
+
+    with open_ledger() as (_, led):
+        statuses = [projection_status(led, view) for view in open_views(led)]
+    if as_json:
+        print_json(statuses)
+        return
+    table = Table(title="projections")
+    for column in ("name", "position", "head", "lag events", "lag seconds"):
+        table.add_column(column, justify="left" if column == "name" else "right")
+    for s in statuses:
+        table.add_row(
+            s.name, str(s.position), str(s.head), str(s.lag_events), f"{s.lag_seconds:.3f}"
+        )
+    out.print(table)
+
+
+@projections_app.command("rebuild")
+@handles_errors
+def projections_rebuild(
+    name: Annotated[str, typer.Argument(help="Projection name (see `projections status`).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Rebuild a projection from position 0 into new tables and switch over atomically."""
+    from rich.progress import Progress
+
+    from projections import VIEWS, rebuild
+
+    view_class = VIEWS.get(name)
+    if view_class is None:
+        _fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
+        return
+    with open_ledger() as (_, led), Progress(console=err, transient=True) as bar:
+        task = bar.add_task(f"rebuilding {name}", total=None)
+        position = rebuild(
+            led,
+            view_class,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    if as_json:
+        print_json({"name": name, "position": position})
+    else:
+        out.print(f"[green]rebuilt[/] {name} up to log position {position} and switched over")
 
 
 @bench_app.command("ledger")

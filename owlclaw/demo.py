@@ -83,7 +83,10 @@ def record_sample_run(ledger: Ledger) -> str:
     ledger.append(run)
 
     run.record(
-        ev.DecisionLogged, decision_type="no_action", reasoning="Market closed; no entry checks."
+        ev.DecisionLogged,
+        decision_type="no_action",
+        reasoning="Market closed; no entry checks.",
+        call_id="call_2",
     )
     run.record(
         ev.ToolCallSucceeded,

@@ -96,3 +96,22 @@ def test_unreachable_database_is_one_clear_line_and_exit_4(tmp_path: Path) -> No
     )
     assert result.returncode == 4
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> None:
+    with Ledger(fresh_db.url) as ledger:
+        record_sample_run(ledger)
+    status = owlclaw(fresh_db, "projections", "status", "--json", cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    lag = {p["name"]: p["lag_events"] for p in json.loads(status.stdout)}
+    assert lag == {"audit": 14, "runs": 14}
+    rebuilt = owlclaw(fresh_db, "projections", "rebuild", "audit", "--json", cwd=tmp_path)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout) == {"name": "audit", "position": 14}
+    after = owlclaw(fresh_db, "projections", "status", "--json", cwd=tmp_path)
+    assert {p["name"]: p["lag_events"] for p in json.loads(after.stdout)} == {
+        "audit": 0,
+        "runs": 14,
+    }
+    unknown = owlclaw(fresh_db, "projections", "rebuild", "nope", cwd=tmp_path)
+    assert unknown.returncode == 3 and "unknown projection 'nope'" in unknown.stderr

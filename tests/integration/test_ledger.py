@@ -18,7 +18,7 @@ from events import catalog as ev
 from events.aggregates import Agent
 from events.catalog import LedgerEvent
 from owlclaw.database import Database
-from tests.integration.writers import contend_for_next_version
+from tests.integration.processes import contend_for_next_version
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from eventsourcing.persistence import StoredEvent
 
 from events.recorder import OwlClawApplicationRecorder, datastore_from_url
 from owlclaw.database import Database
-from tests.integration.writers import append_batches
+from tests.integration.processes import append_batches
 
 pytestmark = pytest.mark.integration
 

@@ -43,3 +43,15 @@ def contend_for_next_version(url: str, agent_id: str, start: Any, results: Any) 
         except StreamConflict as e:
             results.put(("conflict", str(e)))
         time.sleep(0.1)
+
+
+def run_projection(url: str, view_name: str) -> None:
+    """Catch a projection up, slowly enough (small batches) to be killed in the middle."""
+    from projections import VIEWS
+    from projections import runner as runner_module
+
+    runner_module.BATCH_SIZE = 200
+    with Ledger(url) as ledger:
+        view = VIEWS[view_name](ledger.recorder.datastore)
+        view.create_table()
+        runner_module.ProjectionRunner(ledger, view).catch_up()

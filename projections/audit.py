@@ -1,0 +1,158 @@
+"""Audit view: one row per tool call — arguments, outcome, duration, the tokens and cost of the
+LLM response that asked for it, and the decision type of log_decision calls."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from psycopg import Cursor
+
+from events import catalog as ev
+from events.catalog import LedgerEvent
+from events.ledger import LoggedEvent
+from projections.sqlvalues import jsonb, text
+from projections.view import View
+
+
+class AuditView(View):
+    name: ClassVar[str] = "audit"
+    tables: ClassVar[tuple[str, ...]] = ("audit_tool_calls", "audit_run_context")
+    indexes: ClassVar[tuple[str, ...]] = ("audit_tool_calls_agent",)
+    events: ClassVar[tuple[type[LedgerEvent], ...]] = (
+        ev.RunStarted,
+        ev.LLMResponded,
+        ev.ToolCallRequested,
+        ev.ToolCallDenied,
+        ev.ToolCallRejected,
+        ev.ToolCallSucceeded,
+        ev.ToolCallFailed,
+        ev.ToolCallTimedOut,
+        ev.ToolOutcomeUnknown,
+        ev.DecisionLogged,
+    )
+    ddl: ClassVar[tuple[str, ...]] = (
+        "CREATE TABLE IF NOT EXISTS {audit_tool_calls} ("
+        " run_id uuid NOT NULL, call_id text NOT NULL, agent_id text, tool text NOT NULL,"
+        " arguments jsonb, status text NOT NULL, result jsonb, error text, error_code text,"
+        " retryable boolean, duration_ms double precision, tokens integer,"
+        " cost_usd double precision, decision_type text, requested_at timestamptz,"
+        " finished_at timestamptz, position bigint NOT NULL, PRIMARY KEY (run_id, call_id))",
+        "CREATE INDEX IF NOT EXISTS {audit_tool_calls_agent} ON {audit_tool_calls}"
+        " (agent_id, requested_at)",
+        "CREATE TABLE IF NOT EXISTS {audit_run_context} ("
+        " run_id uuid PRIMARY KEY, agent_id text NOT NULL, llm_tokens integer NOT NULL DEFAULT 0,"
+        " llm_cost_usd double precision NOT NULL DEFAULT 0)",
+    )
+
+    def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
+        e, pos = logged.event, logged.position
+        run = e.originator_id
+        if isinstance(e, ev.RunStarted):
+            curs.execute(
+                self.sql(
+                    "INSERT INTO {audit_run_context} (run_id, agent_id) VALUES (%s, %s)"
+                    " ON CONFLICT (run_id) DO NOTHING"
+                ),
+                (run, e.agent_id),
+            )
+        elif isinstance(e, ev.LLMResponded):
+            curs.execute(
+                self.sql(
+                    "UPDATE {audit_run_context} SET llm_tokens = %s, llm_cost_usd = %s"
+                    " WHERE run_id = %s"
+                ),
+                (e.usage.get("total_tokens", 0), e.cost_usd, run),
+            )
+        elif isinstance(e, ev.ToolCallRequested):
+            curs.execute(
+                self.sql(
+                    "INSERT INTO {audit_tool_calls} (run_id, call_id, agent_id, tool, arguments,"
+                    " status, tokens, cost_usd, requested_at, position)"
+                    " SELECT %s, %s, c.agent_id, %s, %s, 'requested', c.llm_tokens,"
+                    " c.llm_cost_usd, %s, %s FROM (SELECT 1) one"
+                    " LEFT JOIN {audit_run_context} c ON c.run_id = %s"
+                    " ON CONFLICT (run_id, call_id) DO NOTHING"
+                ),
+                (run, text(e.call_id), text(e.tool), jsonb(e.arguments), e.timestamp, pos, run),
+            )
+        elif isinstance(e, ev.ToolCallDenied | ev.ToolCallRejected):
+            error = e.reason if isinstance(e, ev.ToolCallDenied) else e.error
+            status = "denied" if isinstance(e, ev.ToolCallDenied) else "rejected"
+            self._finish(curs, e, pos, status, error=error)
+        elif isinstance(e, ev.ToolCallSucceeded):
+            self._finish(curs, e, pos, "succeeded", result=e.result, duration_ms=e.duration_ms)
+        elif isinstance(e, ev.ToolCallFailed):
+            self._finish(
+                curs,
+                e,
+                pos,
+                "failed",
+                error=e.error,
+                error_code=e.error_code,
+                retryable=e.retryable,
+                duration_ms=e.duration_ms,
+            )
+        elif isinstance(e, ev.ToolCallTimedOut):
+            self._finish(
+                curs,
+                e,
+                pos,
+                "timed_out",
+                error=f"timed out after {e.timeout_s}s",
+                error_code="TIMEOUT",
+                retryable=True,
+            )
+        elif isinstance(e, ev.ToolOutcomeUnknown):
+            self._finish(
+                curs, e, pos, "outcome_unknown", error=e.reason, error_code="OUTCOME_UNKNOWN"
+            )
+        elif isinstance(e, ev.DecisionLogged) and e.call_id is not None:
+            curs.execute(
+                self.sql(
+                    "UPDATE {audit_tool_calls} SET decision_type = %s"
+                    " WHERE run_id = %s AND call_id = %s"
+                ),
+                (text(e.decision_type), run, text(e.call_id)),
+            )
+
+    def _finish(
+        self,
+        curs: Cursor[Any],
+        e: Any,
+        pos: int,
+        status: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        error_code: str | None = None,
+        retryable: bool | None = None,
+        duration_ms: float | None = None,
+    ) -> None:
+        """Record an outcome; calls refused before any request get a row of their own."""
+        curs.execute(
+            self.sql(
+                "INSERT INTO {audit_tool_calls} AS a (run_id, call_id, agent_id, tool, status,"
+                " result, error, error_code, retryable, duration_ms, requested_at, finished_at,"
+                " position)"
+                " SELECT %(run)s, %(call)s, c.agent_id, %(tool)s, %(status)s, %(result)s,"
+                " %(error)s, %(code)s, %(retryable)s, %(duration)s, %(at)s, %(at)s, %(pos)s"
+                " FROM (SELECT 1) one LEFT JOIN {audit_run_context} c ON c.run_id = %(run)s"
+                " ON CONFLICT (run_id, call_id) DO UPDATE SET status = excluded.status,"
+                " result = excluded.result, error = excluded.error,"
+                " error_code = excluded.error_code, retryable = excluded.retryable,"
+                " duration_ms = excluded.duration_ms, finished_at = excluded.finished_at"
+            ),
+            {
+                "run": e.originator_id,
+                "call": text(e.call_id),
+                "tool": text(e.tool),
+                "status": status,
+                "result": None if result is None else jsonb(result),
+                "error": text(error),
+                "code": error_code,
+                "retryable": retryable,
+                "duration": duration_ms,
+                "at": e.timestamp,
+                "pos": pos,
+            },
+        )

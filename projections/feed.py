@@ -1,0 +1,62 @@
+"""Subscriptions for analytics jobs: follow the raw log, or what a projection has absorbed.
+
+Both are iterators that block while there is nothing new, woken by LISTEN/NOTIFY, and resume
+from the last position the consumer saw (pass it back as ``after``). ``afollow_*`` are the
+async versions for asyncio consumers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import psycopg
+from psycopg.sql import SQL, Identifier
+
+from events.ledger import Ledger, LoggedEvent
+from events.recorder import connect_kwargs
+from projections.runner import channel
+from projections.view import View
+
+IDLE_WAKE_SECONDS = 1.0
+
+
+def follow_log(ledger: Ledger, after: int = 0) -> Iterator[LoggedEvent]:
+    """Every ledger event after ``after``, in log order, forever."""
+    return ledger.subscribe(after=after)
+
+
+def follow_projection(ledger: Ledger, view: View, after: int = 0) -> Iterator[LoggedEvent]:
+    """The events ``view`` reads, each yielded once the view has absorbed it.
+
+    Reading the view's tables after receiving position P therefore shows at least P.
+    """
+    last = after
+    with psycopg.connect(**connect_kwargs(view.datastore), autocommit=True) as conn:
+        conn.execute(SQL("LISTEN {}").format(Identifier(channel(view.name))))
+        while True:
+            absorbed = view.max_tracking_id(view.tracking_name) or 0
+            while last < absorbed:
+                batch = ledger.read(after=last, up_to=absorbed, types=view.events)
+                yield from batch
+                last = batch[-1].position if len(batch) == 1000 else absorbed
+            for _ in conn.notifies(timeout=IDLE_WAKE_SECONDS, stop_after=1):
+                pass
+
+
+async def _aiterate(iterator: Iterator[LoggedEvent]) -> AsyncIterator[LoggedEvent]:
+    sentinel = object()
+    while True:
+        item = await asyncio.to_thread(next, iterator, sentinel)
+        if item is sentinel:
+            return
+        assert isinstance(item, LoggedEvent)
+        yield item
+
+
+def afollow_log(ledger: Ledger, after: int = 0) -> AsyncIterator[LoggedEvent]:
+    return _aiterate(follow_log(ledger, after))
+
+
+def afollow_projection(ledger: Ledger, view: View, after: int = 0) -> AsyncIterator[LoggedEvent]:
+    return _aiterate(follow_projection(ledger, view, after))

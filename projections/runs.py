@@ -1,0 +1,89 @@
+"""Runs view: one row per run — status, trigger, focus, iterations, tool calls, tokens, cost."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from psycopg import Cursor
+
+from events import catalog as ev
+from events.catalog import LedgerEvent
+from events.ledger import LoggedEvent
+from projections.sqlvalues import text
+from projections.view import View
+
+_TERMINAL: dict[type[LedgerEvent], str] = {
+    ev.RunCompleted: "completed",
+    ev.RunFailed: "failed",
+    ev.RunTimedOut: "timed_out",
+    ev.RunTerminated: "terminated",
+    ev.RunSkipped: "skipped",
+}
+
+
+class RunsView(View):
+    name: ClassVar[str] = "runs"
+    tables: ClassVar[tuple[str, ...]] = ("runs",)
+    indexes: ClassVar[tuple[str, ...]] = ("runs_agent",)
+    events: ClassVar[tuple[type[LedgerEvent], ...]] = (
+        ev.RunStarted,
+        ev.LLMResponded,
+        ev.ToolCallRequested,
+        ev.RunInterrupted,
+        ev.RunResumed,
+        *_TERMINAL,
+    )
+    ddl: ClassVar[tuple[str, ...]] = (
+        "CREATE TABLE IF NOT EXISTS {runs} ("
+        " run_id uuid PRIMARY KEY, agent_id text NOT NULL, run_no integer NOT NULL,"
+        " trigger text NOT NULL, focus text, status text NOT NULL,"
+        " iterations integer NOT NULL DEFAULT 0, tool_calls integer NOT NULL DEFAULT 0,"
+        " tokens integer NOT NULL DEFAULT 0, cost_usd double precision NOT NULL DEFAULT 0,"
+        " started_at timestamptz NOT NULL, ended_at timestamptz, duration_ms double precision,"
+        " error text, position bigint NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS {runs_agent} ON {runs} (agent_id, started_at)",
+    )
+
+    def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
+        e, pos = logged.event, logged.position
+        run = e.originator_id
+        if isinstance(e, ev.RunStarted):
+            curs.execute(
+                self.sql(
+                    "INSERT INTO {runs} (run_id, agent_id, run_no, trigger, focus, status,"
+                    " started_at, position) VALUES (%s, %s, %s, %s, %s, 'running', %s, %s)"
+                    " ON CONFLICT (run_id) DO NOTHING"
+                ),
+                (run, text(e.agent_id), e.run_no, text(e.trigger), text(e.focus), e.timestamp, pos),
+            )
+        elif isinstance(e, ev.LLMResponded):
+            curs.execute(
+                self.sql(
+                    "UPDATE {runs} SET iterations = iterations + 1, tokens = tokens + %s,"
+                    " cost_usd = cost_usd + %s, position = %s WHERE run_id = %s"
+                ),
+                (e.usage.get("total_tokens", 0), e.cost_usd, pos, run),
+            )
+        elif isinstance(e, ev.ToolCallRequested):
+            curs.execute(
+                self.sql(
+                    "UPDATE {runs} SET tool_calls = tool_calls + 1, position = %s WHERE run_id = %s"
+                ),
+                (pos, run),
+            )
+        elif isinstance(e, ev.RunInterrupted | ev.RunResumed):
+            status = "interrupted" if isinstance(e, ev.RunInterrupted) else "running"
+            curs.execute(
+                self.sql("UPDATE {runs} SET status = %s, position = %s WHERE run_id = %s"),
+                (status, pos, run),
+            )
+        elif type(e) in _TERMINAL:
+            error = getattr(e, "error", None) or getattr(e, "reason", None)
+            curs.execute(
+                self.sql(
+                    "UPDATE {runs} SET status = %s, ended_at = %s, error = %s, position = %s,"
+                    " duration_ms = extract(epoch FROM (%s - started_at)) * 1000"
+                    " WHERE run_id = %s"
+                ),
+                (_TERMINAL[type(e)], e.timestamp, text(error), pos, e.timestamp, run),
+            )

@@ -1,0 +1,75 @@
+"""A materialised view of the ledger: its tables and how each event changes them.
+
+A view is an eventsourcing tracking recorder: its rows and its tracking position (the last log
+position it absorbed) live in the same database and change in the same transaction, so a crash
+between two events can neither lose nor double one.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping
+from typing import ClassVar
+
+from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Composable, Composed, Identifier
+
+from events.catalog import LedgerEvent
+from events.ledger import LoggedEvent
+
+TRACKING_TABLE = "projection_tracking"
+REBUILD_SUFFIX = "__rebuild"
+
+
+class View(PostgresTrackingRecorder):
+    """Base class of the projections' views.
+
+    Subclasses name their tables in ``tables`` and write DDL and statements with ``{table}``
+    placeholders (``self.t["table"]``), so that a rebuild can build the same view into fresh
+    tables next to the serving ones.
+    """
+
+    name: ClassVar[str]
+    tables: ClassVar[tuple[str, ...]]
+    indexes: ClassVar[tuple[str, ...]] = ()
+    """Names of the secondary indexes in ``ddl`` (renamed along with the tables on a switch)."""
+    events: ClassVar[tuple[type[LedgerEvent], ...]]
+    """The event types the view reads; others are filtered out in the database."""
+    ddl: ClassVar[tuple[str, ...]]
+
+    def __init__(self, datastore: PostgresDatastore, *, rebuilding: bool = False):
+        super().__init__(datastore, tracking_table_name=TRACKING_TABLE)
+        self.rebuilding = rebuilding
+        self.tracking_name = self.name + (REBUILD_SUFFIX if rebuilding else "")
+        self.suffix = REBUILD_SUFFIX if rebuilding else ""
+        self.t: Mapping[str, Identifier] = {
+            name: Identifier(name + self.suffix) for name in (*self.tables, *self.indexes)
+        }
+        self.sql_create_statements.extend(SQL(ddl).format(**self.t) for ddl in self.ddl)
+
+    def sql(self, text: str, **extra: Composable) -> Composed:
+        """A statement of this view with its table names filled in."""
+        return SQL(text).format(**self.t, **extra)
+
+    @abstractmethod
+    def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
+        """Change the view for one event (inside the batch's transaction)."""
+
+    def drop_tables(self, curs: Cursor[DictRow]) -> None:
+        for table in self.tables:
+            curs.execute(SQL("DROP TABLE IF EXISTS {} CASCADE").format(self.t[table]))
+
+    def rename_into(self, curs: Cursor[DictRow], other: View) -> None:
+        """Give this view's tables and indexes the names of ``other``'s (dropped) ones."""
+        for table in self.tables:
+            curs.execute(SQL("ALTER TABLE {} RENAME TO {}").format(self.t[table], other.t[table]))
+            curs.execute(
+                SQL("ALTER INDEX IF EXISTS {} RENAME TO {}").format(
+                    Identifier(f"{table}{self.suffix}_pkey"),
+                    Identifier(f"{table}{other.suffix}_pkey"),
+                )
+            )
+        for index in self.indexes:
+            curs.execute(SQL("ALTER INDEX {} RENAME TO {}").format(self.t[index], other.t[index]))

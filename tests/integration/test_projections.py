@@ -1,0 +1,278 @@
+"""Projections over the real ledger: views, exactly-once across a kill, lag, rebuild, failures."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from events import Ledger
+from events import catalog as ev
+from events.aggregates import Agent
+from owlclaw.database import Database
+from owlclaw.demo import record_sample_run
+from projections import AuditView, ProjectionRunner, RunsView, open_views, rebuild
+from projections.feed import follow_projection
+from projections.runner import projection_status
+from tests.integration.processes import run_projection
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def ledger(fresh_db: Database) -> Iterator[Ledger]:
+    with Ledger(fresh_db.url) as led:
+        yield led
+
+
+def rows(db: Database, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(db.url) as conn:
+        return conn.execute(query).fetchall()
+
+
+def record_runs(ledger: Ledger, agent: Agent, count: int, tools_per_run: int = 2) -> None:
+    for n in range(count):
+        run = ledger.queue_run(agent, trigger="heartbeat", focus=f"run {n}")
+        for k in range(tools_per_run):
+            run.record(
+                ev.LLMResponded,
+                model="scripted/t",
+                message={"k": k},
+                usage={"total_tokens": 10},
+                cost_usd=0.001,
+            )
+            run.record(
+                ev.ToolCallRequested,
+                call_id=f"c{k}",
+                tool="recall",
+                arguments={"query": f"q{n}.{k}"},
+            )
+            run.record(
+                ev.ToolCallSucceeded,
+                call_id=f"c{k}",
+                tool="recall",
+                result={"hits": k},
+                duration_ms=1.0,
+            )
+        run.record(ev.RunCompleted, iterations=tools_per_run, tool_calls=tools_per_run)
+        ledger.append(agent, run)
+
+
+def test_audit_and_runs_views_describe_each_tool_call_and_run(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    record_sample_run(ledger)
+    agent = ledger.load_agent("demo-trader")
+    failing = ledger.queue_run(agent, trigger="webhook", focus="buy")
+    failing.record(
+        ev.ToolCallRejected,
+        call_id="bad",
+        tool="schedule_once",
+        error="delay_seconds: expected >= 1",
+        arguments_text='{"delay_seconds": 0}',
+    )
+    failing.record(ev.RunFailed, error="model unavailable")
+    ledger.append(agent, failing)
+    for view in open_views(ledger):
+        ProjectionRunner(ledger, view).catch_up()
+
+    audit = rows(
+        fresh_db,
+        "SELECT tool, status, arguments, result, error, decision_type, tokens,"
+        " agent_id FROM audit_tool_calls ORDER BY position",
+    )
+    assert audit == [
+        (
+            "query_state",
+            "succeeded",
+            {"state_name": "market_state"},
+            {"is_trading_time": False, "session": "closed"},
+            None,
+            None,
+            430,
+            "demo-trader",
+        ),
+        (
+            "log_decision",
+            "succeeded",
+            {"reasoning": "Market closed; no entry checks.", "decision_type": "no_action"},
+            {"decision_id": "d-1"},
+            None,
+            "no_action",
+            495,
+            "demo-trader",
+        ),
+        (
+            "schedule_once",
+            "rejected",
+            None,
+            None,
+            "delay_seconds: expected >= 1",
+            None,
+            None,
+            "demo-trader",
+        ),
+    ]
+    runs = rows(
+        fresh_db,
+        "SELECT trigger, focus, status, iterations, tool_calls, tokens, error"
+        " FROM runs ORDER BY run_no",
+    )
+    assert runs == [
+        ("heartbeat", "check entry opportunities", "completed", 3, 2, 1454, None),
+        ("webhook", "buy", "failed", 0, 0, 0, "model unavailable"),
+    ]
+
+
+def test_a_killed_projection_resumes_exactly_where_it_committed(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    agent = ledger.register_agent("busy")
+    record_runs(ledger, agent, 600, tools_per_run=3)
+    head = ledger.head()
+    AuditView(ledger.recorder.datastore).create_table()
+    ctx = mp.get_context("spawn")
+    worker = ctx.Process(target=run_projection, args=(fresh_db.url, "audit"))
+    worker.start()
+    deadline = time.monotonic() + 60
+    position = 0
+    while position < head // 3:
+        assert time.monotonic() < deadline and worker.is_alive(), "projection never got going"
+        tracked = rows(
+            fresh_db,
+            "SELECT notification_id FROM projection_tracking WHERE application_name = 'audit'",
+        )
+        position = tracked[0][0] if tracked else 0
+        time.sleep(0.005)
+    assert worker.pid is not None
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join()
+    [(killed_at,)] = rows(
+        fresh_db, "SELECT notification_id FROM projection_tracking WHERE application_name = 'audit'"
+    )
+    assert 0 < killed_at < head, "the kill must land mid-stream"
+
+    view = AuditView(ledger.recorder.datastore)
+    ProjectionRunner(ledger, view).catch_up()
+    query = (
+        "SELECT run_id, call_id, tool, arguments, status, result, tokens, position"
+        " FROM audit_tool_calls ORDER BY run_id, call_id"
+    )
+    resumed = rows(fresh_db, query)
+    assert len(resumed) == 600 * 3
+    rebuild(ledger, AuditView)
+    assert rows(fresh_db, query) == resumed
+
+
+def test_lag_is_reported_in_events_and_seconds(ledger: Ledger) -> None:
+    agent = ledger.register_agent("laggy")
+    record_runs(ledger, agent, 1)
+    [audit, runs] = open_views(ledger)
+    ProjectionRunner(ledger, runs).catch_up()
+    record_runs(ledger, agent, 2)
+    time.sleep(0.2)
+    status = projection_status(ledger, runs)
+    assert status.lag_events == 2 * 9  # RunQueued, RunStarted, 2 x 3 tool events, RunCompleted
+    assert status.lag_seconds >= 0.2
+    assert projection_status(ledger, audit).lag_events == ledger.head()
+
+
+def test_rebuild_switches_over_while_a_live_runner_keeps_serving(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    agent = ledger.register_agent("live")
+    record_runs(ledger, agent, 50)
+    view = RunsView(ledger.recorder.datastore)
+    view.create_table()
+    live = ProjectionRunner(ledger, view).start()
+    writer = threading.Thread(target=record_runs, args=(ledger, agent, 100))
+    writer.start()
+    seen_during_rebuild: list[int] = []
+
+    def watch(done: int, total: int) -> None:
+        seen_during_rebuild.append(rows(fresh_db, "SELECT count(*) FROM runs")[0][0])
+
+    rebuild(ledger, RunsView, progress=watch)
+    writer.join()
+    assert live.wait_for(ledger.head(), timeout=10)
+    live.stop()
+    assert live.error is None
+    assert seen_during_rebuild and min(seen_during_rebuild) > 0  # the old view kept serving
+    assert rows(fresh_db, "SELECT count(*), count(DISTINCT run_no) FROM runs") == [(150, 150)]
+    assert rows(fresh_db, "SELECT count(*) FROM runs WHERE status <> 'completed'") == [(0,)]
+
+
+def test_an_unreadable_event_stops_that_projection_naming_its_position(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    record_sample_run(ledger)
+    agent = ledger.load_agent("demo-trader")
+    [bad] = rows(
+        fresh_db, "SELECT notification_id FROM ledger_events WHERE topic = 'DecisionLogged'"
+    )
+    with psycopg.connect(fresh_db.url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE ledger_events SET state = '\\x7b'::bytea WHERE topic = 'DecisionLogged'"
+        )
+    audit, runs = (ProjectionRunner(ledger, v).start() for v in open_views(ledger))
+    record_runs(ledger, agent, 1)
+    assert runs.wait_for(ledger.head(), timeout=10)
+    deadline = time.monotonic() + 10
+    while audit.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert audit.error is not None and f"log position {bad[0]}" in str(audit.error)
+    assert audit.position < bad[0]
+    assert runs.error is None and runs.running
+    runs.stop()
+
+
+def test_view_survives_nul_and_maximum_size_memory_like_payloads(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    agent = ledger.register_agent("odd")
+    run = ledger.queue_run(agent, trigger="webhook", focus="nul\x00focus")
+    for i, content in enumerate(["x" * 2000, "y" * 2001, "", "nul\x00inside", "\U0001f989"]):
+        run.record(
+            ev.ToolCallRequested,
+            call_id=str(i),
+            tool="remember",
+            arguments={"content": content, "tags": ["a\x00b"]},
+        )
+    ledger.append(agent, run)
+    for view in open_views(ledger):
+        ProjectionRunner(ledger, view).catch_up()
+    stored = rows(fresh_db, "SELECT arguments->>'content' FROM audit_tool_calls ORDER BY call_id")
+    assert [len(c) for (c,) in stored] == [2000, 2001, 0, 10, 1]
+    assert stored[3] == ("nul\ufffdinside",)
+    assert rows(fresh_db, "SELECT focus FROM runs") == [("nul\ufffdfocus",)]
+
+
+def test_follow_projection_yields_what_the_view_absorbed(ledger: Ledger) -> None:
+    agent = ledger.register_agent("followed")
+    view = RunsView(ledger.recorder.datastore)
+    view.create_table()
+    runner = ProjectionRunner(ledger, view).start()
+    got: list[ev.LedgerEvent] = []
+
+    def consume() -> None:
+        for logged in follow_projection(ledger, view):
+            got.append(logged.event)
+            if sum(isinstance(e, ev.RunCompleted) for e in got) == 3:
+                return
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    record_runs(ledger, agent, 3)
+    consumer.join(timeout=15)
+    runner.stop()
+    assert not consumer.is_alive()
+    assert sum(isinstance(e, ev.RunStarted) for e in got) == 3
+    assert len(got) == 3 * 6  # RunStarted, 2 x (LLMResponded, ToolCallRequested), RunCompleted
+    assert all(type(e) in RunsView.events for e in got)
