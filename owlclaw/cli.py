@@ -287,5 +287,35 @@ def bench_ledger(
     out.print(f"rehydration: {result['rehydration']}")
 
 
+@bench_app.command("projections")
+@handles_errors
+def bench_projections(
+    events: Annotated[int, typer.Option(help="Ledger size to catch up over.")] = 100_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Catch-up speed of every view over a ledger of N events."""
+    from owlclaw.bench import projections as bench
+
+    config = load_config()
+    server = open_database(config)
+    database = server.create_database("owlclaw_bench_projections")
+    try:
+        with err.status("benchmarking…") as status:
+            result = bench.run(database.url, events=events, progress=status.update)
+    finally:
+        server.drop_database("owlclaw_bench_projections")
+    if as_json:
+        print_json(result)
+        return
+    table = Table(title=f"projection catch-up over {events:,} events")
+    for column in ("view", "events applied", "seconds", "log events/s"):
+        table.add_column(column, justify="left" if column == "view" else "right")
+    for name, r in result["catch_up"].items():
+        table.add_row(
+            name, str(r["events_applied"]), str(r["seconds"]), str(r["log_events_per_second"])
+        )
+    out.print(table)
+
+
 def main() -> None:
     app()

@@ -276,3 +276,31 @@ def test_follow_projection_yields_what_the_view_absorbed(ledger: Ledger) -> None
     assert sum(isinstance(e, ev.RunStarted) for e in got) == 3
     assert len(got) == 3 * 6  # RunStarted, 2 x (LLMResponded, ToolCallRequested), RunCompleted
     assert all(type(e) in RunsView.events for e in got)
+
+
+def test_example_cost_job_prints_live_totals(ledger: Ledger, fresh_db: Database) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "examples" / "cost_per_agent_hour.py"
+    env = {
+        **os.environ,
+        "OWLCLAW_DATABASE_URL": fresh_db.url,
+        "OWLCLAW_DATABASE_NAME": str(fresh_db.params["dbname"]),
+    }
+    job = subprocess.Popen(
+        [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(2)
+        agent = ledger.register_agent("spender")
+        record_runs(ledger, agent, 2)
+        view = RunsView(ledger.recorder.datastore)
+        ProjectionRunner(ledger, view).catch_up()
+        time.sleep(2)
+    finally:
+        job.terminate()
+        output, _ = job.communicate(timeout=10)
+    assert "spender" in output
+    assert "│ 2    │ 40     │ 0.004000 │" in output  # 2 runs x 2 LLM calls x (10 tokens, $0.001)
