@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,local-embeddings]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -3,11 +3,12 @@ the projection runner, and subscriptions for analytics jobs."""
 
 from events.ledger import Ledger
 from projections.audit import AuditView
+from projections.memory import MemoryStore, MemoryView
 from projections.runner import ProjectionFailed, ProjectionRunner, ProjectionStatus, rebuild
 from projections.runs import RunsView
 from projections.view import View
 
-VIEWS: dict[str, type[View]] = {view.name: view for view in (AuditView, RunsView)}
+VIEWS: dict[str, type[View]] = {view.name: view for view in (AuditView, RunsView, MemoryView)}
 
 
 def open_views(ledger: Ledger) -> list[View]:
@@ -21,6 +22,8 @@ def open_views(ledger: Ledger) -> list[View]:
 __all__ = [
     "VIEWS",
     "AuditView",
+    "MemoryStore",
+    "MemoryView",
     "ProjectionFailed",
     "ProjectionRunner",
     "ProjectionStatus",

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from eventsourcing.persistence import Tracking
@@ -78,6 +79,10 @@ class ProjectionRunner:
             return 0
         batch = self.ledger.read(after=start, limit=BATCH_SIZE, up_to=head, types=self.view.events)
         end = batch[-1].position if len(batch) == BATCH_SIZE else head
+        try:
+            self.view.prepare(batch)
+        except Exception as e:
+            raise ProjectionFailed(self.view.name, batch[0].position, e) from e
         with self.view.datastore.transaction(commit=True) as curs:
             curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.lock_key,))
             tracked = curs.execute(
@@ -199,6 +204,7 @@ def rebuild(
     ledger: Ledger,
     view_class: type[View],
     progress: Callable[[int, int], None] | None = None,
+    **view_options: Any,
 ) -> int:
     """Rebuild a view from position 0 into new tables, then switch over atomically.
 
@@ -207,7 +213,7 @@ def rebuild(
     live runner then notices the moved tracking position and continues from it.
     """
     datastore = ledger.recorder.datastore
-    fresh = view_class(datastore, rebuilding=True)
+    fresh = view_class(datastore, rebuilding=True, **view_options)
     with datastore.transaction(commit=True) as curs:
         fresh.drop_tables(curs)
         curs.execute(
@@ -217,7 +223,7 @@ def rebuild(
     fresh.create_table()
     runner = ProjectionRunner(ledger, fresh)
     runner.catch_up(progress=progress)
-    live = view_class(datastore)
+    live = view_class(datastore, **view_options)
     with datastore.transaction(commit=True) as curs:
         curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (runner.lock_key,))
         live.drop_tables(curs)

@@ -47,11 +47,19 @@ class View(PostgresTrackingRecorder):
         self.t: Mapping[str, Identifier] = {
             name: Identifier(name + self.suffix) for name in (*self.tables, *self.indexes)
         }
-        self.sql_create_statements.extend(SQL(ddl).format(**self.t) for ddl in self.ddl)
+        self.sql_create_statements.extend(self.sql(ddl) for ddl in self.ddl)
 
-    def sql(self, text: str, **extra: Composable) -> Composed:
-        """A statement of this view with its table names filled in."""
-        return SQL(text).format(**self.t, **extra)
+    @property
+    def placeholders(self) -> Mapping[str, Composable]:
+        """Values for ``{name}`` placeholders in this view's SQL besides table names."""
+        return {}
+
+    def sql(self, text: str) -> Composed:
+        """A statement of this view with its table names (and placeholders) filled in."""
+        return SQL(text).format(**self.t, **self.placeholders)
+
+    def prepare(self, batch: list[LoggedEvent]) -> None:
+        """Work for a batch done before its transaction opens (e.g. computing embeddings)."""
 
     @abstractmethod
     def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:

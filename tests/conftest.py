@@ -14,6 +14,7 @@ import pytest
 
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, DatabaseUnavailable, open_database
+from projections.embedders import LOCAL_MODEL, Embedder, EmbeddingUnavailable, embedder_for
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -46,3 +47,14 @@ def fresh_db(pg_server: Database) -> Iterator[Database]:
     db = pg_server.create_database(name)
     yield db
     pg_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> Embedder:
+    """The real all-MiniLM-L6-v2 model, loaded once per session."""
+    embedder = embedder_for(LOCAL_MODEL)
+    try:
+        embedder.embed(["warm up"])
+    except EmbeddingUnavailable as e:
+        missing_component("the local embedding model", e)
+    return embedder

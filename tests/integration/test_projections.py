@@ -174,7 +174,8 @@ def test_a_killed_projection_resumes_exactly_where_it_committed(
 def test_lag_is_reported_in_events_and_seconds(ledger: Ledger) -> None:
     agent = ledger.register_agent("laggy")
     record_runs(ledger, agent, 1)
-    [audit, runs] = open_views(ledger)
+    views = {v.name: v for v in open_views(ledger)}
+    audit, runs = views["audit"], views["runs"]
     ProjectionRunner(ledger, runs).catch_up()
     record_runs(ledger, agent, 2)
     time.sleep(0.2)
@@ -221,7 +222,9 @@ def test_an_unreadable_event_stops_that_projection_naming_its_position(
         conn.execute(
             "UPDATE ledger_events SET state = '\\x7b'::bytea WHERE topic = 'DecisionLogged'"
         )
-    audit, runs = (ProjectionRunner(ledger, v).start() for v in open_views(ledger))
+    views = {v.name: v for v in open_views(ledger)}
+    audit = ProjectionRunner(ledger, views["audit"]).start()
+    runs = ProjectionRunner(ledger, views["runs"]).start()
     record_runs(ledger, agent, 1)
     assert runs.wait_for(ledger.head(), timeout=10)
     deadline = time.monotonic() + 10

