@@ -203,8 +203,9 @@ def projections_status(as_json: JsonOption = False) -> None:
     from projections import open_views
     from projections.runner import projection_status
 
-    with open_ledger() as (_, led):
-        statuses = [projection_status(led, view) for view in open_views(led)]
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        statuses = [projection_status(led, view) for view in open_views(led, config)]
     if as_json:
         print_json(statuses)
         return
@@ -244,6 +245,64 @@ def projections_rebuild(
         print_json({"name": name, "position": position})
     else:
         out.print(f"[green]rebuilt[/] {name} up to log position {position} and switched over")
+
+
+@app.command()
+@handles_errors
+def memory(
+    agent: Annotated[str, typer.Argument(help="Agent id.")],
+    recall: Annotated[str | None, typer.Option(help="Rank memories by relevance to this.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=20, help="Memories to recall.")] = 5,
+    as_json: JsonOption = False,
+) -> None:
+    """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories."""
+    from projections import MemoryStore, MemoryView, ProjectionRunner, view_options
+    from projections.memory import render_memory_files
+
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        led.load_agent(agent)
+        view = MemoryView(led.recorder.datastore, **view_options(MemoryView.name, config))
+        view.create_table()
+        with err.status("updating the memory view…"):
+            ProjectionRunner(led, view).catch_up()
+        memory_md, archive = render_memory_files(view, agent, config.data_path / "memory" / agent)
+        store = MemoryStore(view, half_life_days=config.memory.half_life_days)
+        result = store.recall(agent, recall, limit=limit) if recall is not None else None
+    if as_json:
+        print_json(
+            {
+                "agent": agent,
+                "memory_md": str(memory_md),
+                "archive": str(archive),
+                "recall": None
+                if result is None
+                else {
+                    "query": recall,
+                    "warning": result.warning,
+                    "memories": [m.__dict__ for m in result.memories],
+                },
+            }
+        )
+        return
+    if result is not None:
+        table = Table(title=f"{agent} recalls: {recall!r}")
+        for column in ("relevance", "similarity", "when", "tags", "content"):
+            table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+        for m in result.memories:
+            table.add_row(
+                f"{m.relevance:.3f}",
+                f"{m.similarity:.3f}",
+                m.created_at.strftime("%Y-%m-%d %H:%M"),
+                ", ".join(m.tags),
+                m.content,
+            )
+        out.print(table)
+        if result.warning:
+            err.print(f"[yellow]warning:[/] {result.warning}")
+    else:
+        out.print(memory_md.read_text(encoding="utf-8"), markup=False, highlight=False)
+    out.print(f"[dim]MEMORY.md: {memory_md}\narchive:   {archive}[/]")
 
 
 @bench_app.command("ledger")

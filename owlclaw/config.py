@@ -24,6 +24,17 @@ class LedgerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """An Agent aggregate is snapshotted every N events, so loading reads at most N events."""
 
 
+class MemoryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    embedding_model: str = "local/all-MiniLM-L6-v2"
+    """``local/all-MiniLM-L6-v2`` (offline) or any litellm embedding model string."""
+    embedding_dimensions: Annotated[int, msgspec.Meta(ge=1, le=16_000)] = 384
+    """Vector size of a litellm embedding model (the local model is 384)."""
+    half_life_days: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """Recall weighs a memory by 0.5 ** (age / half-life)."""
+    memory_md_limit_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 10 * 1024 * 1024
+    """Beyond this size, an agent's oldest memories move to MEMORY.archive.md."""
+
+
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     data_dir: str = ".owlclaw"
     """Where the embedded PostgreSQL keeps its data (``<data_dir>/pg``)."""
@@ -31,6 +42,7 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """An external PostgreSQL server; the embedded one is used when unset."""
     database_name: str = "owlclaw"
     ledger: LedgerConfig = LedgerConfig()
+    memory: MemoryConfig = MemoryConfig()
 
     @property
     def data_path(self) -> Path:
@@ -42,6 +54,10 @@ _ENV_FIELDS = {
     "DATABASE_URL": ("database_url",),
     "DATABASE_NAME": ("database_name",),
     "SNAPSHOT_INTERVAL": ("ledger", "snapshot_interval"),
+    "EMBEDDING_MODEL": ("memory", "embedding_model"),
+    "EMBEDDING_DIMENSIONS": ("memory", "embedding_dimensions"),
+    "MEMORY_HALF_LIFE_DAYS": ("memory", "half_life_days"),
+    "MEMORY_MD_LIMIT_BYTES": ("memory", "memory_md_limit_bytes"),
 }
 
 

@@ -18,7 +18,7 @@ from events import catalog as ev
 from events.aggregates import Agent
 from owlclaw.database import Database
 from owlclaw.demo import record_sample_run
-from projections import AuditView, ProjectionRunner, RunsView, open_views, rebuild
+from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, open_views, rebuild
 from projections.feed import follow_projection
 from projections.runner import projection_status
 from tests.integration.processes import run_projection
@@ -307,3 +307,70 @@ def test_example_cost_job_prints_live_totals(ledger: Ledger, fresh_db: Database)
         output, _ = job.communicate(timeout=10)
     assert "spender" in output
     assert "│ 2    │ 40     │ 0.004000 │" in output  # 2 runs x 2 LLM calls x (10 tokens, $0.001)
+
+
+def test_schedules_view_tracks_next_fire_last_outcome_and_activity(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    from datetime import timedelta
+
+    from croniter import croniter
+
+    agent = ledger.register_agent("planner")
+    once = agent.record(
+        ev.ScheduleRequested,
+        schedule_id="s-once",
+        kind="once",
+        focus="check entry opportunities",
+        delay_seconds=2,
+    )
+    cron = agent.record(
+        ev.ScheduleRequested,
+        schedule_id="s-cron",
+        kind="cron",
+        focus="hourly review",
+        cron="0 * * * *",
+    )
+    agent.record(
+        ev.ScheduleRequested, schedule_id="s-gone", kind="once", focus="never", delay_seconds=60
+    )
+    agent.record(ev.ScheduleRegistered, schedule_id="s-cron", backend="builtin", backend_id="b-1")
+    ledger.append(agent)
+    view = SchedulesView(ledger.recorder.datastore)
+    view.create_table()
+    runner = ProjectionRunner(ledger, view)
+    runner.catch_up()
+    expected_cron = croniter("0 * * * *", cron.timestamp).get_next(type(cron.timestamp))
+    assert rows(
+        fresh_db,
+        "SELECT schedule_id, agent_id, status, next_fire_at, backend_id"
+        " FROM schedules ORDER BY schedule_id",
+    ) == [
+        ("s-cron", "planner", "registered", expected_cron, "b-1"),
+        (
+            "s-gone",
+            "planner",
+            "requested",
+            rows(fresh_db, "SELECT next_fire_at FROM schedules WHERE schedule_id='s-gone'")[0][0],
+            None,
+        ),
+        ("s-once", "planner", "requested", once.timestamp + timedelta(seconds=2), None),
+    ]
+    agent.record(
+        ev.TimerFired, schedule_id="s-once", fire_time=once.timestamp + timedelta(seconds=2)
+    )
+    agent.record(ev.TimerFired, schedule_id="s-cron", fire_time=expected_cron)
+    agent.record(ev.ScheduleCancelled, schedule_id="s-gone", reason="no longer needed")
+    ledger.append(agent)
+    runner.catch_up()
+    active = rows(
+        fresh_db,
+        "SELECT schedule_id, next_fire_at, last_outcome, fires FROM schedules"
+        " WHERE status IN ('requested', 'registered')",
+    )
+    assert active == [("s-cron", expected_cron + timedelta(hours=1), "fired", 1)]
+    assert rows(
+        fresh_db,
+        "SELECT schedule_id, status FROM schedules WHERE status NOT IN"
+        " ('requested', 'registered') ORDER BY 1",
+    ) == [("s-gone", "cancelled"), ("s-once", "completed")]

@@ -1,0 +1,131 @@
+"""Schedules view: every schedule an agent requested, with its next fire time (croniter, UTC),
+last fire and outcome, and the timer backend that holds it. Active = requested or registered."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from croniter import croniter
+from psycopg import Cursor
+
+from events import catalog as ev
+from events.catalog import LedgerEvent
+from events.ledger import LoggedEvent
+from projections.sqlvalues import text
+from projections.view import View
+
+
+def next_fire(cron: str, after: datetime) -> datetime:
+    """The first fire strictly after ``after`` for a 5-field cron expression (UTC)."""
+    fire: datetime = croniter(cron, after).get_next(datetime)
+    return fire
+
+
+class SchedulesView(View):
+    name: ClassVar[str] = "schedules"
+    tables: ClassVar[tuple[str, ...]] = ("schedules", "schedule_agents")
+    indexes: ClassVar[tuple[str, ...]] = ("schedules_agent",)
+    events: ClassVar[tuple[type[LedgerEvent], ...]] = (
+        ev.AgentRegistered,
+        ev.ScheduleRequested,
+        ev.ScheduleRegistered,
+        ev.ScheduleCancelled,
+        ev.TimerFired,
+        ev.TimerMissed,
+    )
+    ddl: ClassVar[tuple[str, ...]] = (
+        "CREATE TABLE IF NOT EXISTS {schedule_agents} (stream_id uuid PRIMARY KEY,"
+        " agent_id text NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS {schedules} ("
+        " schedule_id text PRIMARY KEY, agent_id text NOT NULL, kind text NOT NULL,"
+        " focus text NOT NULL, owner_run_id uuid, cron text, delay_seconds integer,"
+        " status text NOT NULL, next_fire_at timestamptz, last_fire_at timestamptz,"
+        " last_outcome text, fires integer NOT NULL DEFAULT 0, backend text, backend_id text,"
+        " requested_at timestamptz NOT NULL, position bigint NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS {schedules_agent} ON {schedules} (agent_id, status)",
+    )
+
+    def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
+        e, pos = logged.event, logged.position
+        if isinstance(e, ev.AgentRegistered):
+            curs.execute(
+                self.sql("INSERT INTO {schedule_agents} VALUES (%s, %s) ON CONFLICT DO NOTHING"),
+                (e.originator_id, text(e.agent_id)),
+            )
+        elif isinstance(e, ev.ScheduleRequested):
+            if e.kind == "cron" and e.cron:
+                first = next_fire(e.cron, e.timestamp)
+            else:
+                first = e.fire_at or e.timestamp + timedelta(seconds=e.delay_seconds or 0)
+            curs.execute(
+                self.sql(
+                    "INSERT INTO {schedules} (schedule_id, agent_id, kind, focus, owner_run_id,"
+                    " cron, delay_seconds, status, next_fire_at, requested_at, position)"
+                    " SELECT %s, a.agent_id, %s, %s, %s, %s, %s, 'requested', %s, %s, %s"
+                    " FROM {schedule_agents} a WHERE a.stream_id = %s"
+                    " ON CONFLICT (schedule_id) DO NOTHING"
+                ),
+                (
+                    text(e.schedule_id),
+                    e.kind,
+                    text(e.focus),
+                    e.owner_run_id,
+                    text(e.cron),
+                    e.delay_seconds,
+                    first,
+                    e.timestamp,
+                    pos,
+                    e.originator_id,
+                ),
+            )
+        elif isinstance(e, ev.ScheduleRegistered):
+            curs.execute(
+                self.sql(
+                    "UPDATE {schedules} SET status = CASE WHEN status = 'requested'"
+                    " THEN 'registered' ELSE status END, backend = %s, backend_id = %s,"
+                    " position = %s WHERE schedule_id = %s"
+                ),
+                (text(e.backend), text(e.backend_id), pos, text(e.schedule_id)),
+            )
+        elif isinstance(e, ev.ScheduleCancelled):
+            curs.execute(
+                self.sql(
+                    "UPDATE {schedules} SET status = 'cancelled', next_fire_at = NULL,"
+                    " last_outcome = %s, position = %s WHERE schedule_id = %s"
+                ),
+                (
+                    text(f"cancelled: {e.reason}" if e.reason else "cancelled"),
+                    pos,
+                    text(e.schedule_id),
+                ),
+            )
+        elif isinstance(e, ev.TimerFired | ev.TimerMissed):
+            self._fired(curs, e, pos)
+
+    def _fired(self, curs: Cursor[Any], e: ev.TimerFired | ev.TimerMissed, pos: int) -> None:
+        row = curs.execute(
+            self.sql("SELECT kind, cron FROM {schedules} WHERE schedule_id = %s"),
+            (text(e.schedule_id),),
+        ).fetchone()
+        if row is None:
+            return
+        kind, cron = row["kind"], row["cron"]
+        outcome = "fired" if isinstance(e, ev.TimerFired) else f"missed: {e.reason}"
+        following = next_fire(cron, e.fire_time) if kind == "cron" and cron else None
+        curs.execute(
+            self.sql(
+                "UPDATE {schedules} SET last_fire_at = %s, last_outcome = %s,"
+                " fires = fires + %s, next_fire_at = %s, position = %s,"
+                " status = CASE WHEN kind = 'once' THEN 'completed' ELSE status END"
+                " WHERE schedule_id = %s AND status <> 'cancelled'"
+            ),
+            (
+                e.fire_time,
+                text(outcome),
+                1 if isinstance(e, ev.TimerFired) else 0,
+                following,
+                pos,
+                text(e.schedule_id),
+            ),
+        )
