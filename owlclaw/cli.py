@@ -350,9 +350,10 @@ def bench_ledger(
 @handles_errors
 def bench_projections(
     events: Annotated[int, typer.Option(help="Ledger size to catch up over.")] = 100_000,
+    memories: Annotated[int, typer.Option(help="Memory store size for recall.")] = 1_000_000,
     as_json: JsonOption = False,
 ) -> None:
-    """Catch-up speed of every view over a ledger of N events."""
+    """View catch-up speed, recall latency in a large store, remember-to-recallable time."""
     from owlclaw.bench import projections as bench
 
     config = load_config()
@@ -360,7 +361,9 @@ def bench_projections(
     database = server.create_database("owlclaw_bench_projections")
     try:
         with err.status("benchmarking…") as status:
-            result = bench.run(database.url, events=events, progress=status.update)
+            result = bench.run(
+                database.url, events=events, memories=memories, progress=status.update
+            )
     finally:
         server.drop_database("owlclaw_bench_projections")
     if as_json:

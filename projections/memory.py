@@ -61,8 +61,11 @@ class MemoryView(View):
         " memory_id uuid PRIMARY KEY, agent_id text NOT NULL, content text NOT NULL,"
         " tags text[] NOT NULL, run_id uuid NOT NULL, created_at timestamptz NOT NULL,"
         " position bigint NOT NULL, bytes integer NOT NULL,"
-        " archived boolean NOT NULL DEFAULT false, embedding vector({dim}) NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS {memories_agent} ON {memories} (agent_id, created_at)",
+        " archived boolean NOT NULL DEFAULT false, embedding halfvec({dim}) NOT NULL)",
+        # Covering index: recall reads an agent's vectors from contiguous index pages
+        # (index-only scan) instead of heap rows scattered among other agents' memories.
+        "CREATE INDEX IF NOT EXISTS {memories_agent} ON {memories}"
+        " (agent_id) INCLUDE (archived, memory_id, embedding)",
         "CREATE TABLE IF NOT EXISTS {memory_agents} ("
         " agent_id text PRIMARY KEY, active_bytes bigint NOT NULL)",
         "CREATE TABLE IF NOT EXISTS {memory_index_meta} ("
@@ -103,7 +106,7 @@ class MemoryView(View):
         curs.execute(
             self.sql(
                 "INSERT INTO {memories} (memory_id, agent_id, content, tags, run_id, created_at,"
-                " position, bytes, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::vector)"
+                " position, bytes, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::halfvec)"
                 " ON CONFLICT (memory_id) DO NOTHING"
             ),
             (
@@ -163,8 +166,9 @@ class RecallResult:
 class MemoryStore:
     """Recall over the memory view, strictly per agent.
 
-    The search is exact over the agent's own active memories (B-tree on agent_id, then cosine
-    distance): every query carries the agent filter, so no query can return another agent's
+    The search is exact over the agent's own active memories (an index-only scan of a B-tree on
+    agent_id that carries the half-precision vectors, then cosine distance): every query carries
+    the agent filter, so no query can return another agent's
     memory, and it always returns ``limit`` rows when the agent has them. An agent holds at most
     10,000 memories, which bounds the cost (see ``owlclaw bench projections``).
     """
@@ -236,10 +240,11 @@ class MemoryStore:
             query_vector = _vector(embedder.embed([query])[0])
             cur.execute(
                 view.sql(
-                    "SELECT memory_id, content, tags, created_at,"
-                    " 1 - (embedding <=> %(q)s::vector) AS similarity FROM {memories}"
-                    " WHERE agent_id = %(a)s AND NOT archived"
-                    " ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s"
+                    "WITH nearest AS (SELECT memory_id, embedding <=> %(q)s::halfvec AS distance"
+                    "  FROM {memories} WHERE agent_id = %(a)s AND NOT archived"
+                    "  ORDER BY distance LIMIT %(k)s)"
+                    " SELECT m.memory_id, m.content, m.tags, m.created_at, 1 - n.distance"
+                    " FROM nearest n JOIN {memories} m USING (memory_id)"
                 ),
                 {"q": query_vector, "a": agent_id, "k": candidates},
             )

@@ -117,3 +117,47 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
     }
     unknown = owlclaw(fresh_db, "projections", "rebuild", "nope", cwd=tmp_path)
     assert unknown.returncode == 3 and "unknown projection 'nope'" in unknown.stderr
+
+
+def test_memory_command_writes_memory_md_and_recalls(
+    fresh_db: Database, tmp_path: Path, local_embedder: object
+) -> None:
+    import uuid
+
+    from events import catalog as ev
+
+    with Ledger(fresh_db.url) as ledger:
+        agent = ledger.register_agent("trader")
+        run = ledger.queue_run(agent, trigger="webhook")
+        for content in (
+            "After sharp market drop, rebound signals are usually accurate within 2 hours",
+            "The coffee machine is on the third floor",
+        ):
+            run.record(
+                ev.MemoryRemembered,
+                agent_id="trader",
+                memory_id=uuid.uuid4(),
+                content=content,
+                tags=["trading"],
+            )
+        ledger.append(agent, run)
+    result = owlclaw(
+        fresh_db,
+        "memory",
+        "trader",
+        "--recall",
+        "market crash recovery",
+        "--limit",
+        "1",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    [memory] = data["recall"]["memories"]
+    assert memory["content"].startswith("After sharp market drop")
+    memory_md = Path(data["memory_md"]).read_text()
+    assert "The coffee machine is on the third floor" in memory_md
+    assert memory_md.startswith("# MEMORY.md — trader")
+    bad = owlclaw(fresh_db, "memory", "trader", "--limit", "21", cwd=tmp_path)
+    assert bad.returncode == 2
