@@ -9,7 +9,7 @@ The class is synchronous like eventsourcing; async callers run it in one worker 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from uuid import UUID
@@ -269,7 +269,7 @@ class Ledger:
         """The position of the last event readers can see (0 for an empty ledger)."""
         return self._recorder.max_notification_id() or 0
 
-    def subscribe(self, after: int = 0) -> Iterator[LoggedEvent]:
+    def subscribe(self, after: int = 0) -> Generator[LoggedEvent]:
         """Follow the log from ``after``, woken by LISTEN/NOTIFY; runs until closed."""
         with self._recorder.subscribe(gt=after) as subscription:
             for n in subscription:

@@ -8,7 +8,7 @@ async versions for asyncio consumers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator
 
 import psycopg
 from psycopg.sql import SQL, Identifier
@@ -21,12 +21,12 @@ from projections.view import View
 IDLE_WAKE_SECONDS = 1.0
 
 
-def follow_log(ledger: Ledger, after: int = 0) -> Iterator[LoggedEvent]:
-    """Every ledger event after ``after``, in log order, forever."""
-    return ledger.subscribe(after=after)
+def follow_log(ledger: Ledger, after: int = 0) -> Generator[LoggedEvent]:
+    """Every ledger event after ``after``, in log order, forever (close it to stop)."""
+    yield from ledger.subscribe(after=after)
 
 
-def follow_projection(ledger: Ledger, view: View, after: int = 0) -> Iterator[LoggedEvent]:
+def follow_projection(ledger: Ledger, view: View, after: int = 0) -> Generator[LoggedEvent]:
     """The events ``view`` reads, each yielded once the view has absorbed it.
 
     Reading the view's tables after receiving position P therefore shows at least P.
@@ -44,14 +44,18 @@ def follow_projection(ledger: Ledger, view: View, after: int = 0) -> Iterator[Lo
                 pass
 
 
-async def _aiterate(iterator: Iterator[LoggedEvent]) -> AsyncIterator[LoggedEvent]:
+async def _aiterate(iterator: Generator[LoggedEvent]) -> AsyncIterator[LoggedEvent]:
+    """Each blocking ``next`` runs in a worker thread; closing stops the subscription."""
     sentinel = object()
-    while True:
-        item = await asyncio.to_thread(next, iterator, sentinel)
-        if item is sentinel:
-            return
-        assert isinstance(item, LoggedEvent)
-        yield item
+    try:
+        while True:
+            item = await asyncio.to_thread(next, iterator, sentinel)
+            if item is sentinel:
+                return
+            assert isinstance(item, LoggedEvent)
+            yield item
+    finally:
+        iterator.close()
 
 
 def afollow_log(ledger: Ledger, after: int = 0) -> AsyncIterator[LoggedEvent]:

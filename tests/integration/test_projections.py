@@ -374,3 +374,26 @@ def test_schedules_view_tracks_next_fire_last_outcome_and_activity(
         "SELECT schedule_id, status FROM schedules WHERE status NOT IN"
         " ('requested', 'registered') ORDER BY 1",
     ) == [("s-gone", "cancelled"), ("s-once", "completed")]
+
+
+def test_async_log_feed_resumes_from_the_last_position_seen(ledger: Ledger) -> None:
+    import asyncio
+
+    from projections.feed import afollow_log
+
+    agent = ledger.register_agent("async")
+    record_runs(ledger, agent, 1)
+    head = ledger.head()
+
+    async def take(after: int, count: int) -> list[int]:
+        positions: list[int] = []
+        async for logged in afollow_log(ledger, after=after):
+            positions.append(logged.position)
+            if len(positions) == count:
+                break
+        return positions
+
+    first = asyncio.run(take(0, 3))
+    assert first == [1, 2, 3]
+    resumed = asyncio.run(take(first[-1], head - 3))
+    assert resumed == list(range(4, head + 1))
