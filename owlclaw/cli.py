@@ -89,6 +89,17 @@ def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database,
         yield database, ledger
 
 
+@contextmanager
+def bench_database(name: str) -> Iterator[str]:
+    """A scratch database on the configured server for one benchmark, dropped afterwards."""
+    server = open_database(load_config())
+    database = server.create_database(name)
+    try:
+        yield database.url
+    finally:
+        server.drop_database(name)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
 
@@ -319,19 +330,13 @@ def bench_ledger(
     """OwlClaw vs stock recorder throughput (1 and 8 writer processes) and rehydration time."""
     from owlclaw.bench import ledger as bench
 
-    config = load_config()
-    server = open_database(config)
-    database = server.create_database("owlclaw_bench")
-    try:
-        with err.status("benchmarking…") as status:
-            result = bench.run(
-                database.url,
-                events_per_writer=events_per_writer,
-                rehydrate_events=rehydrate_events,
-                progress=status.update,
-            )
-    finally:
-        server.drop_database("owlclaw_bench")
+    with bench_database("owlclaw_bench_ledger") as url, err.status("benchmarking…") as status:
+        result = bench.run(
+            url,
+            events_per_writer=events_per_writer,
+            rehydrate_events=rehydrate_events,
+            progress=status.update,
+        )
     if as_json:
         print_json(result)
         return
@@ -356,16 +361,8 @@ def bench_projections(
     """View catch-up speed, recall latency in a large store, remember-to-recallable time."""
     from owlclaw.bench import projections as bench
 
-    config = load_config()
-    server = open_database(config)
-    database = server.create_database("owlclaw_bench_projections")
-    try:
-        with err.status("benchmarking…") as status:
-            result = bench.run(
-                database.url, events=events, memories=memories, progress=status.update
-            )
-    finally:
-        server.drop_database("owlclaw_bench_projections")
+    with bench_database("owlclaw_bench_projections") as url, err.status("benchmarking…") as s:
+        result = bench.run(url, events=events, memories=memories, progress=s.update)
     if as_json:
         print_json(result)
         return
