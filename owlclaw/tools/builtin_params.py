@@ -1,0 +1,116 @@
+"""Parameters of the built-in tools, with the bounds of the built-in tools specification."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from croniter import croniter
+
+MIN_DELAY_SECONDS, MAX_DELAY_SECONDS = 1, 2_592_000
+MIN_CRON_INTERVAL_SECONDS = 60
+
+Focus = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=500,
+        description="What to focus on in the run (e.g. 'check entry opportunities')",
+    ),
+]
+DecisionType = Literal["capability_selection", "schedule_decision", "no_action", "other"]
+
+
+class Params(msgspec.Struct, forbid_unknown_fields=True):
+    """Base of tool parameters: unknown fields are rejected, not ignored."""
+
+
+class ScheduleOnce(Params):
+    delay_seconds: Annotated[
+        int,
+        msgspec.Meta(
+            ge=MIN_DELAY_SECONDS,
+            le=MAX_DELAY_SECONDS,
+            description="Delay in seconds before the next run (1 to 2592000, i.e. 30 days)",
+        ),
+    ]
+    focus: Focus
+
+
+class ScheduleCron(Params):
+    cron_expression: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=9,
+            max_length=100,
+            description="5-field cron 'minute hour day month weekday' in UTC, "
+            "e.g. '0 9 * * 1-5'; at most once a minute",
+        ),
+    ]
+    focus: Focus
+
+
+class CancelSchedule(Params):
+    schedule_id: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1, max_length=100, description="The id schedule_once/schedule_cron returned"
+        ),
+    ]
+
+
+class Remember(Params):
+    content: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=2000, description="What to remember")
+    ]
+    tags: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=50)]],
+        msgspec.Meta(max_length=20, description="Optional tags, e.g. ['trading', 'lesson']"),
+    ] = []
+
+
+class Recall(Params):
+    query: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=1000, description="What to search memory for")
+    ]
+    limit: Annotated[
+        int, msgspec.Meta(ge=1, le=20, description="Maximum memories to return (1 to 20)")
+    ] = 5
+
+
+class QueryState(Params):
+    state_name: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=r"^[A-Za-z0-9_]+$",
+            min_length=1,
+            max_length=100,
+            description="Name of the state to query, e.g. 'market_state'",
+        ),
+    ]
+
+
+class LogDecision(Params):
+    reasoning: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=1000, description="Why you decided this")
+    ]
+    decision_type: DecisionType = "other"
+
+
+class CronError(ValueError):
+    """A cron expression that croniter rejects, or that fires more often than allowed."""
+
+
+def check_cron(expression: str) -> None:
+    """Accept a standard 5-field expression (UTC). Minute resolution means no such expression
+    fires more often than every 60 s; a 6-field (seconds) expression is refused for that."""
+    fields = expression.split()
+    if len(fields) == 6:
+        raise CronError(
+            f"cron expression {expression!r} has a seconds field; schedules fire at most once "
+            f"every {MIN_CRON_INTERVAL_SECONDS} s, so use 5 fields: minute hour day month weekday"
+        )
+    if len(fields) != 5:
+        raise CronError(f"cron expression must have 5 fields, got {len(fields)}: {expression!r}")
+    if not croniter.is_valid(expression):
+        raise CronError(f"invalid cron expression {expression!r}")

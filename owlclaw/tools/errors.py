@@ -1,0 +1,30 @@
+"""Structured tool errors: what goes back to the LLM instead of an exception."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+ErrorKind = Literal["user", "system"]
+
+
+class ToolError(msgspec.Struct, frozen=True):
+    """``user`` errors are the model's to fix (bad arguments); ``system`` errors are ours
+    (a provider timed out, the database went away) and may be worth retrying."""
+
+    error: str
+    error_code: str
+    retryable: bool = False
+    kind: ErrorKind = "user"
+
+
+def invalid_arguments(message: str) -> ToolError:
+    return ToolError(error=message, error_code="INVALID_ARGUMENTS")
+
+
+def unknown_tool(name: str, available: list[str]) -> ToolError:
+    return ToolError(
+        error=f"unknown tool {name!r}; available tools: {', '.join(sorted(available))}",
+        error_code="UNKNOWN_TOOL",
+    )
