@@ -1,0 +1,1 @@
+"""LLM access through litellm only, plus OwlClaw's offline providers registered with it."""

@@ -1,0 +1,29 @@
+"""Registers OwlClaw's offline providers with litellm, once per process."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_registered = False
+
+
+def litellm_with_offline_providers() -> Any:
+    """litellm, imported lazily (seconds, ~200 MB), with ``scripted/`` registered."""
+    global _registered  # noqa: PLW0603 - registration is process-wide in litellm itself
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    with _lock:
+        if not _registered:
+            from owlclaw.llm import scripted
+
+            litellm.custom_provider_map = [
+                *[p for p in litellm.custom_provider_map if p["provider"] != scripted.PROVIDER],
+                {"provider": scripted.PROVIDER, "custom_handler": scripted.make_handler()},
+            ]
+            litellm.suppress_debug_info = True
+            _registered = True
+    return litellm

@@ -1,0 +1,158 @@
+"""The ``scripted`` litellm provider: deterministic tool-call scripts for the demo and tests.
+
+``model="scripted/<name>"`` plays the script registered under ``name``. The step played is the
+number of assistant messages already in the conversation, so the provider keeps no state: any
+number of runs can play the same script at once, and a resumed run continues where it stopped.
+
+A script is a list of steps; a step is either ``{"tool_calls": [{"name": ..., "arguments":
+{...}}, ...]}`` or ``{"content": "final answer"}``. Past the last step the model answers with
+the script's ``final`` text. Scripts come from Python objects or JSON files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+PROVIDER = "scripted"
+
+
+class ScriptedToolCall(msgspec.Struct, frozen=True):
+    name: str
+    arguments: dict[str, Any] | str = {}
+    """A dict, or raw text to send malformed arguments on purpose."""
+
+
+class ScriptStep(msgspec.Struct, frozen=True):
+    tool_calls: list[ScriptedToolCall] = []
+    content: str | None = None
+
+
+class Script(msgspec.Struct, frozen=True):
+    steps: list[ScriptStep]
+    final: str = "Done."
+    latency_s: float = 0.0
+    """Simulated model latency per call."""
+    prompt_tokens: int = 100
+    completion_tokens: int = 20
+
+
+class ScriptError(ValueError):
+    """A script that cannot be loaded or played."""
+
+
+_SCRIPTS: dict[str, Script] = {}
+
+
+def register_script(name: str, script: Script | list[dict[str, Any]] | dict[str, Any]) -> None:
+    """Make ``scripted/<name>`` play ``script`` (a Script, a list of steps or a script dict)."""
+    if not isinstance(script, Script):
+        raw = {"steps": script} if isinstance(script, list) else script
+        try:
+            script = msgspec.convert(raw, Script)
+        except msgspec.ValidationError as e:
+            raise ScriptError(f"invalid script {name!r}: {e}") from e
+    _SCRIPTS[name] = script
+
+
+def load_script_file(path: Path, name: str | None = None) -> str:
+    """Register the JSON script in ``path`` (under its file stem by default); returns the name."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ScriptError(f"cannot read script {path}: {e}") from e
+    name = name or path.stem
+    register_script(name, raw)
+    return name
+
+
+def script_named(name: str) -> Script:
+    try:
+        return _SCRIPTS[name]
+    except KeyError:
+        known = ", ".join(sorted(_SCRIPTS)) or "none"
+        raise ScriptError(f"no script named {name!r} (registered: {known})") from None
+
+
+def next_message(
+    script: Script, messages: list[dict[str, Any]], call_prefix: str
+) -> dict[str, Any]:
+    """The assistant message of the step this conversation has reached."""
+    step_no = sum(1 for m in messages if _role(m) == "assistant")
+    if step_no >= len(script.steps):
+        return {"role": "assistant", "content": script.final}
+    step = script.steps[step_no]
+    if not step.tool_calls:
+        return {"role": "assistant", "content": step.content or script.final}
+    return {
+        "role": "assistant",
+        "content": step.content,
+        "tool_calls": [
+            {
+                "id": f"{call_prefix}_{step_no}_{i}",
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": call.arguments
+                    if isinstance(call.arguments, str)
+                    else json.dumps(call.arguments, ensure_ascii=False),
+                },
+            }
+            for i, call in enumerate(step.tool_calls)
+        ],
+    }
+
+
+def _role(message: Any) -> str | None:
+    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+    return role if isinstance(role, str) else None
+
+
+def make_handler() -> Any:
+    """The litellm CustomLLM instance (litellm is imported lazily: it costs seconds)."""
+    import asyncio
+
+    import litellm
+    from litellm.llms.custom_llm import CustomLLM
+
+    class ScriptedLLM(CustomLLM):
+        def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+            name = model.split("/", 1)[-1]
+            script = script_named(name)
+            if script.latency_s:
+                time.sleep(script.latency_s)
+            return self._response(script, name, messages, kwargs.get("model_response"))
+
+        async def acompletion(
+            self, model: str, messages: list[Any], *args: Any, **kwargs: Any
+        ) -> Any:
+            name = model.split("/", 1)[-1]
+            script = script_named(name)
+            if script.latency_s:
+                await asyncio.sleep(script.latency_s)
+            return self._response(script, name, messages, kwargs.get("model_response"))
+
+        @staticmethod
+        def _response(script: Script, name: str, messages: list[Any], response: Any) -> Any:
+            message = next_message(script, messages, call_prefix=f"call_{name}")
+            return litellm.ModelResponse(
+                model=f"{PROVIDER}/{name}",
+                choices=[
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                    }
+                ],
+                usage={
+                    "prompt_tokens": script.prompt_tokens,
+                    "completion_tokens": script.completion_tokens,
+                    "total_tokens": script.prompt_tokens + script.completion_tokens,
+                },
+            )
+
+    return ScriptedLLM()

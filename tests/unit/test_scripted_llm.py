@@ -1,0 +1,72 @@
+"""The scripted litellm provider: deterministic, stateless, driven through litellm itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from owlclaw.llm.providers import litellm_with_offline_providers
+from owlclaw.llm.scripted import ScriptError, load_script_file, register_script
+
+STEPS = [
+    {
+        "tool_calls": [
+            {"name": "query_state", "arguments": {"state_name": "market_state"}},
+            {"name": "log_decision", "arguments": "{not json"},
+        ]
+    },
+    {"content": "Market closed; nothing to do."},
+]
+
+
+def complete(model: str, messages: list[dict[str, Any]]) -> Any:
+    litellm = litellm_with_offline_providers()
+    return asyncio.run(litellm.acompletion(model=model, messages=messages))
+
+
+def test_the_step_follows_the_number_of_assistant_messages() -> None:
+    register_script("unit-steps", STEPS)
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "check entry opportunities"}]
+    first = complete("scripted/unit-steps", conversation)
+    calls = first.choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["query_state", "log_decision"]
+    assert json.loads(calls[0].function.arguments) == {"state_name": "market_state"}
+    assert calls[1].function.arguments == "{not json"  # malformed on purpose, passed through
+    assert first.choices[0].finish_reason == "tool_calls"
+    assert first.usage.total_tokens == 120
+
+    again = complete("scripted/unit-steps", conversation)
+    assert [c.id for c in again.choices[0].message.tool_calls] == [c.id for c in calls]
+
+    conversation.append(
+        {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in calls]}
+    )
+    conversation.append({"role": "tool", "tool_call_id": calls[0].id, "content": "{}"})
+    second = complete("scripted/unit-steps", conversation)
+    assert second.choices[0].message.content == "Market closed; nothing to do."
+    assert second.choices[0].finish_reason == "stop"
+    conversation.append({"role": "assistant", "content": "Market closed; nothing to do."})
+    assert complete("scripted/unit-steps", conversation).choices[0].message.content == "Done."
+
+
+def test_scripts_load_from_json_files(tmp_path: Path) -> None:
+    path = tmp_path / "from-file.json"
+    path.write_text(json.dumps({"steps": STEPS, "final": "bye"}))
+    assert load_script_file(path) == "from-file"
+    reply = complete("scripted/from-file", [{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.tool_calls[0].function.name == "query_state"
+
+
+def test_bad_scripts_and_unknown_names_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ScriptError, match="invalid script 'broken'"):
+        register_script("broken", [{"tool_calls": "not a list"}])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ScriptError, match="cannot read script"):
+        load_script_file(bad)
+    with pytest.raises(Exception, match="no script named 'nobody'"):
+        complete("scripted/nobody", [{"role": "user", "content": "hi"}])
