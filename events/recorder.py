@@ -72,6 +72,7 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
             "table": table,
             "sequence": sequence,
             "function": Identifier(self.append_function_name),
+            "one": Identifier(f"{self.append_function_name}_one"[: self.MAX_IDENTIFIER_LEN]),
             "event_type": Identifier(self.stored_event_type_name),
         }
         self.sql_create_statements[self.create_table_statement_index] = SQL(
@@ -94,10 +95,14 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
         self.sql_create_statements[self.create_insert_function_statement_index] = SQL(
             _APPEND_FUNCTION
         ).format(lock_key=ADVISORY_LOCK_KEY, **names)
+        self.sql_create_statements.append(SQL(_APPEND_ONE_FUNCTION).format(**names))
         self.sql_append = SQL(
             "SELECT {schema}.{function}(%s::uuid[], %s::bigint[], %s::text[], %b::bytea[]) AS id"
         ).format(**names)
-        self.sql_watermark = SQL("pg_snapshot_xmin(pg_current_snapshot())")
+        # One event (the common case) as scalars: psycopg dumps arrays at a noticeable cost.
+        self.sql_append_one = SQL(
+            "SELECT {schema}.{one}(%s::uuid, %s::bigint, %s::text, %b::bytea) AS id"
+        ).format(**names)
         self.max_notification_id_statement = SQL(
             "SELECT max(notification_id) FROM {schema}.{table} "
             "WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())"
@@ -139,14 +144,21 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
     def _append(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent]) -> list[int]:
         if not stored_events:
             return []
-        columns = (
-            [e.originator_id for e in stored_events],
-            [e.originator_version for e in stored_events],
-            [e.topic for e in stored_events],
-            [e.state for e in stored_events],
-        )
+        params: tuple[Any, ...]
+        if len(stored_events) == 1:
+            e = stored_events[0]
+            statement = self.sql_append_one
+            params = (e.originator_id, e.originator_version, e.topic, e.state)
+        else:
+            statement = self.sql_append
+            params = (
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.topic for e in stored_events],
+                [e.state for e in stored_events],
+            )
         try:
-            curs.execute(self.sql_append, columns, prepare=True)
+            curs.execute(statement, params, prepare=True)
         except psycopg.errors.UniqueViolation as e:
             raise IntegrityError(str(e)) from e
         return [row["id"] for row in curs.fetchall()]
@@ -368,6 +380,13 @@ class OwlClawFactory(PostgresFactory):
     application_recorder_class = OwlClawApplicationRecorder
     process_recorder_class = OwlClawProcessRecorder
 
+
+_APPEND_ONE_FUNCTION = """
+CREATE OR REPLACE FUNCTION {schema}.{one}(stream uuid, version bigint, topic text, state bytea)
+RETURNS SETOF bigint LANGUAGE sql AS $fn$
+    SELECT {schema}.{function}(ARRAY[stream], ARRAY[version], ARRAY[topic], ARRAY[state])
+$fn$
+"""
 
 _APPEND_FUNCTION = """
 CREATE OR REPLACE FUNCTION {schema}.{function}(
