@@ -259,3 +259,22 @@ def test_memory_md_is_stable_and_archives_beyond_the_size_limit(
     rebuilt = render_memory_files(small, "writer", tmp_path / "c")
     assert rebuilt[0].read_bytes() == active.read_bytes()
     assert rebuilt[1].read_bytes() == archive.read_bytes()
+
+
+def test_time_decay_ranks_the_newer_of_two_equally_similar_memories_first(
+    ledger: Ledger, view: MemoryView
+) -> None:
+    import time
+
+    agent = ledger.register_agent("decay")
+    remember(ledger, agent, ["Stops below the opening range protect capital"], tags=["old"])
+    time.sleep(0.3)
+    remember(ledger, agent, ["Stops below the opening range protect capital"], tags=["new"])
+    ProjectionRunner(ledger, view).catch_up()
+    fast_decay = MemoryStore(view, half_life_days=0.2 / 86400)  # half-life of 0.2 s
+    memories = fast_decay.recall("decay", "where to put stops", limit=2).memories
+    assert [m.tags for m in memories] == [["new"], ["old"]]
+    assert memories[0].similarity == memories[1].similarity
+    assert memories[0].relevance > memories[1].relevance
+    no_decay = MemoryStore(view, half_life_days=1e9).recall("decay", "stops", limit=2).memories
+    assert no_decay[0].relevance == pytest.approx(no_decay[1].relevance)
