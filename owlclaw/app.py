@@ -1,0 +1,204 @@
+"""An agent app directory: SOUL.md, IDENTITY.md, capabilities/<name>/SKILL.md, owlclaw.toml.
+
+Loading is strict where a mistake would silently change the agent (a missing or oversized
+identity file, a path escaping the app directory) and forgiving where one bad part should not
+stop the rest (an invalid SKILL.md is skipped with a warning). Skill bodies load on demand.
+Everything read from these files is sanitised and used as inert prompt text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+IDENTITY_LIMIT_BYTES = 10 * 1024
+SKILL_LIMIT_BYTES = 50 * 1024
+CAPABILITY_HEADINGS = ("## My Capabilities", "## 我的能力")
+CHARS_PER_TOKEN = 4
+"""Token estimate for the skills budget (the seeds' rule of thumb; no tokenizer import)."""
+
+
+class AppError(ValueError):
+    """The app directory cannot be loaded; the message names the file."""
+
+
+class SkillMetadata(msgspec.Struct, frozen=True):
+    name: str
+    description: str
+    metadata: dict[str, Any] = {}
+    owlclaw: dict[str, Any] = {}
+    """OwlClaw extensions: ``task_type``, ``constraints`` (e.g. allowed tools)."""
+
+
+@dataclass
+class Skill:
+    meta: SkillMetadata
+    path: Path
+    sha256: str
+    _body: str | None = field(default=None, repr=False)
+
+    def body(self) -> str:
+        """The SKILL.md text after its frontmatter, read once, sanitised."""
+        if self._body is None:
+            self._body = sanitize(_split_frontmatter(_read(self.path, SKILL_LIMIT_BYTES))[1])
+        return self._body
+
+
+@dataclass
+class AgentApp:
+    root: Path
+    soul: str
+    identity: str
+    soul_sha256: str
+    identity_sha256: str
+    skills: dict[str, Skill]
+    warnings: list[str]
+    config: dict[str, Any]
+
+    @property
+    def capabilities_summary(self) -> str:
+        """The "## My Capabilities" (or "## 我的能力") section of IDENTITY.md."""
+        lines = self.identity.splitlines()
+        out: list[str] = []
+        inside = False
+        for line in lines:
+            if line.strip().startswith(CAPABILITY_HEADINGS):
+                inside = True
+                continue
+            if inside and line.startswith("## "):
+                break
+            if inside:
+                out.append(line)
+        return "\n".join(out).strip()
+
+    @property
+    def skill_hashes(self) -> dict[str, str]:
+        return {name: skill.sha256 for name, skill in sorted(self.skills.items())}
+
+
+def sanitize(text: str) -> str:
+    """Make file content safe to place in a prompt as data.
+
+    Removes control characters (except newline and tab), zero-width and bidirectional-override
+    characters (used to hide instructions), and defuses ``<script`` and ``${`` as the seeds ask.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = "".join(
+        ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in {"Cc", "Cf"}
+    )
+    text = re.sub(r"<(/?)script", r"&lt;\1script", text, flags=re.IGNORECASE)
+    return text.replace("${", "$\\{")
+
+
+def load_app(root: Path) -> AgentApp:
+    """Load an app directory; raises AppError naming the offending path."""
+    root = root.expanduser().resolve()
+    if not root.is_dir():
+        raise AppError(f"app directory not found: {root}")
+    soul_raw = _read(_inside(root, root / "SOUL.md"), IDENTITY_LIMIT_BYTES)
+    identity_raw = _read(_inside(root, root / "IDENTITY.md"), IDENTITY_LIMIT_BYTES)
+    warnings: list[str] = []
+    skills: dict[str, Skill] = {}
+    capabilities = root / "capabilities"
+    if capabilities.is_dir():
+        for skill_file in sorted(capabilities.glob("*/SKILL.md")):
+            try:
+                skill = _load_skill(root, skill_file)
+            except AppError as e:
+                warnings.append(f"skipped skill {skill_file.parent.name}: {e}")
+                continue
+            if skill.meta.name in skills:
+                warnings.append(
+                    f"skipped skill {skill_file.parent.name}: duplicate name {skill.meta.name!r}"
+                )
+                continue
+            skills[skill.meta.name] = skill
+    config: dict[str, Any] = {}
+    toml_path = root / "owlclaw.toml"
+    if toml_path.is_file():
+        try:
+            config = tomllib.loads(_read(_inside(root, toml_path), IDENTITY_LIMIT_BYTES * 10))
+        except tomllib.TOMLDecodeError as e:
+            raise AppError(f"{toml_path}: {e}") from e
+    return AgentApp(
+        root=root,
+        soul=sanitize(soul_raw),
+        identity=sanitize(identity_raw),
+        soul_sha256=_sha(soul_raw),
+        identity_sha256=_sha(identity_raw),
+        skills=skills,
+        warnings=warnings,
+        config=config,
+    )
+
+
+def select_skills(app: AgentApp, focus: str | None, budget_tokens: int = 4000) -> list[Skill]:
+    """Skills for a run: those named in the focus, else all; bodies within the token budget."""
+    focus_text = (focus or "").lower()
+    named = [s for name, s in sorted(app.skills.items()) if name.lower() in focus_text]
+    chosen: list[Skill] = []
+    used = 0
+    for skill in named or [s for _, s in sorted(app.skills.items())]:
+        cost = len(skill.body()) // CHARS_PER_TOKEN
+        if used + cost > budget_tokens:
+            continue
+        chosen.append(skill)
+        used += cost
+    return chosen
+
+
+def _load_skill(root: Path, path: Path) -> Skill:
+    raw = _read(_inside(root, path), SKILL_LIMIT_BYTES)
+    frontmatter, _ = _split_frontmatter(raw)
+    if frontmatter is None:
+        raise AppError(f"{path}: no YAML frontmatter (--- ... ---) at the top")
+    try:
+        data = yaml.safe_load(frontmatter)
+    except yaml.YAMLError as e:
+        raise AppError(f"{path}: invalid YAML frontmatter: {e}") from e
+    try:
+        meta = msgspec.convert(data, SkillMetadata)
+    except msgspec.ValidationError as e:
+        raise AppError(f"{path}: invalid frontmatter: {e}") from e
+    return Skill(meta=meta, path=path, sha256=_sha(raw))
+
+
+def _split_frontmatter(text: str) -> tuple[str | None, str]:
+    if not text.startswith("---"):
+        return None, text
+    parts = text.split("---", 2)
+    if len(parts) < 3:
+        return None, text
+    return parts[1], parts[2].strip()
+
+
+def _inside(root: Path, path: Path) -> Path:
+    """The resolved path, refused if it (or a symlink on the way) leaves the app directory."""
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root):
+        raise AppError(f"{path} points outside the app directory {root}")
+    return resolved
+
+
+def _read(path: Path, limit: int) -> str:
+    if not path.is_file():
+        raise AppError(f"{path.name} not found at {path}")
+    size = path.stat().st_size
+    if size > limit:
+        raise AppError(f"{path} is {size} bytes; the limit is {limit}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise AppError(f"{path} is not UTF-8 text: {e}") from e
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
