@@ -1,0 +1,120 @@
+"""Business capabilities (``@capability``) and state providers (``@state``) of an agent app.
+
+A capability's parameters come from its type hints, turned into a msgspec Struct — the same
+mechanism (one structure = schema + validation) as the built-in tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+import msgspec
+
+from owlclaw.tools.spec import ToolSpec
+
+STATE_TIMEOUT_SECONDS = 30.0
+
+Handler = Callable[..., Any]
+
+
+class UnknownState(KeyError):
+    def __init__(self, name: str, available: list[str]):
+        super().__init__(name)
+        self.message = (
+            f"unknown state {name!r}; available states: {', '.join(sorted(available)) or 'none'}"
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Capability:
+    spec: ToolSpec
+    handler: Handler
+
+
+@dataclass
+class StateProvider:
+    handler: Handler
+    ttl_seconds: float = 0.0
+    _cached: tuple[float, Any] | None = field(default=None, repr=False)
+
+
+@dataclass
+class Registry:
+    """What a business app registers: capabilities (tools) and state providers."""
+
+    capabilities: dict[str, Capability] = field(default_factory=dict)
+    states: dict[str, StateProvider] = field(default_factory=dict)
+
+    def capability(
+        self, description: str, *, name: str | None = None, idempotent: bool = False
+    ) -> Callable[[Handler], Handler]:
+        """Register a handler (sync or async) as a tool; its type hints are its schema."""
+
+        def register(handler: Handler) -> Handler:
+            tool_name = name or handler.__name__
+            params = _params_struct(tool_name, handler)
+            spec = ToolSpec(tool_name, description, params, idempotent=idempotent)
+            self.capabilities[tool_name] = Capability(spec, handler)
+            return handler
+
+        return register
+
+    def state(self, name: str, *, ttl_seconds: float = 0.0) -> Callable[[Handler], Handler]:
+        """Register a provider for ``query_state(name)``, cached for ``ttl_seconds``."""
+
+        def register(handler: Handler) -> Handler:
+            self.states[name] = StateProvider(handler, ttl_seconds)
+            return handler
+
+        return register
+
+    async def read_state(self, name: str, timeout: float = STATE_TIMEOUT_SECONDS) -> Any:
+        provider = self.states.get(name)
+        if provider is None:
+            raise UnknownState(name, list(self.states))
+        now = time.monotonic()
+        if provider._cached and now - provider._cached[0] < provider.ttl_seconds:
+            return provider._cached[1]
+        value = await asyncio.wait_for(_call(provider.handler), timeout)
+        if provider.ttl_seconds:
+            provider._cached = (now, value)
+        return value
+
+
+async def _call(handler: Handler, **kwargs: Any) -> Any:
+    result = handler(**kwargs)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+async def call_handler(handler: Handler, params: msgspec.Struct) -> Any:
+    """Call a capability with its validated parameters as keyword arguments."""
+    kwargs = {f: getattr(params, f) for f in params.__struct_fields__}
+    return await _call(handler, **kwargs)
+
+
+def _params_struct(tool_name: str, handler: Handler) -> type[msgspec.Struct]:
+    hints = get_type_hints(handler, include_extras=True)
+    fields: list[Any] = []
+    for parameter in inspect.signature(handler).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(
+                f"capability {tool_name}: *args/**kwargs cannot be described to a model"
+            )
+        hint = hints.get(parameter.name, Any)
+        if parameter.default is inspect.Parameter.empty:
+            fields.append((parameter.name, hint))
+        else:
+            fields.append((parameter.name, hint, parameter.default))
+    return msgspec.defstruct(
+        f"{tool_name}_params", fields, forbid_unknown_fields=True, kw_only=True
+    )
