@@ -376,5 +376,23 @@ def bench_projections(
     out.print(table)
 
 
+@bench_app.command("runtime")
+@handles_errors
+def bench_runtime(
+    runs: Annotated[int, typer.Option(help="Runs of 10 tool steps each.")] = 60,
+    as_json: JsonOption = False,
+) -> None:
+    """Decision-loop overhead: tool step, commits per step, run start, litellm's share."""
+    from owlclaw.bench import runtime as bench
+
+    with bench_database("owlclaw_bench_runtime") as url, err.status("benchmarking…"):
+        result = bench.run(url, runs=runs)
+    if as_json:
+        print_json(result)
+        return
+    for key, value in result.items():
+        out.print(f"{key}: {value}")
+
+
 def main() -> None:
     app()
