@@ -55,6 +55,8 @@ class AgentState(msgspec.Struct):
     schedules: dict[str, ActiveSchedule] = {}
     timers_fired: int = 0
     budget_exceeded: int = 0
+    pending_inbound: int = 0
+    """Timer fires and inbound events since the agent's last run started."""
 
 
 class RunState(msgspec.Struct):
@@ -160,6 +162,10 @@ class Agent(_Aggregate):
     def _on_RunQueued(self, e: ev.RunQueued) -> None:
         self.state.run_count = e.run_no
         self.state.last_run_id = e.run_id
+        self.state.pending_inbound = 0
+
+    def _on_InboundReceived(self, e: ev.InboundReceived) -> None:
+        self.state.pending_inbound += 1
 
     def _on_ScheduleRequested(self, e: ev.ScheduleRequested) -> None:
         self.state.schedules[e.schedule_id] = ActiveSchedule(
@@ -176,6 +182,7 @@ class Agent(_Aggregate):
 
     def _on_TimerFired(self, e: ev.TimerFired) -> None:
         self.state.timers_fired += 1
+        self.state.pending_inbound += 1
         schedule = self.state.schedules.get(e.schedule_id)
         if schedule is not None and schedule.kind == "once":
             del self.state.schedules[e.schedule_id]

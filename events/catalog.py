@@ -117,6 +117,13 @@ class TimerMissed(_AgentEvent, frozen=True, kw_only=True):
     reason: str
 
 
+class InboundReceived(_AgentEvent, frozen=True, kw_only=True):
+    """Something arrived for the agent (a webhook, a message); the next heartbeat acts on it."""
+
+    source: str
+    payload: JSON = {}
+
+
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID | None
     budget: str

@@ -64,12 +64,12 @@ def run(url: str, runs: int = 60) -> dict[str, Any]:
         runtime = AgentRuntime(
             ledger, f"bench-{uuid.uuid4().hex[:6]}", models=[f"scripted/{SCRIPT}"]
         )
-        asyncio.run(runtime.run("heartbeat"))  # warm up: litellm import paths, prepared SQL
+        asyncio.run(runtime.run("webhook"))  # warm up: litellm import paths, prepared SQL
         starts: list[tuple[float, str]] = []
         began = time.perf_counter()
         for _ in range(runs):
             wall = time.time()
-            result = asyncio.run(runtime.run("heartbeat", focus="bench"))
+            result = asyncio.run(runtime.run("webhook", focus="bench"))
             starts.append((wall, result.run_id))
         elapsed = time.perf_counter() - began
         runtime.close()

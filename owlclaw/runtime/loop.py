@@ -32,6 +32,7 @@ from owlclaw.tools.errors import ToolError, unknown_tool
 from projections.memory import MemoryStore
 
 T = TypeVar("T")
+HEARTBEAT = "heartbeat"
 
 
 class RunLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -101,8 +102,13 @@ class AgentRuntime:
     ) -> RunResult:
         started = time.perf_counter()
         agent = await self._io_call(self.ledger.register_agent, self.agent_id)
+        idle = trigger == HEARTBEAT and agent.state.pending_inbound == 0
         run = self.ledger.queue_run(agent, trigger, focus, payload, context)
         state = _RunState(agent, run, started)
+        if idle:  # heartbeat with nothing new: no LLM call, no cost
+            run.record(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
+            await self._commit(state)
+            return state.result()
         try:
             async with asyncio.timeout(self.limits.run_timeout_s):
                 await self._decide(state, trigger, focus, payload or {})
@@ -113,16 +119,7 @@ class AgentRuntime:
         except Exception as e:
             run.record(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)
-        return RunResult(
-            run_id=str(run.id),
-            status=run.state.status,
-            iterations=state.iterations,
-            tool_calls=state.tool_calls,
-            tools_called=state.tools_called,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-            tokens=state.tokens,
-            cost_usd=state.cost,
-        )
+        return state.result()
 
     async def _commit(self, state: _RunState) -> None:
         positions = await self._io_call(self.ledger.append, state.agent, state.run)
@@ -319,6 +316,18 @@ class _RunState:
         self.tools_called: list[str] = []
         self.tokens = 0
         self.cost = 0.0
+
+    def result(self) -> RunResult:
+        return RunResult(
+            run_id=str(self.run.id),
+            status=self.run.state.status,
+            iterations=self.iterations,
+            tool_calls=self.tool_calls,
+            tools_called=self.tools_called,
+            duration_ms=round((time.perf_counter() - self.started) * 1000, 3),
+            tokens=self.tokens,
+            cost_usd=self.cost,
+        )
 
     def totals(self) -> dict[str, Any]:
         return {

@@ -33,7 +33,7 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 def run_script(runtime: AgentRuntime, script: str, steps: list[Any], **kwargs: Any) -> RunResult:
     register_script(script, steps)
     runtime.models = [f"scripted/{script}"]
-    return asyncio.run(runtime.run(**{"trigger": "heartbeat", **kwargs}))
+    return asyncio.run(runtime.run(**{"trigger": "webhook", **kwargs}))
 
 
 def run_events(ledger: Ledger, result: RunResult) -> list[ev.LedgerEvent]:
@@ -229,3 +229,20 @@ def test_one_commit_per_tool_step(ledger: Ledger, fresh_db: Database) -> None:
         ).fetchone()
     # 5 tool steps (each commits its request, carrying the previous result) + the final commit
     assert transactions == (6,)
+
+
+def test_heartbeat_without_pending_events_skips_the_model(ledger: Ledger) -> None:
+    runtime = AgentRuntime(ledger, "sleepy", models=["scripted/never-registered"])
+    idle = asyncio.run(runtime.run("heartbeat"))
+    assert (idle.status, idle.iterations) == ("skipped", 0)
+    [skipped] = [e for e in run_events(ledger, idle) if isinstance(e, ev.RunSkipped)]
+    assert skipped.reason == "heartbeat: no pending events"
+
+    agent = ledger.load_agent("sleepy")
+    agent.record(ev.InboundReceived, source="webhook", payload={"price": 101.5})
+    ledger.append(agent)
+    register_script("wake", [{"content": "Looked at the new price."}])
+    runtime.models = ["scripted/wake"]
+    awake = asyncio.run(runtime.run("heartbeat"))
+    assert (awake.status, awake.iterations) == ("completed", 1)
+    assert asyncio.run(runtime.run("heartbeat")).status == "skipped"  # the event was consumed
