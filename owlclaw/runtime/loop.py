@@ -24,10 +24,11 @@ import msgspec
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent, Run
+from owlclaw import tracing
 from owlclaw.app import AgentApp, select_skills
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
-from owlclaw.runtime.capabilities import Registry, call_handler
+from owlclaw.runtime.capabilities import Capability, Registry, call_handler
 from owlclaw.tools.errors import ToolError, unknown_tool
 from projections.memory import MemoryStore
 
@@ -109,9 +110,18 @@ class AgentRuntime:
             run.record(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
             await self._commit(state)
             return state.result()
+        with tracing.run_trace(run.id, self.agent_id, trigger, focus) as span:
+            await self._run_to_end(state, trigger, focus, payload or {})
+            span.set_attribute("owlclaw.status", run.state.status)
+        return state.result()
+
+    async def _run_to_end(
+        self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
+    ) -> None:
+        run = state.run
         try:
             async with asyncio.timeout(self.limits.run_timeout_s):
-                await self._decide(state, trigger, focus, payload or {})
+                await self._decide(state, trigger, focus, payload)
         except _Stop as stop:
             run.record(stop.event, **stop.fields, **state.totals())
         except TimeoutError:
@@ -119,7 +129,6 @@ class AgentRuntime:
         except Exception as e:
             run.record(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)
-        return state.result()
 
     async def _commit(self, state: _RunState) -> None:
         positions = await self._io_call(self.ledger.append, state.agent, state.run)
@@ -202,26 +211,29 @@ class AgentRuntime:
         last_error: Exception | None = None
         for model in self.models:
             began = time.perf_counter()
-            try:
-                response = await asyncio.wait_for(
-                    self._litellm.acompletion(
-                        model=model,
-                        messages=messages,
-                        tools=tools,
-                        timeout=self.limits.llm_timeout_s,
-                    ),
-                    self.limits.llm_timeout_s,
-                )
-            except Exception as e:
-                hops.append(f"{model}: {type(e).__name__}: {e}"[:300])
-                last_error = e
-                continue
-            message: dict[str, Any] = response.choices[0].message.model_dump(exclude_none=True)
-            usage = {
-                k: int(getattr(response.usage, k, 0) or 0)
-                for k in ("prompt_tokens", "completion_tokens", "total_tokens")
-            }
-            cost = _cost(self._litellm, response)
+            with tracing.generation(model) as span:
+                try:
+                    response = await asyncio.wait_for(
+                        self._litellm.acompletion(
+                            model=model,
+                            messages=messages,
+                            tools=tools,
+                            timeout=self.limits.llm_timeout_s,
+                        ),
+                        self.limits.llm_timeout_s,
+                    )
+                except Exception as e:
+                    hops.append(f"{model}: {type(e).__name__}: {e}"[:300])
+                    last_error = e
+                    span.set_attribute("langfuse.observation.level", "ERROR")
+                    continue
+                message: dict[str, Any] = response.choices[0].message.model_dump(exclude_none=True)
+                usage = {
+                    k: int(getattr(response.usage, k, 0) or 0)
+                    for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+                }
+                cost = _cost(self._litellm, response)
+                tracing.record_generation(span, usage, cost, model)
             state.iterations += 1
             state.tokens += usage.get("total_tokens", 0)
             state.cost += cost
@@ -268,21 +280,8 @@ class AgentRuntime:
         )
         await self._commit(state)  # write-ahead: the request is durable before the effect
         began = time.perf_counter()
-        try:
-            if capability is None:
-                ctx = ToolContext(
-                    state.agent, state.run, self.registry, self.memory, state.position
-                )
-                result = await run_builtin(name, params, call_id, ctx)
-            else:
-                result = await call_handler(capability.handler, params)
-        except Exception as e:
-            result = ToolError(
-                error=f"{type(e).__name__}: {e}",
-                error_code="TOOL_FAILED",
-                kind="system",
-                retryable=spec.idempotent,
-            )
+        with tracing.tool_span(name, call_id):
+            result = await self._execute(state, name, params, call_id, capability)
         duration = round((time.perf_counter() - began) * 1000, 3)
         if isinstance(result, ToolError):
             state.run.record(
@@ -303,6 +302,30 @@ class AgentRuntime:
                 duration_ms=duration,
             )
         return result
+
+    async def _execute(
+        self,
+        state: _RunState,
+        name: str,
+        params: msgspec.Struct,
+        call_id: str,
+        capability: Capability | None,
+    ) -> Any:
+        try:
+            if capability is None:
+                ctx = ToolContext(
+                    state.agent, state.run, self.registry, self.memory, state.position
+                )
+                return await run_builtin(name, params, call_id, ctx)
+            return await call_handler(capability.handler, params)
+        except Exception as e:
+            spec = SPECS[name] if capability is None else capability.spec
+            return ToolError(
+                error=f"{type(e).__name__}: {e}",
+                error_code="TOOL_FAILED",
+                kind="system",
+                retryable=spec.idempotent,
+            )
 
 
 class _RunState:

@@ -246,3 +246,44 @@ def test_heartbeat_without_pending_events_skips_the_model(ledger: Ledger) -> Non
     awake = asyncio.run(runtime.run("heartbeat"))
     assert (awake.status, awake.iterations) == ("completed", 1)
     assert asyncio.run(runtime.run("heartbeat")).status == "skipped"  # the event was consumed
+
+
+def test_one_trace_per_run_with_generations_and_tool_spans(ledger: Ledger) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+
+    runtime = AgentRuntime(ledger, "traced", models=["scripted/none"])
+    result = run_script(
+        runtime,
+        "traced",
+        [
+            {
+                "tool_calls": [
+                    call("log_decision", reasoning="a"),
+                    call("log_decision", reasoning="b"),
+                ]
+            },
+            {"content": "done"},
+        ],
+    )
+    spans = exporter.get_finished_spans()
+    assert {s.context.trace_id for s in spans} == {int(result.run_id.replace("-", ""), 16)}
+    kinds = [s.attributes["langfuse.observation.type"] for s in spans]
+    assert sorted(kinds) == ["agent", "generation", "generation", "tool", "tool"]
+    root = next(s for s in spans if s.name == "agent_run")
+    assert root.attributes["owlclaw.status"] == "completed"
+    generation = next(s for s in spans if s.name == "llm")
+    assert generation.attributes["langfuse.observation.model.name"] == "scripted/traced"
+    assert '"total": 120' in generation.attributes["langfuse.observation.usage_details"]
+    assert all(
+        s.parent is not None and s.parent.span_id == root.context.span_id
+        for s in spans
+        if s is not root
+    )
