@@ -254,17 +254,11 @@ class AgentRuntime:
         capability = self.registry.capabilities.get(name)
         spec = SPECS.get(name) or (capability.spec if capability else None)
         state.tools_called.append(name)
-        if spec is None:
-            error = unknown_tool(name, [*SPECS, *self.registry.capabilities])
-            state.run.record(
-                ev.ToolCallRejected,
-                call_id=call_id,
-                tool=name,
-                error=error.error,
-                arguments_text=arguments[:2000],
-            )
-            return error
-        params = spec.parse(arguments)
+        params = (
+            unknown_tool(name, [*SPECS, *self.registry.capabilities])
+            if spec is None
+            else spec.parse(arguments)
+        )
         if isinstance(params, ToolError):
             state.run.record(
                 ev.ToolCallRejected,
