@@ -35,6 +35,17 @@ class MemoryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Beyond this size, an agent's oldest memories move to MEMORY.archive.md."""
 
 
+class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    models: tuple[str, ...] = ("scripted/demo",)
+    """Fallback chain of litellm model strings, tried in order."""
+    max_function_calls: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 50
+    llm_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 60.0
+    run_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 300.0
+    max_identical_calls: Annotated[int, msgspec.Meta(ge=2, le=100)] = 3
+    tool_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] = 2
+    """Retries (with backoff) of idempotent tools after a system error."""
+
+
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     data_dir: str = ".owlclaw"
     """Where the embedded PostgreSQL keeps its data (``<data_dir>/pg``)."""
@@ -43,6 +54,7 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     database_name: str = "owlclaw"
     ledger: LedgerConfig = LedgerConfig()
     memory: MemoryConfig = MemoryConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
 
     @property
     def data_path(self) -> Path:
@@ -58,6 +70,9 @@ _ENV_FIELDS = {
     "EMBEDDING_DIMENSIONS": ("memory", "embedding_dimensions"),
     "MEMORY_HALF_LIFE_DAYS": ("memory", "half_life_days"),
     "MEMORY_MD_LIMIT_BYTES": ("memory", "memory_md_limit_bytes"),
+    "MAX_FUNCTION_CALLS": ("runtime", "max_function_calls"),
+    "LLM_TIMEOUT_S": ("runtime", "llm_timeout_s"),
+    "RUN_TIMEOUT_S": ("runtime", "run_timeout_s"),
 }
 
 

@@ -26,6 +26,7 @@ from events import catalog as ev
 from events.aggregates import Agent, Run
 from owlclaw import tracing
 from owlclaw.app import AgentApp, select_skills
+from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
 from owlclaw.runtime.capabilities import Capability, Registry, call_handler
@@ -34,14 +35,7 @@ from projections.memory import MemoryStore
 
 T = TypeVar("T")
 HEARTBEAT = "heartbeat"
-
-
-class RunLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    max_function_calls: int = 50
-    llm_timeout_s: float = 60.0
-    run_timeout_s: float = 300.0
-    max_identical_calls: int = 3
-    """The same tool with the same arguments this many times in a run stops the run."""
+RETRY_BACKOFF_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -74,7 +68,7 @@ class AgentRuntime:
         app: AgentApp | None = None,
         registry: Registry | None = None,
         memory: MemoryStore | None = None,
-        limits: RunLimits | None = None,
+        limits: RuntimeConfig | None = None,
     ):
         if not models:
             raise ValueError("at least one model is needed")
@@ -84,7 +78,7 @@ class AgentRuntime:
         self.app = app
         self.registry = registry or Registry()
         self.memory = memory
-        self.limits = limits or RunLimits()
+        self.limits = limits or RuntimeConfig()
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}")
         self._litellm = litellm_with_offline_providers()
 
@@ -305,21 +299,31 @@ class AgentRuntime:
         call_id: str,
         capability: Capability | None,
     ) -> Any:
-        try:
-            if capability is None:
-                ctx = ToolContext(
-                    state.agent, state.run, self.registry, self.memory, state.position
+        """Run the tool; idempotent tools are retried with backoff after a system error."""
+        spec = SPECS[name] if capability is None else capability.spec
+        attempts = 1 + (self.limits.tool_retries if spec.idempotent else 0)
+        result: Any = None
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
+            try:
+                if capability is None:
+                    ctx = ToolContext(
+                        state.agent, state.run, self.registry, self.memory, state.position
+                    )
+                    result = await run_builtin(name, params, call_id, ctx)
+                else:
+                    result = await call_handler(capability.handler, params)
+            except Exception as e:
+                result = ToolError(
+                    error=f"{type(e).__name__}: {e}",
+                    error_code="TOOL_FAILED",
+                    kind="system",
+                    retryable=spec.idempotent,
                 )
-                return await run_builtin(name, params, call_id, ctx)
-            return await call_handler(capability.handler, params)
-        except Exception as e:
-            spec = SPECS[name] if capability is None else capability.spec
-            return ToolError(
-                error=f"{type(e).__name__}: {e}",
-                error_code="TOOL_FAILED",
-                kind="system",
-                retryable=spec.idempotent,
-            )
+            if not (isinstance(result, ToolError) and result.kind == "system" and result.retryable):
+                break
+        return result
 
 
 class _RunState:

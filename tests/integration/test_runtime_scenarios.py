@@ -287,3 +287,42 @@ def test_one_trace_per_run_with_generations_and_tool_spans(ledger: Ledger) -> No
         for s in spans
         if s is not root
     )
+
+
+def test_idempotent_tools_are_retried_after_system_errors_others_are_not(ledger: Ledger) -> None:
+    registry = Registry()
+    attempts = {"quote": 0, "order": 0}
+
+    @registry.capability("Latest quote.", idempotent=True)
+    def quote(symbol: str) -> dict[str, Any]:
+        attempts["quote"] += 1
+        if attempts["quote"] < 3:
+            raise ConnectionError("quote feed unavailable")
+        return {"symbol": symbol, "price": 101.5}
+
+    @registry.capability("Place an order.")
+    def order(symbol: str, quantity: int) -> dict[str, Any]:
+        attempts["order"] += 1
+        raise ConnectionError("broker unavailable")
+
+    runtime = AgentRuntime(ledger, "retrier", models=["scripted/none"], registry=registry)
+    result = run_script(
+        runtime,
+        "retry",
+        [
+            {
+                "tool_calls": [
+                    call("quote", symbol="ACME"),
+                    call("order", symbol="ACME", quantity=1),
+                ]
+            },
+            {"content": "done"},
+        ],
+    )
+    assert attempts == {"quote": 3, "order": 1}
+    events = run_events(ledger, result)
+    [ok] = [e for e in events if isinstance(e, ev.ToolCallSucceeded)]
+    assert ok.result == {"symbol": "ACME", "price": 101.5}
+    [failed] = [e for e in events if isinstance(e, ev.ToolCallFailed)]
+    assert (failed.tool, failed.error_code, failed.retryable) == ("order", "TOOL_FAILED", False)
+    assert "broker unavailable" in failed.error

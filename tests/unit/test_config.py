@@ -29,6 +29,8 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
         ("[ledger]\nsnapshot_interval = 1\n", {}, "snapshot_interval"),
         ("", {"OWLCLAW_SNAPSHOT_INTERVAL": "many"}, "snapshot_interval"),
         ("databse_url = 'x'\n", {}, "databse_url"),
+        ("[runtime]\nrun_timeout_s = -1\n", {}, "run_timeout_s"),
+        ("", {"OWLCLAW_MAX_FUNCTION_CALLS": "0"}, "max_function_calls"),
     ],
 )
 def test_invalid_values_name_the_field(
