@@ -286,6 +286,11 @@ def test_example_cost_job_prints_live_totals(ledger: Ledger, fresh_db: Database)
     import sys
     from pathlib import Path
 
+    agent = ledger.register_agent("spender")
+    record_runs(ledger, agent, 2)
+    view = RunsView(ledger.recorder.datastore)
+    view.create_table()
+    ProjectionRunner(ledger, view).catch_up()
     script = Path(__file__).parents[2] / "examples" / "cost_per_agent_hour.py"
     env = {
         **os.environ,
@@ -295,18 +300,23 @@ def test_example_cost_job_prints_live_totals(ledger: Ledger, fresh_db: Database)
     job = subprocess.Popen(
         [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True
     )
+    expected = "│ 2    │ 40     │ 0.004000 │"  # 2 runs x 2 LLM calls x (10 tokens, $0.001)
+    seen: list[str] = []
+    reader = threading.Thread(
+        target=lambda: seen.extend(iter(job.stdout.readline, "")) if job.stdout else None,
+        daemon=True,
+    )
+    reader.start()
+    deadline = time.monotonic() + 60
     try:
-        time.sleep(2)
-        agent = ledger.register_agent("spender")
-        record_runs(ledger, agent, 2)
-        view = RunsView(ledger.recorder.datastore)
-        ProjectionRunner(ledger, view).catch_up()
-        time.sleep(2)
+        while not any(expected in line for line in seen) and time.monotonic() < deadline:
+            time.sleep(0.1)
     finally:
         job.terminate()
-        output, _ = job.communicate(timeout=10)
+        job.wait(timeout=10)
+    output = "".join(seen)
     assert "spender" in output
-    assert "│ 2    │ 40     │ 0.004000 │" in output  # 2 runs x 2 LLM calls x (10 tokens, $0.001)
+    assert expected in output
 
 
 def test_schedules_view_tracks_next_fire_last_outcome_and_activity(
