@@ -266,10 +266,6 @@ TERMINAL_RUN_EVENTS: tuple[type[LedgerEvent], ...] = (
 )
 
 
-def encode_json(event: LedgerEvent) -> bytes:
-    return msgspec.json.encode(event)
-
-
 def event_fields(event: LedgerEvent) -> JSON:
     """The event's own fields (without the stream header), as JSON-ready data."""
     data = msgspec.to_builtins(event)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -106,8 +106,6 @@ class Ledger:
         self._recorder = recorder
         self._mapper = self._app.mapper
         self.snapshot_interval = snapshot_interval
-
-    EVENTS_TABLE: ClassVar[str] = "ledger_events"
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -274,9 +272,6 @@ class Ledger:
         with self._recorder.subscribe(gt=after) as subscription:
             for n in subscription:
                 yield LoggedEvent(n.id, self._decode(n, n.id))
-
-    def decode(self, stored: StoredEvent) -> LedgerEvent:
-        return self._decode(stored)
 
     def _decode(self, stored: StoredEvent, position: int | None = None) -> LedgerEvent:
         try:

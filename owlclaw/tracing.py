@@ -90,11 +90,17 @@ def _flush() -> None:
         flush()
 
 
+_langfuse: Any = None
+
+
 def enable_langfuse() -> bool:
-    """Send traces to Langfuse when LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY are set."""
+    """Send traces to Langfuse when LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY are set
+    (once per process; the client installs its OpenTelemetry exporter)."""
+    global _langfuse  # noqa: PLW0603 - one Langfuse client per process
     if not (os.environ.get("LANGFUSE_PUBLIC_KEY") and os.environ.get("LANGFUSE_SECRET_KEY")):
         return False
-    from langfuse import Langfuse
+    if _langfuse is None:
+        from langfuse import Langfuse
 
-    Langfuse()
+        _langfuse = Langfuse()
     return True

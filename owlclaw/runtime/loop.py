@@ -81,6 +81,7 @@ class AgentRuntime:
         self.limits = limits or RuntimeConfig()
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}")
         self._litellm = litellm_with_offline_providers()
+        tracing.enable_langfuse()
 
     async def _io_call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
