@@ -250,6 +250,15 @@ class MemoryStore:
             )
             return cur.fetchall()
 
+    def count(self, agent_id: str) -> int:
+        """How many memories (active and archived) the view holds for the agent."""
+        with self.view.datastore.get_connection() as conn:
+            row = conn.execute(
+                self.view.sql("SELECT count(*) AS n FROM {memories} WHERE agent_id = %s"),
+                (agent_id,),
+            ).fetchone()
+        return int(row["n"]) if row else 0
+
     def wait_for(self, position: int, timeout: float) -> bool:
         """Block until the memory view has absorbed ``position``; False on timeout."""
         view = self.view

@@ -107,41 +107,9 @@ async def run_builtin(  # noqa: PLR0911 - one return per tool
             )
             return {"success": True, "schedule_id": schedule_id}
         case p.Remember(content=content, tags=tags):
-            memory_id = uuid.uuid4()
-            event = ctx.run.record(
-                ev.MemoryRemembered,
-                agent_id=ctx.agent.agent_id,
-                memory_id=memory_id,
-                content=content,
-                tags=list(tags),
-            )
-            return {"memory_id": str(memory_id), "timestamp": event.timestamp.isoformat()}
+            return await _remember(ctx, content, tags)
         case p.Recall(query=query, limit=limit):
-            if ctx.memory is None:
-                return _error(
-                    "long-term memory is not configured", "MEMORY_UNAVAILABLE", kind="system"
-                )
-            result = await asyncio.to_thread(
-                ctx.memory.recall,
-                ctx.agent.agent_id,
-                query,
-                limit,
-                after_position=ctx.committed_position,
-            )
-            return {
-                "memories": [
-                    {
-                        "memory_id": str(m.memory_id),
-                        "content": m.content,
-                        "tags": m.tags,
-                        "timestamp": m.created_at.isoformat(),
-                        "relevance": m.relevance,
-                    }
-                    for m in result.memories
-                ],
-                "count": len(result.memories),
-                **({"warning": result.warning} if result.warning else {}),
-            }
+            return await _recall(ctx, query, limit)
         case p.QueryState(state_name=state_name):
             try:
                 return await ctx.registry.read_state(state_name)
@@ -163,6 +131,51 @@ async def run_builtin(  # noqa: PLR0911 - one return per tool
                 "timestamp": event.timestamp.isoformat(),
             }
     raise AssertionError(f"no built-in tool {name}")
+
+
+async def _remember(ctx: ToolContext, content: str, tags: list[str]) -> Any:
+    if ctx.memory is not None:
+        held = await asyncio.to_thread(ctx.memory.count, ctx.agent.agent_id)
+        if held >= MAX_MEMORIES:
+            return _error(
+                f"this agent already holds {held} memories (limit {MAX_MEMORIES})",
+                "MEMORY_LIMIT",
+            )
+    memory_id = uuid.uuid4()
+    event = ctx.run.record(
+        ev.MemoryRemembered,
+        agent_id=ctx.agent.agent_id,
+        memory_id=memory_id,
+        content=content,
+        tags=list(tags),
+    )
+    return {"memory_id": str(memory_id), "timestamp": event.timestamp.isoformat()}
+
+
+async def _recall(ctx: ToolContext, query: str, limit: int) -> Any:
+    if ctx.memory is None:
+        return _error("long-term memory is not configured", "MEMORY_UNAVAILABLE", kind="system")
+    result = await asyncio.to_thread(
+        ctx.memory.recall,
+        ctx.agent.agent_id,
+        query,
+        limit,
+        after_position=ctx.committed_position,
+    )
+    return {
+        "memories": [
+            {
+                "memory_id": str(m.memory_id),
+                "content": m.content,
+                "tags": m.tags,
+                "timestamp": m.created_at.isoformat(),
+                "relevance": m.relevance,
+            }
+            for m in result.memories
+        ],
+        "count": len(result.memories),
+        **({"warning": result.warning} if result.warning else {}),
+    }
 
 
 def _schedule(

@@ -326,3 +326,25 @@ def test_idempotent_tools_are_retried_after_system_errors_others_are_not(ledger:
     [failed] = [e for e in events if isinstance(e, ev.ToolCallFailed)]
     assert (failed.tool, failed.error_code, failed.retryable) == ("order", "TOOL_FAILED", False)
     assert "broker unavailable" in failed.error
+
+
+def test_remember_refuses_beyond_the_per_agent_memory_limit(
+    ledger: Ledger, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from owlclaw.runtime import builtin_tools
+
+    monkeypatch.setattr(builtin_tools, "MAX_MEMORIES", 2)
+    view = MemoryView(ledger.recorder.datastore, embedder=local_embedder)
+    view.create_table()
+    runner = ProjectionRunner(ledger, view)
+    runtime = AgentRuntime(ledger, "hoarder", models=["scripted/none"], memory=MemoryStore(view))
+    for i in range(3):
+        result = run_script(
+            runtime,
+            f"hoard{i}",
+            [{"tool_calls": [call("remember", content=f"fact {i}")]}, {"content": "ok"}],
+        )
+        runner.catch_up()
+    [failed] = [e for e in run_events(ledger, result) if isinstance(e, ev.ToolCallFailed)]
+    assert failed.error_code == "MEMORY_LIMIT"
+    assert MemoryStore(view).count("hoarder") == 2
