@@ -227,7 +227,7 @@ class AgentRuntime:
                     k: int(getattr(response.usage, k, 0) or 0)
                     for k in ("prompt_tokens", "completion_tokens", "total_tokens")
                 }
-                cost = _cost(self._litellm, response)
+                cost = _cost(response)
                 tracing.record_generation(span, usage, cost, model)
             state.iterations += 1
             state.tokens += usage.get("total_tokens", 0)
@@ -361,8 +361,7 @@ class _RunState:
         }
 
 
-def _cost(litellm: Any, response: Any) -> float:
-    try:
-        return float(litellm.completion_cost(completion_response=response) or 0.0)
-    except Exception:
-        return 0.0
+def _cost(response: Any) -> float:
+    """The cost litellm already computed for this response (recomputing it costs ~1 ms)."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    return float(hidden.get("response_cost") or 0.0)
