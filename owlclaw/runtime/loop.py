@@ -30,6 +30,7 @@ from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
 from owlclaw.runtime.capabilities import Capability, Registry, call_handler
+from owlclaw.runtime.governance import ToolPolicy
 from owlclaw.tools.errors import ToolError, unknown_tool
 from projections.memory import MemoryStore
 
@@ -69,6 +70,7 @@ class AgentRuntime:
         registry: Registry | None = None,
         memory: MemoryStore | None = None,
         limits: RuntimeConfig | None = None,
+        policy: ToolPolicy | None = None,
     ):
         if not models:
             raise ValueError("at least one model is needed")
@@ -79,6 +81,9 @@ class AgentRuntime:
         self.registry = registry or Registry()
         self.memory = memory
         self.limits = limits or RuntimeConfig()
+        self.policy = policy or (
+            ToolPolicy.from_app_config(app.config) if app is not None else ToolPolicy()
+        )
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}")
         self._litellm = litellm_with_offline_providers()
         tracing.enable_langfuse()
@@ -130,9 +135,10 @@ class AgentRuntime:
         if positions:
             state.position = positions[-1]
 
-    def _tools(self) -> list[dict[str, Any]]:
-        specs = [*SPECS.values(), *(c.spec for c in self.registry.capabilities.values())]
-        return [spec.function_schema() for spec in specs]
+    def _tools(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        specs = {**SPECS, **{n: c.spec for n, c in self.registry.capabilities.items()}}
+        visible, filtered = self.policy.resolve(specs)
+        return [specs[name].function_schema() for name in visible], filtered
 
     def _system_prompt(self, focus: str | None) -> tuple[str, list[str]]:
         if self.app is None:
@@ -145,8 +151,11 @@ class AgentRuntime:
     async def _decide(
         self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
-        tools = self._tools()
-        state.run.record(ev.VisibleToolsResolved, tools=[t["function"]["name"] for t in tools])
+        tools, filtered = self._tools()
+        state.hidden = filtered
+        state.run.record(
+            ev.VisibleToolsResolved, tools=[t["function"]["name"] for t in tools], filtered=filtered
+        )
         system, skills = self._system_prompt(focus)
         user = focus or f"Triggered by {trigger}."
         if payload:
@@ -249,6 +258,12 @@ class AgentRuntime:
         capability = self.registry.capabilities.get(name)
         spec = SPECS.get(name) or (capability.spec if capability else None)
         state.tools_called.append(name)
+        if name in state.hidden:
+            reason = state.hidden[name]
+            state.run.record(ev.ToolCallDenied, call_id=call_id, tool=name, reason=reason)
+            return ToolError(
+                error=f"tool {name!r} is not available: {reason}", error_code="TOOL_DENIED"
+            )
         params = (
             unknown_tool(name, [*SPECS, *self.registry.capabilities])
             if spec is None
@@ -336,6 +351,7 @@ class _RunState:
         self.iterations = 0
         self.tool_calls = 0
         self.tools_called: list[str] = []
+        self.hidden: dict[str, str] = {}
         self.tokens = 0
         self.cost = 0.0
 

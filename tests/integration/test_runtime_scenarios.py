@@ -348,3 +348,47 @@ def test_remember_refuses_beyond_the_per_agent_memory_limit(
     [failed] = [e for e in run_events(ledger, result) if isinstance(e, ev.ToolCallFailed)]
     assert failed.error_code == "MEMORY_LIMIT"
     assert MemoryStore(view).count("hoarder") == 2
+
+
+def test_governance_hides_denied_tools_with_reasons_and_refuses_calls_to_them(
+    ledger: Ledger,
+) -> None:
+    from owlclaw.runtime.governance import ToolPolicy
+
+    policy = ToolPolicy(
+        allow=("query_state", "log_decision", "schedule_cron"), deny=("schedule_cron",)
+    )
+    runtime = AgentRuntime(ledger, "governed", models=["scripted/none"], policy=policy)
+    result = run_script(
+        runtime,
+        "governed",
+        [
+            {
+                "tool_calls": [
+                    call("schedule_cron", cron_expression="0 * * * *", focus="f"),
+                    call("remember", content="not allowed either"),
+                ]
+            },
+            {"content": "I cannot do that."},
+        ],
+    )
+    events = run_events(ledger, result)
+    [visible] = [e for e in events if isinstance(e, ev.VisibleToolsResolved)]
+    assert visible.tools == ["query_state", "log_decision"]
+    assert visible.filtered["schedule_cron"] == "denied by governance.deny"
+    assert visible.filtered["remember"] == "not in governance.allow"
+    denied = {e.tool: e.reason for e in events if isinstance(e, ev.ToolCallDenied)}
+    assert denied == {
+        "schedule_cron": "denied by governance.deny",
+        "remember": "not in governance.allow",
+    }
+    assert not any(isinstance(e, ev.ToolCallRequested) for e in events)
+    assert ledger.load_agent("governed").state.schedules == {}
+
+
+def test_governance_policy_from_app_config_is_validated() -> None:
+    from owlclaw.runtime.governance import ToolPolicy
+
+    assert ToolPolicy.from_app_config({"governance": {"deny": ["remember"]}}).deny == ("remember",)
+    with pytest.raises(ValueError, match="governance"):
+        ToolPolicy.from_app_config({"governance": {"dney": ["remember"]}})
