@@ -266,19 +266,6 @@ class OwlClawProcessRecorder(PostgresProcessRecorder, OwlClawApplicationRecorder
     section (the invariant readers rely on); the tracking row follows.
     """
 
-    def __init__(
-        self,
-        datastore: PostgresDatastore,
-        *,
-        events_table_name: str = "stored_events",
-        tracking_table_name: str = "notification_tracking",
-    ):
-        super().__init__(
-            datastore,
-            tracking_table_name=tracking_table_name,
-            events_table_name=events_table_name,
-        )
-
     def _insert_events(
         self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> None:

@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -21,6 +19,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent
 from events.codec import topic_of
+from owlclaw.bench import percentiles
 from projections import VIEWS, MemoryStore, MemoryView, ProjectionRunner
 from projections.memory import _vector
 
@@ -31,15 +30,6 @@ LESSONS = [
     "Earnings weeks widen spreads; size positions down by half",
     "The broker API rate-limits at 10 requests per second",
 ]
-
-
-def _percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50_ms": round(statistics.median(ordered), 2),
-        "p95_ms": round(ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)], 2),
-        "samples": len(ordered),
-    }
 
 
 def _record_run(ledger: Ledger, agent: Agent, n: int) -> None:
@@ -178,9 +168,9 @@ def measure_recall(
         "agents": agents,
         "agent_memories": per_agent,
         "vectors": "synthetic random unit vectors for bulk rows; real query embeddings",
-        "query_embedding": _percentiles(embed_ms),
-        "index_query": _percentiles(index_ms),
-        "recall_including_embedding": _percentiles(total_ms),
+        "query_embedding": percentiles(embed_ms),
+        "index_query": percentiles(index_ms),
+        "recall_including_embedding": percentiles(total_ms),
     }
 
 
@@ -217,8 +207,8 @@ def measure_remember_to_recallable(ledger: Ledger, samples: int) -> dict[str, An
     finally:
         runner.stop()
     return {
-        "commit_to_view_absorbed": _percentiles(visible_ms),
-        "commit_to_recall_returned": _percentiles(recall_ms),
+        "commit_to_view_absorbed": percentiles(visible_ms),
+        "commit_to_recall_returned": percentiles(recall_ms),
     }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from events import Ledger
 from events import catalog as ev
-from owlclaw.bench.projections import _percentiles
+from owlclaw.bench import percentiles
 from owlclaw.llm.scripted import make_handler, register_script
 from owlclaw.runtime.loop import AgentRuntime
 
@@ -95,12 +95,12 @@ def run(url: str, runs: int = 60) -> dict[str, Any]:
     return {
         "runs": runs,
         "tool_steps_per_run": TOOL_STEPS,
-        "tool_step_overhead": _percentiles(step_ms),
+        "tool_step_overhead": percentiles(step_ms),
         "commits_per_tool_step": round(sum(commits) / (runs * TOOL_STEPS), 3),
-        "run_start_latency": _percentiles(start_ms),
+        "run_start_latency": percentiles(start_ms),
         "tool_calls_per_second_one_agent": round(runs * TOOL_STEPS / elapsed, 1),
-        "acompletion": _percentiles(acompletion_ms),
-        "provider_itself": _percentiles(provider),
+        "acompletion": percentiles(acompletion_ms),
+        "provider_itself": percentiles(provider),
         "litellm_added_per_call_ms_p50": round(litellm_ms, 3),
         "targets": {
             "tool_step_p95_ms_max": 5,

@@ -84,16 +84,8 @@ def test_unknown_agent_is_one_clear_line_and_exit_3(fresh_db: Database, tmp_path
 
 
 def test_unreachable_database_is_one_clear_line_and_exit_4(tmp_path: Path) -> None:
-    env = {**os.environ, "OWLCLAW_DATABASE_URL": f"postgresql://postgres@/x?host={tmp_path}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "owlclaw", "ledger", "a"],
-        check=False,
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    nowhere = Database(f"postgresql://postgres@/x?host={tmp_path}")
+    result = owlclaw(nowhere, "ledger", "a", cwd=tmp_path)
     assert result.returncode == 4
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr
 
