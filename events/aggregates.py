@@ -49,6 +49,7 @@ class AgentState(msgspec.Struct):
     soul_sha256: str = ""
     identity_sha256: str = ""
     skills: dict[str, str] = {}
+    config_sha256: str = ""
     identity_versions: int = 0
     run_count: int = 0
     last_run_id: UUID | None = None
@@ -109,6 +110,11 @@ class _Aggregate:
             handler(event)
         self.version = event.originator_version
 
+    @property
+    def pending_events(self) -> list[LedgerEvent]:
+        """Recorded events not yet committed."""
+        return list(self._pending)
+
     def collect_events(self) -> list[LedgerEvent]:
         pending, self._pending = self._pending, []
         return pending
@@ -157,6 +163,7 @@ class Agent(_Aggregate):
         self.state.soul_sha256 = e.soul_sha256
         self.state.identity_sha256 = e.identity_sha256
         self.state.skills = dict(e.skills)
+        self.state.config_sha256 = e.config_sha256
         self.state.identity_versions += 1
 
     def _on_RunQueued(self, e: ev.RunQueued) -> None:

@@ -73,6 +73,8 @@ class IdentityLoaded(_AgentEvent, frozen=True, kw_only=True):
     identity_sha256: str
     skills: dict[str, str] = {}
     """Skill name -> sha256 of its SKILL.md."""
+    config_sha256: str = ""
+    """sha256 of the app's owlclaw.toml ("" without one)."""
 
 
 class RunQueued(_AgentEvent, frozen=True, kw_only=True):
@@ -122,6 +124,13 @@ class InboundReceived(_AgentEvent, frozen=True, kw_only=True):
 
     source: str
     payload: JSON = {}
+
+
+class AgentWarning(_AgentEvent, frozen=True, kw_only=True):
+    """Something was skipped or degraded without stopping the agent (e.g. an invalid skill)."""
+
+    source: str
+    message: str
 
 
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
@@ -212,6 +221,13 @@ class DecisionLogged(_RunEvent, frozen=True, kw_only=True):
     reasoning: str
     call_id: str | None = None
     """The log_decision tool call that recorded it."""
+
+
+class RunWarning(_RunEvent, frozen=True, kw_only=True):
+    """The run went on with less than it asked for (e.g. recall from a lagging index)."""
+
+    source: str
+    message: str
 
 
 class MemoryRemembered(_RunEvent, frozen=True, kw_only=True):

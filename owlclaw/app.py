@@ -14,7 +14,7 @@ import tomllib
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import yaml
@@ -26,16 +26,42 @@ CHARS_PER_TOKEN = 4
 """Token estimate for the skills budget (the seeds' rule of thumb; no tokenizer import)."""
 
 
+def estimate_tokens(text: str) -> int:
+    """The token estimate of every prompt budget: ceil(chars / CHARS_PER_TOKEN)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
 class AppError(ValueError):
     """The app directory cannot be loaded; the message names the file."""
+
+
+class RateLimit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    calls: Annotated[int, msgspec.Meta(ge=1)]
+    per_seconds: Annotated[float, msgspec.Meta(gt=0)]
+
+
+Hour = Annotated[int, msgspec.Meta(ge=0, le=24)]
+
+
+class SkillConstraints(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Visibility constraints for the capability this skill describes (same name)."""
+
+    visible: bool = True
+    hours_utc: tuple[Hour, Hour] | None = None
+    """Visible only from the first hour (inclusive) to the second (exclusive), UTC."""
+    rate_limit: RateLimit | None = None
+
+
+class SkillExtensions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    task_type: str | None = None
+    constraints: SkillConstraints = SkillConstraints()
 
 
 class SkillMetadata(msgspec.Struct, frozen=True):
     name: str
     description: str
     metadata: dict[str, Any] = {}
-    owlclaw: dict[str, Any] = {}
-    """OwlClaw extensions: ``task_type``, ``constraints`` (e.g. allowed tools)."""
+    owlclaw: SkillExtensions = SkillExtensions()
 
 
 @dataclass
@@ -62,6 +88,7 @@ class AgentApp:
     skills: dict[str, Skill]
     warnings: list[str]
     config: dict[str, Any]
+    config_sha256: str = ""
 
     @property
     def capabilities_summary(self) -> str:
@@ -122,10 +149,13 @@ def load_app(root: Path) -> AgentApp:
                 continue
             skills[skill.meta.name] = skill
     config: dict[str, Any] = {}
+    config_sha256 = ""
     toml_path = root / "owlclaw.toml"
     if toml_path.is_file():
+        config_raw = _read(_inside(root, toml_path), IDENTITY_LIMIT_BYTES * 10)
+        config_sha256 = _sha(config_raw)
         try:
-            config = tomllib.loads(_read(_inside(root, toml_path), IDENTITY_LIMIT_BYTES * 10))
+            config = tomllib.loads(config_raw)
         except tomllib.TOMLDecodeError as e:
             raise AppError(f"{toml_path}: {e}") from e
     return AgentApp(
@@ -137,6 +167,7 @@ def load_app(root: Path) -> AgentApp:
         skills=skills,
         warnings=warnings,
         config=config,
+        config_sha256=config_sha256,
     )
 
 
@@ -147,7 +178,7 @@ def select_skills(app: AgentApp, focus: str | None, budget_tokens: int = 4000) -
     chosen: list[Skill] = []
     used = 0
     for skill in named or [s for _, s in sorted(app.skills.items())]:
-        cost = len(skill.body()) // CHARS_PER_TOKEN
+        cost = estimate_tokens(skill.body())
         if used + cost > budget_tokens:
             continue
         chosen.append(skill)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import msgspec
@@ -205,6 +206,53 @@ def demo() -> None:
     out.print(
         f"\ninspect it yourself:\n  owlclaw ledger {agent_id} --json\n  owlclaw verify {agent_id}"
     )
+
+
+@app.command()
+@handles_errors
+def replay(
+    agent: Annotated[str, typer.Argument(help="Agent id.")],
+    run_no: Annotated[int, typer.Argument(min=1, help="Run number (1 = the agent's first run).")],
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Re-execute with the replay model and compare.")
+    ] = False,
+    app_dir: Annotated[
+        Path | None, typer.Option("--app", help="The agent's app directory (identity, config).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a recorded run step by step; with --verify, re-execute it without calling a model."""
+    from events.aggregates import run_stream_id
+
+    with open_ledger() as (_, led):
+        if run_no > led.load_agent(agent).state.run_count:
+            _fail(f"agent {agent} has no run {run_no}", f"`owlclaw ledger {agent}`", EXIT_NOT_FOUND)
+        events = led.stream(run_stream_id(agent, run_no))
+        report = None
+        if verify:
+            from owlclaw.app import load_app
+            from owlclaw.runtime.verify import replay_run
+
+            loaded = load_app(app_dir) if app_dir is not None else None
+            report = replay_run(led, agent, run_no, app=loaded, limits=load_config().runtime)
+    if as_json:
+        print_json(
+            {
+                "steps": [{"type": type(e).__name__, **event_fields(e)} for e in events],
+                "verify": None if report is None else report.__dict__,
+            }
+        )
+    else:
+        for e in events:
+            summary = _summary(event_fields(e))
+            out.print(f"{e.originator_version:>4} {type(e).__name__:<22} {summary}")
+        if report is not None and report.matched:
+            out.print(f"[green]replay matches[/]: {report.compared} steps reproduced")
+        elif report is not None:
+            for line in report.differences:
+                out.print(f"[red]DIFFERS[/] {line}")
+    if report is not None and not report.matched:
+        raise typer.Exit(EXIT_FAILED)
 
 
 @projections_app.command("status")

@@ -44,6 +44,12 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_identical_calls: Annotated[int, msgspec.Meta(ge=2, le=100)] = 3
     tool_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] = 2
     """Retries (with backoff) of idempotent tools after a system error."""
+    context_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 2000
+    """Budget of the short-term context (recent activity) in the system prompt."""
+    skills_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 4000
+    """Budget of the skill bodies in the system prompt."""
+    recall_in_prompt: Annotated[int, msgspec.Meta(ge=0, le=20)] = 5
+    """Memories recalled for the focus at run start and placed in the prompt (0: none)."""
 
 
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -73,6 +79,9 @@ _ENV_FIELDS = {
     "MAX_FUNCTION_CALLS": ("runtime", "max_function_calls"),
     "LLM_TIMEOUT_S": ("runtime", "llm_timeout_s"),
     "RUN_TIMEOUT_S": ("runtime", "run_timeout_s"),
+    "CONTEXT_TOKENS": ("runtime", "context_tokens"),
+    "SKILLS_TOKENS": ("runtime", "skills_tokens"),
+    "RECALL_IN_PROMPT": ("runtime", "recall_in_prompt"),
 }
 
 

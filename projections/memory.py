@@ -197,9 +197,9 @@ class MemoryStore:
         if not MIN_LIMIT <= limit <= MAX_LIMIT:
             raise ValueError(f"limit must be between {MIN_LIMIT} and {MAX_LIMIT}, got {limit}")
         warning = None
-        if after_position is not None and not self.wait_for(after_position, timeout):
-            warning = f"memory index has not reached log position {after_position} yet"
         try:
+            if after_position is not None and not self.wait_for(after_position, timeout):
+                warning = f"memory index has not reached log position {after_position} yet"
             rows = self._nearest(agent_id, query, limit * self.CANDIDATES_PER_RESULT)
         except (psycopg.Error, PersistenceError, EmbeddingUnavailable) as e:
             return RecallResult([], f"memory index unavailable, recall returned nothing: {e}")

@@ -1,4 +1,5 @@
-"""Registers OwlClaw's offline providers with litellm, once per process."""
+"""Registers OwlClaw's offline providers (``scripted/``, ``replay/``) with litellm, once per
+process."""
 
 from __future__ import annotations
 
@@ -11,18 +12,20 @@ _registered = False
 
 
 def litellm_with_offline_providers() -> Any:
-    """litellm, imported lazily (seconds, ~200 MB), with ``scripted/`` registered."""
+    """litellm, imported lazily (seconds, ~200 MB), with the offline providers registered."""
     global _registered  # noqa: PLW0603 - registration is process-wide in litellm itself
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
     with _lock:
         if not _registered:
-            from owlclaw.llm import scripted
+            from owlclaw.llm import replay, scripted
 
-            litellm.custom_provider_map = [
-                *[p for p in litellm.custom_provider_map if p["provider"] != scripted.PROVIDER],
-                {"provider": scripted.PROVIDER, "custom_handler": scripted.make_handler()},
+            ours = {scripted.PROVIDER: scripted, replay.PROVIDER: replay}
+            others = [p for p in litellm.custom_provider_map if p["provider"] not in ours]
+            litellm.custom_provider_map = others + [
+                {"provider": name, "custom_handler": module.make_handler()}
+                for name, module in ours.items()
             ]
             litellm.suppress_debug_info = True
             _registered = True

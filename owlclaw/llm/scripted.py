@@ -82,7 +82,7 @@ def next_message(
     script: Script, messages: list[dict[str, Any]], call_prefix: str
 ) -> dict[str, Any]:
     """The assistant message of the step this conversation has reached."""
-    step_no = sum(1 for m in messages if _role(m) == "assistant")
+    step_no = sum(1 for m in messages if message_role(m) == "assistant")
     if step_no >= len(script.steps):
         return {"role": "assistant", "content": script.final}
     step = script.steps[step_no]
@@ -107,7 +107,7 @@ def next_message(
     }
 
 
-def _role(message: Any) -> str | None:
+def message_role(message: Any) -> str | None:
     role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
     return role if isinstance(role, str) else None
 

@@ -162,6 +162,8 @@ async def _recall(ctx: ToolContext, query: str, limit: int) -> Any:
         limit,
         after_position=ctx.committed_position,
     )
+    if result.warning:
+        ctx.run.record(ev.RunWarning, source="recall", message=result.warning)
     return {
         "memories": [
             {

@@ -1,37 +1,127 @@
-"""Which tools an agent may see and call: allow and deny lists (deny wins), with the reason for
-every tool that is filtered out, so "why couldn't the agent do X" is answered by the ledger."""
+"""What an agent may do: visible tools (allow/deny lists and skill constraints; deny wins),
+per-tool rate limits and a daily token/cost budget.
+
+Every filtered tool carries its reason, so "why couldn't the agent do X" is answered by the
+ledger (VisibleToolsResolved, ToolCallDenied, BudgetExceeded).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections import deque
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from typing import Annotated, Any
 
 import msgspec
 
+from events import Ledger
+from events.aggregates import Agent, run_stream_id
+from owlclaw.app import RateLimit, Skill
 
-class ToolPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+
+class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The ``[governance]`` table of an app's owlclaw.toml."""
+
     allow: tuple[str, ...] = ()
     """Only these tools are visible; empty means all."""
     deny: tuple[str, ...] = ()
     """Never visible, even when allowed."""
+    rate_limits: dict[str, RateLimit] = {}
+    """Tool name -> at most ``calls`` calls per ``per_seconds`` for this agent."""
+    daily_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """Tokens per UTC day for this agent; a run that reaches it ends with BudgetExceeded."""
+    daily_cost_usd: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """Model cost per UTC day for this agent (as litellm prices it)."""
 
     @classmethod
-    def from_app_config(cls, config: dict[str, Any]) -> ToolPolicy:
-        """The ``[governance]`` table of the app's owlclaw.toml (ValueError names the field)."""
+    def from_app_config(cls, config: Mapping[str, Any]) -> Governance:
+        """Validate the table; ValueError names the offending field."""
         try:
             return msgspec.convert(config.get("governance", {}), cls)
         except msgspec.ValidationError as e:
             raise ValueError(f"owlclaw.toml [governance]: {e}") from e
 
-    def resolve(self, tools: Iterable[str]) -> tuple[list[str], dict[str, str]]:
-        """Visible tool names, and the reason each other tool is hidden."""
+    def resolve(
+        self,
+        tools: Iterable[str],
+        skills: Mapping[str, Skill] | None = None,
+        at: datetime | None = None,
+    ) -> tuple[list[str], dict[str, str]]:
+        """Visible tool names, and the reason each other tool is hidden.
+
+        A skill's ``owlclaw.constraints`` apply to the capability of the same name.
+        """
         visible: list[str] = []
         filtered: dict[str, str] = {}
         for name in tools:
+            skill = (skills or {}).get(name)
             if name in self.deny:
                 filtered[name] = "denied by governance.deny"
             elif self.allow and name not in self.allow:
                 filtered[name] = "not in governance.allow"
+            elif skill is not None and (reason := skill_hides(skill, at)) is not None:
+                filtered[name] = reason
             else:
                 visible.append(name)
         return visible, filtered
+
+    def rate_limits_with(self, skills: Mapping[str, Skill]) -> dict[str, RateLimit]:
+        """Governance limits, plus skill limits where governance sets none for that tool."""
+        limits = {
+            name: s.meta.owlclaw.constraints.rate_limit
+            for name, s in skills.items()
+            if s.meta.owlclaw.constraints.rate_limit is not None
+        }
+        return {**limits, **self.rate_limits}
+
+
+def skill_hides(skill: Skill, at: datetime | None) -> str | None:
+    constraints = skill.meta.owlclaw.constraints
+    if not constraints.visible:
+        return f"hidden by skill {skill.meta.name}: constraints.visible = false"
+    if constraints.hours_utc is not None and at is not None:
+        start, end = constraints.hours_utc
+        inside = start <= at.hour < end if start <= end else (at.hour >= start or at.hour < end)
+        if not inside:
+            return f"outside skill {skill.meta.name}'s hours_utc {start}-{end} (now {at.hour}h)"
+    return None
+
+
+class RateLimiter:
+    """Sliding-window call counts per tool for one agent (the agent's runs are serialized)."""
+
+    def __init__(self, limits: Mapping[str, RateLimit]):
+        self.limits = dict(limits)
+        self._calls: dict[str, deque[float]] = {}
+
+    def admit(self, tool: str, now: float) -> str | None:
+        """Count the call and return None, or the reason it exceeds the tool's limit."""
+        limit = self.limits.get(tool)
+        if limit is None:
+            return None
+        calls = self._calls.setdefault(tool, deque())
+        while calls and calls[0] <= now - limit.per_seconds:
+            calls.popleft()
+        if len(calls) >= limit.calls:
+            return (
+                f"rate limit: {tool} allows {limit.calls} calls per {limit.per_seconds:g} s;"
+                f" retry in {calls[0] + limit.per_seconds - now:.1f} s"
+            )
+        calls.append(now)
+        return None
+
+
+def spent_today(ledger: Ledger, agent: Agent, day: date) -> tuple[int, float]:
+    """Tokens and cost of the agent's runs started on ``day`` (UTC), read from the ledger.
+
+    Runs are numbered in start order, so the scan walks back from the latest until the day
+    before.
+    """
+    tokens, cost = 0, 0.0
+    for run_no in range(agent.state.run_count, 0, -1):
+        run = ledger.load_run(run_stream_id(agent.agent_id, run_no)).state
+        if run.started_at is not None and run.started_at.date() < day:
+            break
+        tokens += run.tokens
+        cost += run.cost_usd
+    return tokens, cost

@@ -248,17 +248,10 @@ def test_heartbeat_without_pending_events_skips_the_model(ledger: Ledger) -> Non
     assert asyncio.run(runtime.run("heartbeat")).status == "skipped"  # the event was consumed
 
 
-def test_one_trace_per_run_with_generations_and_tool_spans(ledger: Ledger) -> None:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-
+def test_one_trace_per_run_with_generations_and_tool_spans(
+    ledger: Ledger, span_exporter: Any
+) -> None:
+    exporter = span_exporter
     runtime = AgentRuntime(ledger, "traced", models=["scripted/none"])
     result = run_script(
         runtime,
@@ -353,12 +346,12 @@ def test_remember_refuses_beyond_the_per_agent_memory_limit(
 def test_governance_hides_denied_tools_with_reasons_and_refuses_calls_to_them(
     ledger: Ledger,
 ) -> None:
-    from owlclaw.runtime.governance import ToolPolicy
+    from owlclaw.runtime.governance import Governance
 
-    policy = ToolPolicy(
+    policy = Governance(
         allow=("query_state", "log_decision", "schedule_cron"), deny=("schedule_cron",)
     )
-    runtime = AgentRuntime(ledger, "governed", models=["scripted/none"], policy=policy)
+    runtime = AgentRuntime(ledger, "governed", models=["scripted/none"], governance=policy)
     result = run_script(
         runtime,
         "governed",
@@ -387,8 +380,8 @@ def test_governance_hides_denied_tools_with_reasons_and_refuses_calls_to_them(
 
 
 def test_governance_policy_from_app_config_is_validated() -> None:
-    from owlclaw.runtime.governance import ToolPolicy
+    from owlclaw.runtime.governance import Governance
 
-    assert ToolPolicy.from_app_config({"governance": {"deny": ["remember"]}}).deny == ("remember",)
+    assert Governance.from_app_config({"governance": {"deny": ["remember"]}}).deny == ("remember",)
     with pytest.raises(ValueError, match="governance"):
-        ToolPolicy.from_app_config({"governance": {"dney": ["remember"]}})
+        Governance.from_app_config({"governance": {"dney": ["remember"]}})

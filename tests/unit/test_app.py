@@ -10,32 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from owlclaw.app import AppError, load_app, sanitize, select_skills
-
-SOUL = "# Soul\nI am a disciplined trading assistant.\n"
-IDENTITY = """# Identity
-## My Capabilities
-- entry checks
-- market monitoring
-## Constraints
-- never trade on margin
-"""
-
-
-def skill(name: str, body: str = "How to check entries.", extra: str = "") -> str:
-    return (
-        f"---\nname: {name}\ndescription: {name} skill\nowlclaw:\n  task_type: monitor\n"
-        f"{extra}---\n{body}\n"
-    )
-
-
-def make_app(root: Path, skills: dict[str, str] | None = None) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "SOUL.md").write_text(SOUL)
-    (root / "IDENTITY.md").write_text(IDENTITY)
-    for folder, text in (skills or {}).items():
-        (root / "capabilities" / folder).mkdir(parents=True, exist_ok=True)
-        (root / "capabilities" / folder / "SKILL.md").write_text(text)
-    return root
+from tests.apps import SOUL, make_app, skill
 
 
 def test_identity_and_capabilities_summary(tmp_path: Path) -> None:
@@ -43,7 +18,7 @@ def test_identity_and_capabilities_summary(tmp_path: Path) -> None:
     assert app.soul == SOUL
     assert app.capabilities_summary == "- entry checks\n- market monitoring"
     assert list(app.skills) == ["entry-monitor"]
-    assert app.skills["entry-monitor"].meta.owlclaw == {"task_type": "monitor"}
+    assert app.skills["entry-monitor"].meta.owlclaw.task_type == "monitor"
     assert app.warnings == []
 
 

@@ -1,0 +1,116 @@
+"""The ``replay`` litellm provider: serves the LLM responses recorded in a ledger run.
+
+``model="replay/<run id>"`` answers step k of a conversation (k = assistant messages so far) with
+the k-th recorded LLMResponded message of that run, so a run re-executes for audit without
+calling any model. Asking past the recording is a divergence and fails loudly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from events import catalog as ev
+from owlclaw.llm.scripted import message_role
+from owlclaw.tools.errors import ToolError
+
+PROVIDER = "replay"
+
+
+class ReplayExhausted(RuntimeError):
+    """The re-executed run asked the model for more responses than were recorded."""
+
+
+@dataclass
+class RecordedRun:
+    """A recorded run as replay needs it: its start, model responses and tool outcomes."""
+
+    run_id: UUID
+    events: Sequence[ev.LedgerEvent]
+    started: ev.RunStarted = field(init=False)
+    messages: list[dict[str, Any]] = field(init=False)
+    visible: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        starts = [e for e in self.events if isinstance(e, ev.RunStarted)]
+        if not starts:
+            raise ValueError(f"run {self.run_id} has no RunStarted event")
+        self.started = starts[0]
+        self.messages = [e.message for e in self.events if isinstance(e, ev.LLMResponded)]
+        self.visible = next(
+            (e.tools for e in self.events if isinstance(e, ev.VisibleToolsResolved)), []
+        )
+
+    def arguments(self, call_id: str) -> dict[str, Any] | None:
+        for e in self.events:
+            if isinstance(e, ev.ToolCallRequested) and e.call_id == call_id:
+                return dict(e.arguments)
+        return None
+
+    def outcome(self, call_id: str) -> Any:
+        """The recorded result (or structured error) of a tool call."""
+        for e in self.events:
+            if isinstance(e, ev.ToolCallSucceeded) and e.call_id == call_id:
+                return e.result
+            if isinstance(e, ev.ToolCallFailed) and e.call_id == call_id:
+                return ToolError(error=e.error, error_code=e.error_code, retryable=e.retryable)
+        return ToolError(
+            error=f"no outcome of call {call_id} was recorded", error_code="NO_RECORDED_OUTCOME"
+        )
+
+    def unknown_tools(self, known: Iterable[str]) -> list[str]:
+        """Tools the recording saw that this process does not load (business capabilities)."""
+        known = set(known)
+        return [name for name in self.visible if name not in known]
+
+
+_RECORDINGS: dict[str, RecordedRun] = {}
+
+
+def register_recording(recorded: RecordedRun) -> str:
+    """Make ``replay/<run id>`` serve this recording; returns the model string."""
+    _RECORDINGS[str(recorded.run_id)] = recorded
+    return f"{PROVIDER}/{recorded.run_id}"
+
+
+def make_handler() -> Any:
+    """The litellm CustomLLM instance (litellm is imported lazily)."""
+    import litellm
+    from litellm.llms.custom_llm import CustomLLM
+
+    class ReplayLLM(CustomLLM):
+        def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+            return _response(model, messages)
+
+        async def acompletion(
+            self, model: str, messages: list[Any], *args: Any, **kwargs: Any
+        ) -> Any:
+            return _response(model, messages)
+
+    def _response(model: str, messages: list[Any]) -> Any:
+        run_id = model.split("/", 1)[-1]
+        recorded = _RECORDINGS.get(run_id)
+        if recorded is None:
+            raise ReplayExhausted(f"no recording registered for run {run_id}")
+        step = sum(1 for m in messages if message_role(m) == "assistant")
+        if step >= len(recorded.messages):
+            raise ReplayExhausted(
+                f"run {run_id} recorded {len(recorded.messages)} model responses;"
+                f" the replay asked for response {step + 1}"
+            )
+        message = recorded.messages[step]
+        return litellm.ModelResponse(
+            model=model,
+            choices=[
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                }
+            ],
+            usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        )
+
+    return ReplayLLM()
