@@ -17,6 +17,7 @@ from events import catalog as ev
 from events.catalog import LedgerEvent, Stream
 
 AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
+ENDED_SCHEDULES_KEPT = 1000
 
 
 def agent_stream_id(agent_id: str) -> UUID:
@@ -40,6 +41,7 @@ class ActiveSchedule(msgspec.Struct):
     cron: str | None = None
     fire_at: datetime | None = None
     backend_id: str | None = None
+    last_fire_time: datetime | None = None
 
 
 class AgentState(msgspec.Struct):
@@ -54,6 +56,8 @@ class AgentState(msgspec.Struct):
     run_count: int = 0
     last_run_id: UUID | None = None
     schedules: dict[str, ActiveSchedule] = {}
+    ended_schedules: dict[str, str] = {}
+    """Recently ended schedules (id -> "fired" or "cancelled"), to tell late deliveries apart."""
     timers_fired: int = 0
     budget_exceeded: int = 0
     pending_inbound: int = 0
@@ -186,13 +190,30 @@ class Agent(_Aggregate):
 
     def _on_ScheduleCancelled(self, e: ev.ScheduleCancelled) -> None:
         self.state.schedules.pop(e.schedule_id, None)
+        self._ended(e.schedule_id, "cancelled")
 
     def _on_TimerFired(self, e: ev.TimerFired) -> None:
         self.state.timers_fired += 1
         self.state.pending_inbound += 1
         schedule = self.state.schedules.get(e.schedule_id)
+        if schedule is None:
+            return
+        schedule.last_fire_time = e.fire_time
+        if schedule.kind == "once":
+            del self.state.schedules[e.schedule_id]
+            self._ended(e.schedule_id, "fired")
+
+    def _on_TimerMissed(self, e: ev.TimerMissed) -> None:
+        schedule = self.state.schedules.get(e.schedule_id)
         if schedule is not None and schedule.kind == "once":
             del self.state.schedules[e.schedule_id]
+            self._ended(e.schedule_id, "missed")
+
+    def _ended(self, schedule_id: str, how: str) -> None:
+        ended = self.state.ended_schedules
+        ended[schedule_id] = how
+        while len(ended) > ENDED_SCHEDULES_KEPT:
+            del ended[next(iter(ended))]
 
     def _on_BudgetExceeded(self, e: ev.BudgetExceeded) -> None:
         self.state.budget_exceeded += 1

@@ -86,6 +86,9 @@ class RunQueued(_AgentEvent, frozen=True, kw_only=True):
     focus: str | None = None
 
 
+MisfirePolicy = Literal["catch_up", "coalesce", "skip"]
+
+
 class ScheduleRequested(_AgentEvent, frozen=True, kw_only=True):
     schedule_id: str
     kind: Literal["once", "cron"]
@@ -94,6 +97,11 @@ class ScheduleRequested(_AgentEvent, frozen=True, kw_only=True):
     delay_seconds: int | None = None
     cron: str | None = None
     fire_at: datetime | None = None
+    agent_id: str = ""
+    misfire: MisfirePolicy = "coalesce"
+    """What to do with fires the timer service missed (it was down): fire each one still inside
+    the catch-up window, fire only the latest of them, or skip them all (each miss is recorded)."""
+    catch_up_window_s: int = 3600
 
 
 class ScheduleRegistered(_AgentEvent, frozen=True, kw_only=True):
@@ -114,6 +122,14 @@ class TimerFired(_AgentEvent, frozen=True, kw_only=True):
 
 
 class TimerMissed(_AgentEvent, frozen=True, kw_only=True):
+    schedule_id: str
+    fire_time: datetime
+    reason: str
+
+
+class TimerDeduplicated(_AgentEvent, frozen=True, kw_only=True):
+    """A delivery that must not start a run: already fired, or the schedule was cancelled."""
+
     schedule_id: str
     fire_time: datetime
     reason: str

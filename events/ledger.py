@@ -28,6 +28,14 @@ from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
 from events.recorder import OwlClawApplicationRecorder, postgres_env
 
+MAX_REBASES = 10
+_HEADER = {"originator_id", "originator_version", "timestamp"}
+
+
+def _own_fields(event: LedgerEvent) -> dict[str, Any]:
+    """An event's own fields as typed values, to record the same fact again."""
+    return {f: getattr(event, f) for f in event.__struct_fields__ if f not in _HEADER}
+
 
 class LedgerError(RuntimeError):
     """Base class of the errors the ledger raises."""
@@ -134,6 +142,40 @@ class Ledger:
             ) from e
         self._snapshot_if_due(events, aggregates)
         return [r.notification.id for r in recordings]
+
+    def append_rebasing(
+        self,
+        agent: Agent,
+        *runs: Run,
+        over: tuple[type[LedgerEvent], ...] | None = None,
+    ) -> tuple[Agent, list[int]]:
+        """Commit ``agent`` and ``runs`` together; when another writer appended to the agent's
+        stream first, re-record this writer's agent events on top of the stream as it is now
+        and try again. Returns the (possibly reloaded) agent and the log positions.
+
+        ``over``: the event types of other writers this writer's facts commute with (None: any).
+        Anything else in between (another runtime queued a run, a fire was recorded) is a real
+        conflict and raises StreamConflict, as does any conflict on a run stream (one writer).
+        """
+        agent_events = agent.collect_events()
+        run_events = [e for run in runs for e in run.collect_events()]
+        for _ in range(MAX_REBASES):
+            try:
+                return agent, self.append_events(agent_events + run_events, (agent, *runs))
+            except StreamConflict:
+                if not agent_events:
+                    raise
+                base = agent_events[0].originator_version - 1
+                others = [self._decode(s) for s in self._recorder.select_events(agent.id, gt=base)]
+                if not others or (
+                    over is not None and not all(isinstance(e, over) for e in others)
+                ):
+                    raise
+                current = self.load_agent(agent.agent_id)
+                for e in agent_events:
+                    current.record(type(e), **_own_fields(e))
+                agent, agent_events = current, current.collect_events()
+        raise StreamConflict(f"agent {agent.agent_id}: still conflicting after {MAX_REBASES} tries")
 
     def _snapshot_if_due(
         self, events: Sequence[LedgerEvent], aggregates: Sequence[Agent | Run]

@@ -99,6 +99,7 @@ class ProjectionRunner:
             self.view._insert_tracking(curs, Tracking(self.view.tracking_name, end))
             curs.execute("SELECT pg_notify(%s, %s)", (channel(self.view.name), str(end)))
         self.position = end
+        self.view.committed(batch)
         with self._advanced:
             self._advanced.notify_all()
         return end - start

@@ -61,6 +61,9 @@ class View(PostgresTrackingRecorder):
     def prepare(self, batch: list[LoggedEvent]) -> None:
         """Work for a batch done before its transaction opens (e.g. computing embeddings)."""
 
+    def committed(self, batch: list[LoggedEvent]) -> None:
+        """Work after a batch's transaction committed (e.g. recording what the view did)."""
+
     @abstractmethod
     def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
         """Change the view for one event (inside the batch's transaction)."""

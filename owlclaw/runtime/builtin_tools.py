@@ -201,6 +201,7 @@ def _schedule(
         kind=kind,
         focus=focus,
         owner_run_id=ctx.run.id,
+        agent_id=ctx.agent.agent_id,
         delay_seconds=delay_seconds,
         cron=cron,
         fire_at=fire_at,

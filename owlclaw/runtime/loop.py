@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
+from functools import partial
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -36,10 +37,13 @@ from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
 from owlclaw.runtime.capabilities import Capability, Registry, call_handler
 from owlclaw.runtime.context import RECENT_RUNS, ContextItem, build_context, describe_run
 from owlclaw.runtime.governance import Governance, RateLimiter, spent_today
+from owlclaw.timers.fires import Kind, TimerFire, verdict
 from owlclaw.tools.errors import ToolError, unknown_tool
 from projections.memory import MemoryStore
 
 T = TypeVar("T")
+FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (ev.ScheduleRegistered, ev.InboundReceived)
+"""Agent-stream events other writers append that the runtime's own facts commute with."""
 HEARTBEAT = "heartbeat"
 RETRY_BACKOFF_S = 0.05
 
@@ -54,6 +58,13 @@ class RunResult:
     duration_ms: float
     tokens: int
     cost_usd: float
+
+
+@dataclass(frozen=True)
+class FireOutcome:
+    kind: Kind
+    reason: str
+    run: RunResult | None = None
 
 
 @dataclass(frozen=True)
@@ -129,9 +140,54 @@ class AgentRuntime:
     ) -> RunResult:
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
+        return await self._start(agent, started, trigger, focus, payload, context)
+
+    async def fire(self, fire: TimerFire) -> FireOutcome:
+        """Deliver a timer fire: record TimerFired and run with the schedule's focus, or record
+        why not (TimerDeduplicated, TimerMissed). TimerFired is committed with the run's
+        RunQueued before the run goes on, so a fire is recorded at most once and never without
+        its run."""
+        started = time.perf_counter()
+        agent = await self._io_call(self._prepare_agent)
+        kind, reason = verdict(agent.state, fire)
+        if kind != "fire":
+            event = ev.TimerDeduplicated if kind == "duplicate" else ev.TimerMissed
+            agent.record(
+                event, schedule_id=fire.schedule_id, fire_time=fire.fire_time, reason=reason
+            )
+            await self._io_call(partial(self.ledger.append_rebasing, over=FOREIGN_FACTS), agent)
+            return FireOutcome(kind, reason)
+        schedule = agent.state.schedules[fire.schedule_id]
+        run_id = run_stream_id(self.agent_id, agent.state.run_count + 1)
+        agent.record(
+            ev.TimerFired, schedule_id=fire.schedule_id, fire_time=fire.fire_time, run_id=run_id
+        )
+        context = {
+            "schedule_id": fire.schedule_id,
+            "fire_time": fire.fire_time.isoformat(),
+            "scheduled_by_run_id": str(schedule.owner_run_id) if schedule.owner_run_id else None,
+        }
+        result = await self._start(
+            agent, started, f"schedule_{schedule.kind}", schedule.focus, None, context, early=True
+        )
+        return FireOutcome("fire", "", result)
+
+    async def _start(
+        self,
+        agent: Agent,
+        started: float,
+        trigger: str,
+        focus: str | None,
+        payload: dict[str, Any] | None,
+        context: dict[str, Any] | None,
+        *,
+        early: bool = False,
+    ) -> RunResult:
         idle = trigger == HEARTBEAT and agent.state.pending_inbound == 0
         run = self.ledger.queue_run(agent, trigger, focus, payload, context)
         state = _RunState(agent, run, started)
+        if early:
+            await self._commit(state)
         if idle:  # heartbeat with nothing new: no LLM call, no cost
             run.record(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
             await self._commit(state)
@@ -256,7 +312,9 @@ class AgentRuntime:
             self.produced += state.agent.collect_events() + state.run.collect_events()
             return
         state.events += state.run.pending_events
-        positions = await self._io_call(self.ledger.append, state.agent, state.run)
+        state.agent, positions = await self._io_call(
+            partial(self.ledger.append_rebasing, over=FOREIGN_FACTS), state.agent, state.run
+        )
         if positions:
             state.position = positions[-1]
 

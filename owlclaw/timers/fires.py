@@ -1,0 +1,95 @@
+"""What a timer delivery means for an agent: fire, deduplicate, or record a miss.
+
+Every delivery carries its idempotency key (schedule id, scheduled fire time). The verdict is
+taken against the agent's state by the agent's own writer and committed with expected version,
+so two deliveries of the same fire can never both start a run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+import msgspec
+from croniter import croniter
+
+from events.aggregates import AgentState
+
+GRACE = timedelta(seconds=30)
+"""A delivery later than this after its fire time counts as missed (the service was down)."""
+MAX_MISSED_LISTED = 1000
+"""Missed cron fires enumerated after a downtime; older ones are summarised in one miss."""
+
+Kind = Literal["fire", "duplicate", "missed"]
+ENDED_REASONS = {
+    "cancelled": "the schedule was cancelled",
+    "fired": "this one-off schedule already fired",
+    "missed": "this one-off schedule was already recorded as missed",
+}
+
+
+class TimerFire(msgspec.Struct, frozen=True):
+    """One delivery of a schedule's fire to its agent."""
+
+    agent_id: str
+    schedule_id: str
+    fire_time: datetime
+    missed: str | None = None
+    """Set when the misfire policy decided this fire is recorded as missed, with the reason."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.schedule_id}@{self.fire_time.isoformat()}"
+
+
+def verdict(state: AgentState, fire: TimerFire) -> tuple[Kind, str]:
+    """Whether this delivery fires, is a duplicate (or of an ended schedule), or is missed."""
+    schedule = state.schedules.get(fire.schedule_id)
+    if schedule is None:
+        ended = state.ended_schedules.get(fire.schedule_id)
+        return "duplicate", ENDED_REASONS.get(ended or "", "no such schedule of this agent")
+    if schedule.last_fire_time is not None and fire.fire_time <= schedule.last_fire_time:
+        return "duplicate", f"already fired at {schedule.last_fire_time.isoformat()}"
+    if fire.missed is not None:
+        return "missed", fire.missed
+    return "fire", ""
+
+
+def cron_times(expression: str, after: datetime, until: datetime) -> list[datetime]:
+    """Fire times of a 5-field cron expression in (after, until], UTC, at most MAX_MISSED_LISTED."""
+    times: list[datetime] = []
+    it = croniter(expression, after)
+    while len(times) < MAX_MISSED_LISTED:
+        t: datetime = it.get_next(datetime)
+        if t > until:
+            break
+        times.append(t)
+    return times
+
+
+def plan(
+    due: list[datetime],
+    now: datetime,
+    policy: str,
+    window: timedelta,
+) -> list[tuple[datetime, str | None]]:
+    """Apply a misfire policy to fire times that are due: (time, None) fires, (time, reason)
+    is recorded as missed. On time (within GRACE) always fires; nothing is dropped silently.
+    """
+    late = [t for t in due if now - t > GRACE]
+    on_time: list[tuple[datetime, str | None]] = [(t, None) for t in due if now - t <= GRACE]
+    if not late:
+        return on_time
+    inside = [t for t in late if now - t <= window]
+    decided: list[tuple[datetime, str | None]] = []
+    for t in late:
+        if policy == "skip":
+            decided.append((t, "skipped: the timer service was down at fire time"))
+        elif t not in inside:
+            decided.append((t, f"beyond the catch-up window of {window.total_seconds():g} s"))
+        elif policy == "coalesce" and (on_time or t != inside[-1]):
+            latest = on_time[-1][0] if on_time else inside[-1]
+            decided.append((t, f"coalesced into the fire at {latest.isoformat()}"))
+        else:
+            decided.append((t, None))
+    return decided + on_time

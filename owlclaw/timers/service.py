@@ -1,0 +1,165 @@
+"""The timer service's view of the log: every requested schedule becomes a timer row, registered
+with the configured backend, and every cancellation removes it.
+
+It is a projection (rows and tracking position commit together), so a schedule is registered
+exactly once per row even across crashes. The built-in backend fires from these rows; an
+external backend (Hatchet) holds its own timer and the row keeps its id for cancellation. A
+backend that is unreachable degrades to the built-in one: the schedule is never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Protocol
+
+from eventsourcing.postgres import PostgresDatastore
+from psycopg import Cursor
+from psycopg.rows import DictRow
+
+from events import Ledger
+from events import catalog as ev
+from events.catalog import LedgerEvent
+from events.ledger import LoggedEvent
+from projections.schedules import next_fire
+from projections.sqlvalues import text
+from projections.view import View
+
+log = logging.getLogger(__name__)
+BUILTIN = "builtin"
+
+
+class TimerBackend(Protocol):
+    """Where timers live: the built-in Postgres rows or an external scheduler (Hatchet)."""
+
+    name: str
+
+    def register(self, row: dict[str, Any]) -> str:
+        """Create the timer; returns the backend's id for it."""
+
+    def cancel(self, backend_id: str, kind: str) -> None:
+        """Delete the timer (a fire that still arrives is deduplicated by the agent)."""
+
+
+class BuiltinBackend:
+    """Timers are the rows themselves; the TimerWorker fires them."""
+
+    name = BUILTIN
+
+    def register(self, row: dict[str, Any]) -> str:
+        return str(row["schedule_id"])
+
+    def cancel(self, backend_id: str, kind: str) -> None:
+        """Nothing outside the row to remove."""
+
+
+class TimersView(View):
+    name: ClassVar[str] = "timers"
+    tables: ClassVar[tuple[str, ...]] = ("timers",)
+    indexes: ClassVar[tuple[str, ...]] = ("timers_due",)
+    events: ClassVar[tuple[type[LedgerEvent], ...]] = (ev.ScheduleRequested, ev.ScheduleCancelled)
+    ddl: ClassVar[tuple[str, ...]] = (
+        "CREATE TABLE IF NOT EXISTS {timers} ("
+        " schedule_id text PRIMARY KEY, agent_id text NOT NULL, kind text NOT NULL,"
+        " focus text NOT NULL, cron text, next_fire_at timestamptz NOT NULL,"
+        " misfire text NOT NULL, catch_up_window_s integer NOT NULL,"
+        " backend text NOT NULL, backend_id text NOT NULL,"
+        " leased_until timestamptz, attempts integer NOT NULL DEFAULT 0)",
+        "CREATE INDEX IF NOT EXISTS {timers_due} ON {timers} (next_fire_at)"
+        " WHERE backend = 'builtin'",
+    )
+
+    def __init__(
+        self,
+        datastore: PostgresDatastore,
+        *,
+        rebuilding: bool = False,
+        backend: TimerBackend | None = None,
+        ledger: Ledger | None = None,
+    ):
+        self.backend: TimerBackend = backend or BuiltinBackend()
+        self.ledger = ledger
+        """Where ScheduleRegistered is recorded after each batch (None: not recorded)."""
+        self._registered: list[tuple[str, str, str, str]] = []
+        super().__init__(datastore, rebuilding=rebuilding)
+
+    def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
+        e = logged.event
+        if isinstance(e, ev.ScheduleRequested):
+            self._register(curs, e)
+        elif isinstance(e, ev.ScheduleCancelled):
+            row = curs.execute(
+                self.sql("DELETE FROM {timers} WHERE schedule_id = %s RETURNING *"),
+                (text(e.schedule_id),),
+            ).fetchone()
+            if row is not None and row["backend"] != BUILTIN:
+                try:
+                    self.backend.cancel(row["backend_id"], row["kind"])
+                except Exception as error:  # the agent deduplicates any fire that still comes
+                    log.warning(
+                        "could not cancel %s in %s: %s", e.schedule_id, row["backend"], error
+                    )
+
+    def _register(self, curs: Cursor[DictRow], e: ev.ScheduleRequested) -> None:
+        if e.kind == "cron" and e.cron:
+            first = next_fire(e.cron, e.timestamp)
+        else:
+            first = e.fire_at or e.timestamp + timedelta(seconds=e.delay_seconds or 0)
+        row: dict[str, Any] = {
+            "schedule_id": text(e.schedule_id),
+            "agent_id": text(e.agent_id),
+            "kind": e.kind,
+            "focus": text(e.focus),
+            "cron": text(e.cron),
+            "next_fire_at": first,
+            "misfire": e.misfire,
+            "catch_up_window_s": e.catch_up_window_s,
+        }
+        backend: TimerBackend = self.backend
+        try:
+            backend_id = backend.register(row)
+        except Exception as error:
+            log.warning("%s unreachable, %s falls back to builtin: %s", backend.name, e, error)
+            backend = BuiltinBackend()
+            backend_id = backend.register(row)
+        curs.execute(
+            self.sql(
+                "INSERT INTO {timers} (schedule_id, agent_id, kind, focus, cron, next_fire_at,"
+                " misfire, catch_up_window_s, backend, backend_id) VALUES (%(schedule_id)s,"
+                " %(agent_id)s, %(kind)s, %(focus)s, %(cron)s, %(next_fire_at)s, %(misfire)s,"
+                " %(catch_up_window_s)s, %(backend)s, %(backend_id)s)"
+                " ON CONFLICT (schedule_id) DO NOTHING"
+            ),
+            {**row, "backend": backend.name, "backend_id": backend_id},
+        )
+        self._registered.append((row["agent_id"], row["schedule_id"], backend.name, backend_id))
+
+    def committed(self, batch: list[LoggedEvent]) -> None:
+        registered, self._registered = self._registered, []
+        if self.ledger is None:
+            return
+        for agent_id, schedule_id, backend, backend_id in registered:
+            agent = self.ledger.load_agent(agent_id)
+            if schedule_id not in agent.state.schedules:
+                continue  # cancelled or fired meanwhile
+            agent.record(
+                ev.ScheduleRegistered,
+                schedule_id=schedule_id,
+                backend=backend,
+                backend_id=backend_id,
+            )
+            self.ledger.append_rebasing(agent)
+
+    def due(self, curs: Cursor[DictRow], now: datetime, lease: timedelta, limit: int) -> list[Any]:
+        """Claim built-in timers due at ``now`` (any number of workers: SKIP LOCKED + lease)."""
+        return curs.execute(
+            self.sql(
+                "UPDATE {timers} t SET leased_until = %(until)s, attempts = t.attempts + 1"
+                " FROM (SELECT schedule_id FROM {timers} WHERE backend = 'builtin'"
+                "   AND next_fire_at <= %(now)s"
+                "   AND (leased_until IS NULL OR leased_until < %(now)s)"
+                "   ORDER BY next_fire_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d"
+                " WHERE t.schedule_id = d.schedule_id RETURNING t.*"
+            ),
+            {"now": now, "until": now + lease, "limit": limit},
+        ).fetchall()

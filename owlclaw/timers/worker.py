@@ -1,0 +1,117 @@
+"""The built-in timer backend's worker: claims due timer rows and delivers their fires.
+
+Any number of workers can run (rows are claimed with FOR UPDATE SKIP LOCKED and a lease). A row
+advances only after its fires were delivered; a worker that dies leaves the lease to expire and
+another delivers again — the agent deduplicates by (schedule id, fire time), so nothing is lost
+and nothing doubles. Fires missed while no worker ran follow the schedule's misfire policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from owlclaw.timers.fires import TimerFire, cron_times, plan
+from owlclaw.timers.service import TimersView
+from projections.schedules import next_fire
+
+log = logging.getLogger(__name__)
+Deliver = Callable[[TimerFire], Awaitable[Any]]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Delivery retries (like a Hatchet task's ``retries``), with exponential backoff."""
+
+    max_retries: int = 3
+    backoff_s: float = 0.05
+
+
+async def deliver_with_retries(deliver: Deliver, fire: TimerFire, policy: RetryPolicy) -> int:
+    """Deliver, retrying failures up to ``policy.max_retries`` times; returns the attempts made.
+    The last failure is raised."""
+    for attempt in range(policy.max_retries + 1):
+        try:
+            await deliver(fire)
+            return attempt + 1
+        except Exception as error:
+            if attempt == policy.max_retries:
+                raise
+            log.warning("delivery of %s failed (attempt %d): %s", fire.key, attempt + 1, error)
+            await asyncio.sleep(policy.backoff_s * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+class TimerWorker:
+    POLL_S = 0.05
+    """Idle poll interval: bounds fire lateness (the bench target is p99 <= 250 ms)."""
+
+    def __init__(
+        self,
+        view: TimersView,
+        deliver: Deliver,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        lease: timedelta = timedelta(minutes=5),
+        retry: RetryPolicy | None = None,
+        batch: int = 100,
+    ):
+        self.view = view
+        self.deliver = deliver
+        self.clock = clock
+        self.lease = lease
+        self.retry = retry or RetryPolicy()
+        self.batch = batch
+
+    async def tick(self) -> int:
+        """Deliver every timer due now; returns how many rows were handled."""
+        now = self.clock()
+        with self.view.datastore.transaction(commit=True) as curs:
+            rows = self.view.due(curs, now, self.lease, self.batch)
+        results = await asyncio.gather(*(self._handle(row, now) for row in rows))
+        return sum(results)
+
+    async def _handle(self, row: dict[str, Any], now: datetime) -> int:
+        due = [row["next_fire_at"]]
+        if row["kind"] == "cron":
+            due += cron_times(row["cron"], row["next_fire_at"], now)
+        window = timedelta(seconds=row["catch_up_window_s"])
+        try:
+            for fire_time, missed in plan(due, now, row["misfire"], window):
+                fire = TimerFire(row["agent_id"], row["schedule_id"], fire_time, missed)
+                await deliver_with_retries(self.deliver, fire, self.retry)
+        except Exception as error:  # the lease expires and a worker tries again
+            log.error("timer %s not delivered: %s", row["schedule_id"], error)
+            return 0
+        with self.view.datastore.transaction(commit=True) as curs:
+            if row["kind"] == "cron":
+                curs.execute(
+                    self.view.sql(
+                        "UPDATE {timers} SET next_fire_at = %s, leased_until = NULL,"
+                        " attempts = 0 WHERE schedule_id = %s"
+                    ),
+                    (next_fire(row["cron"], max(now, due[-1])), row["schedule_id"]),
+                )
+            else:
+                curs.execute(
+                    self.view.sql("DELETE FROM {timers} WHERE schedule_id = %s"),
+                    (row["schedule_id"],),
+                )
+        return 1
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver due timers until ``stop`` is set."""
+        while not stop.is_set():
+            if await self.tick():
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.POLL_S)

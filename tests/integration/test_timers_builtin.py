@@ -1,0 +1,238 @@
+"""The timer service with the built-in Postgres backend, on the real ledger.
+
+The worker takes its clock as a parameter, so fires minutes apart are tested without waiting;
+everything else (rows, leases, ledger, runs) is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from events import Ledger
+from events import catalog as ev
+from owlclaw.agents import LocalAgents
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
+from owlclaw.llm.scripted import register_script
+from owlclaw.timers.fires import TimerFire
+from owlclaw.timers.service import TimersView
+from owlclaw.timers.worker import RetryPolicy, TimerWorker, deliver_with_retries
+from projections import ProjectionRunner
+
+pytestmark = pytest.mark.integration
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def ledger(fresh_db: Database) -> Iterator[Ledger]:
+    with Ledger(fresh_db.url) as led:
+        yield led
+
+
+@pytest.fixture
+def timers(ledger: Ledger) -> Iterator[tuple[TimersView, ProjectionRunner]]:
+    view = TimersView(ledger.recorder.datastore, ledger=ledger)
+    view.create_table()
+    yield view, ProjectionRunner(ledger, view)
+
+
+def agents(ledger: Ledger, script: str) -> LocalAgents:
+    config = OwlClawConfig(runtime=RuntimeConfig(models=(f"scripted/{script}",)))
+    return LocalAgents(ledger, config)
+
+
+def schedule(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> str:
+    register_script("plan", [{"tool_calls": [{"name": tool, "arguments": arguments}]}])
+    register_script("act", [{"content": "checked"}])
+    local = agents(ledger, "plan")
+    result = asyncio.run(local.run(agent_id, "webhook"))
+    local.close()
+    return result.run_id
+
+
+def agent_events(ledger: Ledger, agent_id: str) -> list[ev.LedgerEvent]:
+    return ledger.stream(ledger.load_agent(agent_id).id)
+
+
+def fired_runs(ledger: Ledger, agent_id: str) -> list[ev.RunStarted]:
+    runs = [ledger.stream(r)[0] for r in ledger.list_runs(agent_id)]
+    return [r for r in runs if isinstance(r, ev.RunStarted) and r.trigger.startswith("schedule_")]
+
+
+def test_schedule_once_fires_a_run_with_its_focus(
+    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+) -> None:
+    view, runner = timers
+    owner = schedule(
+        ledger, "trader", "schedule_once", delay_seconds=300, focus="check entry opportunities"
+    )
+    runner.catch_up()
+    clock = Clock()
+    local = agents(ledger, "act")
+    worker = TimerWorker(view, local.fire, clock=clock)
+    assert asyncio.run(worker.tick()) == 0  # not due yet
+    [requested] = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.ScheduleRequested)]
+    assert requested.fire_at is not None
+    clock.now = requested.fire_at + timedelta(milliseconds=100)
+    assert asyncio.run(worker.tick()) == 1
+    assert asyncio.run(worker.tick()) == 0  # a one-off fires once
+    local.close()
+    [fired] = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.TimerFired)]
+    [run] = fired_runs(ledger, "trader")
+    assert fired.fire_time == requested.fire_at and fired.run_id == run.originator_id
+    assert (run.trigger, run.focus) == ("schedule_once", "check entry opportunities")
+    assert run.context["scheduled_by_run_id"] == owner
+    registered = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.ScheduleRegistered)]
+    assert [(r.backend, r.backend_id) for r in registered] == [("builtin", requested.schedule_id)]
+    assert requested.schedule_id not in ledger.load_agent("trader").state.schedules
+
+
+def test_cron_fires_at_consecutive_minutes(
+    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+) -> None:
+    view, runner = timers
+    schedule(ledger, "watcher", "schedule_cron", cron_expression="* * * * *", focus="watch")
+    runner.catch_up()
+    clock = Clock()
+    local = agents(ledger, "act")
+    worker = TimerWorker(view, local.fire, clock=clock)
+    first = clock.now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    for minute in range(2):
+        clock.now = first + timedelta(minutes=minute, milliseconds=50)
+        assert asyncio.run(worker.tick()) == 1
+    local.close()
+    fires = [e.fire_time for e in agent_events(ledger, "watcher") if isinstance(e, ev.TimerFired)]
+    assert fires == [first, first + timedelta(minutes=1)]
+    assert len(fired_runs(ledger, "watcher")) == 2
+
+
+def test_cancelled_schedule_never_starts_a_run(
+    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+) -> None:
+    view, runner = timers
+    schedule(ledger, "canceller", "schedule_once", delay_seconds=60, focus="later")
+    [requested] = [
+        e for e in agent_events(ledger, "canceller") if isinstance(e, ev.ScheduleRequested)
+    ]
+    schedule(ledger, "canceller", "cancel_schedule", schedule_id=requested.schedule_id)
+    runner.catch_up()
+    clock = Clock()
+    clock.now += timedelta(minutes=5)
+    local = agents(ledger, "act")
+    assert asyncio.run(TimerWorker(view, local.fire, clock=clock).tick()) == 0
+    # a backend that fires anyway (Hatchet may) is refused by the agent itself
+    late = TimerFire("canceller", requested.schedule_id, requested.fire_at or clock.now)
+    outcome = asyncio.run(local.fire(late))
+    local.close()
+    assert (outcome.kind, outcome.reason) == ("duplicate", "the schedule was cancelled")
+    assert fired_runs(ledger, "canceller") == []
+
+
+def test_duplicate_delivery_from_two_processes_starts_exactly_one_run(
+    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+) -> None:
+    schedule(ledger, "twice", "schedule_once", delay_seconds=30, focus="once only")
+    [requested] = [e for e in agent_events(ledger, "twice") if isinstance(e, ev.ScheduleRequested)]
+    fire = TimerFire("twice", requested.schedule_id, requested.fire_at or datetime.now(UTC))
+    first, second = agents(ledger, "act"), agents(ledger, "act")  # two independent writers
+
+    async def both() -> None:
+        policy = RetryPolicy(max_retries=3, backoff_s=0.01)
+        await asyncio.gather(
+            deliver_with_retries(first.fire, fire, policy),
+            deliver_with_retries(second.fire, fire, policy),
+        )
+
+    asyncio.run(both())
+    first.close()
+    second.close()
+    events = agent_events(ledger, "twice")
+    assert sum(isinstance(e, ev.TimerFired) for e in events) == 1
+    assert sum(isinstance(e, ev.TimerDeduplicated) for e in events) == 1
+    assert len(fired_runs(ledger, "twice")) == 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "fired", "missed"),
+    [("catch_up", 5, 3), ("coalesce", 1, 7), ("skip", 0, 8)],
+)
+def test_misfire_policy_after_the_service_was_down(
+    ledger: Ledger,
+    timers: tuple[TimersView, ProjectionRunner],
+    policy: str,
+    fired: int,
+    missed: int,
+) -> None:
+    view, runner = timers
+    agent_id = f"late-{policy}"
+    schedule(ledger, agent_id, "schedule_cron", cron_expression="*/10 * * * *", focus="poll")
+    runner.catch_up()
+    with view.datastore.transaction(commit=True) as curs:  # this schedule's policy and window
+        curs.execute(
+            view.sql("UPDATE {timers} SET misfire = %s, catch_up_window_s = 3000"), (policy,)
+        )
+    with view.datastore.transaction(commit=False) as curs:
+        [row] = curs.execute(view.sql("SELECT next_fire_at FROM {timers}")).fetchall()
+    clock = Clock()
+    clock.now = row["next_fire_at"] + timedelta(minutes=75, seconds=1)  # 8 fires were due
+    local = agents(ledger, "act")
+    assert asyncio.run(TimerWorker(view, local.fire, clock=clock).tick()) == 1
+    local.close()
+    events = agent_events(ledger, agent_id)
+    assert sum(isinstance(e, ev.TimerFired) for e in events) == fired
+    reasons = [e.reason for e in events if isinstance(e, ev.TimerMissed)]
+    assert len(reasons) == missed
+    assert len(fired_runs(ledger, agent_id)) == fired
+
+
+@settings(max_examples=100, deadline=None)
+@given(failures=st.integers(min_value=0, max_value=6), retries=st.integers(0, 4))
+def test_property_17_failed_deliveries_are_retried_up_to_the_limit(
+    failures: int, retries: int
+) -> None:
+    """Feature: agent-runtime, Property 17 — a failed timer task is retried by its policy, never
+    more than the configured maximum (Hatchet runs the same policy as the task's ``retries``)."""
+    attempts: list[int] = []
+
+    async def flaky(fire: TimerFire) -> None:
+        attempts.append(1)
+        if len(attempts) <= failures:
+            raise ConnectionError("ledger unavailable")
+
+    fire = TimerFire("a", "s", datetime.now(UTC))
+    policy = RetryPolicy(max_retries=retries, backoff_s=0.0)
+    if failures <= retries:
+        assert asyncio.run(deliver_with_retries(flaky, fire, policy)) == failures + 1
+    else:
+        with pytest.raises(ConnectionError):
+            asyncio.run(deliver_with_retries(flaky, fire, policy))
+    assert len(attempts) == min(failures, retries) + 1
+
+
+def test_timer_rows_survive_and_are_not_doubled_by_a_replayed_projection(
+    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+) -> None:
+    view, runner = timers
+    for i in range(3):
+        schedule(ledger, "many", "schedule_once", delay_seconds=100 + i, focus=f"f{i}")
+    runner.catch_up()
+    again = ProjectionRunner(ledger, TimersView(ledger.recorder.datastore, ledger=ledger))
+    assert again.position == runner.position  # a second service resumes from the tracking
+    again.catch_up()
+    with view.datastore.transaction(commit=False) as curs:
+        rows = curs.execute(view.sql("SELECT focus FROM {timers} ORDER BY focus")).fetchall()
+    assert [r["focus"] for r in rows] == ["f0", "f1", "f2"]
