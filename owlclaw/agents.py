@@ -13,6 +13,7 @@ from typing import Any
 from events import Ledger, UnknownAgent
 from owlclaw.app import AgentApp, load_app
 from owlclaw.config import OwlClawConfig
+from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime, FireOutcome, RunResult
 from owlclaw.timers.fires import TimerFire
@@ -32,6 +33,8 @@ class LocalAgents:
         self.config = config or OwlClawConfig()
         self.memory = memory
         self.registry = registry
+        if self.config.runtime.scripts_dir:
+            load_script_dir(Path(self.config.runtime.scripts_dir))
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 

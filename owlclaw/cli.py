@@ -25,12 +25,15 @@ from events.catalog import event_fields
 from events.hashchain import verify_ledger
 from owlclaw.config import ConfigError, OwlClawConfig, load_config
 from owlclaw.database import Database, DatabaseUnavailable, open_database
+from projections.runner import ProjectionRunner
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
 bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")
 app.add_typer(bench_app, name="bench")
 projections_app = typer.Typer(no_args_is_help=True, help="Read models of the ledger.")
 app.add_typer(projections_app, name="projections")
+timers_app = typer.Typer(no_args_is_help=True, help="The timer service.")
+app.add_typer(timers_app, name="timers")
 
 out = Console()
 err = Console(stderr=True)
@@ -253,6 +256,75 @@ def replay(
                 out.print(f"[red]DIFFERS[/] {line}")
     if report is not None and not report.matched:
         raise typer.Exit(EXIT_FAILED)
+
+
+@timers_app.command("serve")
+@handles_errors
+def timers_serve() -> None:
+    """Register schedules with the configured backend and fire built-in timers (until Ctrl-C)."""
+    from owlclaw.timers.serve import serve
+
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        err.print(f"timer service: backend {config.timers.backend}; Ctrl-C stops")
+        serve(led, config)
+
+
+@timers_app.command("hatchet-worker")
+@handles_errors
+def timers_hatchet_worker() -> None:
+    """Receive Hatchet's timer fires and deliver them to the agents (HATCHET_CLIENT_* env)."""
+    from owlclaw.timers.serve import hatchet_worker
+
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        hatchet_worker(led, config)
+
+
+@app.command()
+@handles_errors
+def schedules(
+    agent: Annotated[str | None, typer.Argument(help="Agent id (default: every agent).")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Include ended schedules.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Schedules with their next fire time, backend and last outcome."""
+    from projections import SchedulesView
+
+    with open_ledger() as (_, led):
+        if agent is not None:
+            led.load_agent(agent)
+        view = SchedulesView(led.recorder.datastore)
+        view.create_table()
+        ProjectionRunner(led, view).catch_up()
+        with view.datastore.transaction(commit=False) as curs:
+            rows = curs.execute(
+                view.sql(
+                    "SELECT schedule_id, agent_id, kind, focus, cron, status, next_fire_at,"
+                    " last_fire_at, last_outcome, fires, backend FROM {schedules}"
+                    " WHERE (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
+                    " AND (%(every)s OR status IN ('requested', 'registered'))"
+                    " ORDER BY agent_id, next_fire_at NULLS LAST"
+                ),
+                {"agent": agent, "every": every},
+            ).fetchall()
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="schedules" + (f" of {agent}" if agent else ""))
+    for column in ("schedule", "agent", "kind", "focus", "next fire", "status", "last outcome"):
+        table.add_column(column, overflow="fold" if column == "focus" else "ellipsis")
+    for r in rows:
+        table.add_row(
+            r["schedule_id"],
+            r["agent_id"],
+            r["cron"] or r["kind"],
+            r["focus"],
+            r["next_fire_at"].strftime("%Y-%m-%d %H:%M:%S") if r["next_fire_at"] else "-",
+            f"{r['status']} ({r['backend'] or '-'})",
+            r["last_outcome"] or "-",
+        )
+    out.print(table)
 
 
 @projections_app.command("status")

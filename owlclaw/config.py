@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -50,6 +50,18 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Budget of the skill bodies in the system prompt."""
     recall_in_prompt: Annotated[int, msgspec.Meta(ge=0, le=20)] = 5
     """Memories recalled for the focus at run start and placed in the prompt (0: none)."""
+    scripts_dir: str | None = None
+    """JSON scripts for the ``scripted/<name>`` model, loaded by every OwlClaw process."""
+
+
+class TimersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    backend: Literal["builtin", "hatchet"] = "builtin"
+    """Where timers live; ``hatchet`` needs HATCHET_CLIENT_TOKEN (or the local engine) and
+    degrades to ``builtin`` for schedules it cannot register."""
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=20)] = 3
+    """Delivery retries of a fire (Hatchet: the task's ``retries``)."""
+    lease_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    """How long a built-in worker holds a due timer before another may deliver it."""
 
 
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -61,6 +73,7 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ledger: LedgerConfig = LedgerConfig()
     memory: MemoryConfig = MemoryConfig()
     runtime: RuntimeConfig = RuntimeConfig()
+    timers: TimersConfig = TimersConfig()
 
     @property
     def data_path(self) -> Path:
@@ -82,6 +95,9 @@ _ENV_FIELDS = {
     "CONTEXT_TOKENS": ("runtime", "context_tokens"),
     "SKILLS_TOKENS": ("runtime", "skills_tokens"),
     "RECALL_IN_PROMPT": ("runtime", "recall_in_prompt"),
+    "MODELS": ("runtime", "models"),
+    "SCRIPTS_DIR": ("runtime", "scripts_dir"),
+    "TIMER_BACKEND": ("timers", "backend"),
 }
 
 
@@ -102,7 +118,7 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
         target = raw
         for key in keys[:-1]:
             target = target.setdefault(key, {})
-        target[keys[-1]] = value
+        target[keys[-1]] = value.split(",") if keys == ("runtime", "models") else value
     try:
         return msgspec.convert(raw, OwlClawConfig, strict=False)
     except msgspec.ValidationError as e:

@@ -70,6 +70,11 @@ def load_script_file(path: Path, name: str | None = None) -> str:
     return name
 
 
+def load_script_dir(directory: Path) -> list[str]:
+    """Register every ``*.json`` script in ``directory``; returns their names."""
+    return [load_script_file(path) for path in sorted(directory.glob("*.json"))]
+
+
 def script_named(name: str) -> Script:
     try:
         return _SCRIPTS[name]

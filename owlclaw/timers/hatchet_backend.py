@@ -1,0 +1,85 @@
+"""The Hatchet timer backend: one-off schedules and crons held by a Hatchet engine, fired into
+a Hatchet worker task that delivers them to the agent like the built-in worker does.
+
+Hatchet polls its schedules (about every 5 s here) and may deliver a fire twice; the agent
+deduplicates by (schedule id, fire time). A failed delivery is retried by Hatchet itself up to
+the task's ``retries``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from hatchet_sdk import Context, EmptyModel
+
+from owlclaw.timers.fires import TimerFire, plan
+from owlclaw.timers.worker import Deliver, RetryPolicy
+
+if TYPE_CHECKING:
+    from hatchet_sdk import Hatchet
+
+TASK = "owlclaw-timer-fire"
+CRON_FIRE_TIME = "hatchet__cron_scheduled_at"
+
+
+class HatchetBackend:
+    name = "hatchet"
+
+    def __init__(self, hatchet: Hatchet):
+        self.hatchet = hatchet
+
+    def register(self, row: dict[str, Any]) -> str:
+        fire_input = {
+            "agent_id": row["agent_id"],
+            "schedule_id": row["schedule_id"],
+            "misfire": row["misfire"],
+            "catch_up_window_s": row["catch_up_window_s"],
+        }
+        metadata = {"schedule_id": row["schedule_id"], "agent_id": row["agent_id"]}
+        if row["kind"] == "cron":
+            cron = self.hatchet.cron.create(
+                workflow_name=TASK,
+                cron_name=row["schedule_id"],
+                expression=row["cron"],
+                input=fire_input,
+                additional_metadata=metadata,
+            )
+            return str(cron.metadata.id)
+        fire_at: datetime = row["next_fire_at"]
+        scheduled = self.hatchet.scheduled.create(
+            workflow_name=TASK,
+            trigger_at=fire_at,
+            input={**fire_input, "fire_time": fire_at.isoformat()},
+            additional_metadata=metadata,
+        )
+        return str(scheduled.metadata.id)
+
+    def cancel(self, backend_id: str, kind: str) -> None:
+        if kind == "cron":
+            self.hatchet.cron.delete(backend_id)
+        else:
+            self.hatchet.scheduled.delete(backend_id)
+
+
+def fire_of(task_input: dict[str, Any], metadata: dict[str, Any], now: datetime) -> TimerFire:
+    """The fire a Hatchet task run stands for, with the misfire policy applied to its lateness."""
+    stamp = task_input.get("fire_time") or metadata.get(CRON_FIRE_TIME)
+    fire_time = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else now
+    window = timedelta(seconds=int(task_input.get("catch_up_window_s", 3600)))
+    [(_, missed)] = plan([fire_time], now, str(task_input.get("misfire", "coalesce")), window)
+    return TimerFire(str(task_input["agent_id"]), str(task_input["schedule_id"]), fire_time, missed)
+
+
+def fire_task(hatchet: Hatchet, deliver: Deliver, retry: RetryPolicy | None = None) -> Any:
+    """The Hatchet task that receives fires; Hatchet retries it on failure."""
+    retries = (retry or RetryPolicy()).max_retries
+
+    @hatchet.task(name=TASK, retries=retries, input_validator=EmptyModel)
+    async def owlclaw_timer_fire(task_input: EmptyModel, ctx: Context) -> dict[str, Any]:
+        raw = task_input.model_dump()
+        fire = fire_of(raw, dict(ctx.additional_metadata or {}), datetime.now(UTC))
+        outcome = await deliver(fire)
+        return {"key": fire.key, "outcome": getattr(outcome, "kind", str(outcome))}
+
+    return owlclaw_timer_fire

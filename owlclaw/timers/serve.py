@@ -1,0 +1,71 @@
+"""The timer service processes: ``owlclaw timers serve`` (registration + built-in worker) and
+``owlclaw timers hatchet-worker`` (the Hatchet task that receives fires)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from datetime import timedelta
+
+from events import Ledger
+from owlclaw.agents import LocalAgents
+from owlclaw.config import OwlClawConfig
+from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
+from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
+from owlclaw.timers.worker import RetryPolicy, TimerWorker
+from projections import MemoryStore, MemoryView, ProjectionRunner, view_options
+
+
+def _agents(ledger: Ledger, config: OwlClawConfig) -> LocalAgents:
+    memory = MemoryView(ledger.recorder.datastore, **view_options(MemoryView.name, config))
+    memory.create_table()
+    store = MemoryStore(memory, half_life_days=config.memory.half_life_days)
+    return LocalAgents(ledger, config, memory=store)
+
+
+def _backend(config: OwlClawConfig) -> TimerBackend:
+    if config.timers.backend == "hatchet":
+        from hatchet_sdk import Hatchet
+
+        return HatchetBackend(Hatchet())
+    return BuiltinBackend()
+
+
+def serve(ledger: Ledger, config: OwlClawConfig) -> None:
+    """Register schedules from the log and fire built-in timers until SIGINT/SIGTERM."""
+    view = TimersView(ledger.recorder.datastore, backend=_backend(config), ledger=ledger)
+    view.create_table()
+    runner = ProjectionRunner(ledger, view).start()
+    agents = _agents(ledger, config)
+    worker = TimerWorker(
+        view,
+        agents.fire,
+        lease=timedelta(seconds=config.timers.lease_s),
+        retry=RetryPolicy(max_retries=config.timers.max_retries),
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await worker.run(stop)
+
+    try:
+        asyncio.run(main())
+    finally:
+        runner.stop()
+        agents.close()
+
+
+def hatchet_worker(ledger: Ledger, config: OwlClawConfig) -> None:
+    """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals)."""
+    from hatchet_sdk import Hatchet
+
+    hatchet = Hatchet()
+    agents = _agents(ledger, config)
+    task = fire_task(hatchet, agents.fire, RetryPolicy(max_retries=config.timers.max_retries))
+    try:
+        hatchet.worker("owlclaw-timers", workflows=[task]).start()
+    finally:
+        agents.close()

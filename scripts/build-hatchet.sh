@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the Hatchet engine binaries (hatchet-migrate, hatchet-admin, hatchet-lite) that OwlClaw's
+# timer tests and the Hatchet backend run locally.
+#
+# The hatchet-embedded sidecar module is not served by the Go module proxy reachable here (403 for
+# every version), so the engine is built from the github.com/hatchet-dev/hatchet module at the
+# pinned version, inside a copy of that module so its own go.sum pins every dependency.
+set -euo pipefail
+
+VERSION="v0.104.7"   # keep in step with owlclaw/timers/hatchet_engine.py HATCHET_VERSION
+OUT="$(realpath -m "${1:-.owlclaw/bin}")"
+BINARIES=(hatchet-migrate hatchet-admin hatchet-lite)
+
+if [[ -f "$OUT/.hatchet-version" && "$(cat "$OUT/.hatchet-version")" == "$VERSION" ]]; then
+  echo "Hatchet $VERSION already built in $OUT"
+  exit 0
+fi
+
+command -v go >/dev/null || { echo "go is required to build the Hatchet engine" >&2; exit 1; }
+work="$(mktemp -d)"
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+src="$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "github.com/hatchet-dev/hatchet@$VERSION" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+cp -r "$src" "$work/hatchet" && chmod -R u+w "$work/hatchet"
+mkdir -p "$OUT"
+for binary in "${BINARIES[@]}"; do
+  echo "building $binary $VERSION"
+  (cd "$work/hatchet" && go build -trimpath -ldflags "-s -w -X main.Version=$VERSION" \
+    -o "$OUT/$binary" "./cmd/$binary")
+done
+echo "$VERSION" > "$OUT/.hatchet-version"
+echo "Hatchet $VERSION built in $OUT"

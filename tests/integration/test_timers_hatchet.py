@@ -1,0 +1,245 @@
+"""The timer service against the real Hatchet engine (built from the hatchet module, started on
+our PostgreSQL) with its worker as a separate process, as in production."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from events import Ledger
+from events import catalog as ev
+from owlclaw.agents import LocalAgents
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
+from owlclaw.llm.scripted import register_script
+from owlclaw.timers.hatchet_backend import TASK, HatchetBackend, fire_of
+from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
+from owlclaw.timers.service import TimersView
+from projections import ProjectionRunner
+from tests.conftest import missing_component
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def engine(
+    pg_server: Database, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HatchetEngine]:
+    bin_dir = Path(os.environ.get("OWLCLAW_HATCHET_BIN", ROOT / ".owlclaw" / "bin"))
+    name = f"hatchet_{uuid.uuid4().hex[:8]}"
+    db = pg_server.create_database(name)
+    try:
+        started = start_engine(db.url, tmp_path_factory.mktemp("hatchet"), bin_dir)
+    except HatchetUnavailable as e:
+        pg_server.drop_database(name)
+        missing_component("the Hatchet engine", e)
+        raise
+    yield started
+    started.stop()
+    pg_server.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def ledger_db(pg_server: Database) -> Iterator[Database]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield pg_server.create_database(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def hatchet(engine: HatchetEngine) -> Iterator[Any]:
+    saved = {k: os.environ.get(k) for k in engine.client_env}
+    os.environ.update(engine.client_env)
+    from hatchet_sdk import Hatchet
+
+    yield Hatchet()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def worker(
+    hatchet: Any,
+    engine: HatchetEngine,
+    ledger_db: Database,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[subprocess.Popen[bytes]]:
+    scripts = tmp_path_factory.mktemp("scripts")
+    (scripts / "act.json").write_text(json.dumps({"steps": [{"content": "checked"}]}))
+    env = {
+        **os.environ,
+        **engine.client_env,
+        "OWLCLAW_DATABASE_URL": ledger_db.url,
+        "OWLCLAW_DATABASE_NAME": str(ledger_db.params["dbname"]),
+        "OWLCLAW_MODELS": "scripted/act",
+        "OWLCLAW_SCRIPTS_DIR": str(scripts),
+    }
+    log = (scripts / "worker.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"],
+        env=env,
+        cwd=scripts,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    from hatchet_sdk import Hatchet
+
+    client = Hatchet()
+    registered = wait_until(
+        lambda: process.poll() is None and bool(client.workflows.list(workflow_name=TASK).rows),
+        60,
+    )
+    assert registered, (scripts / "worker.log").read_text()[-3000:]
+    yield process
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture
+def ledger(ledger_db: Database) -> Iterator[Ledger]:
+    with Ledger(ledger_db.url) as led:
+        yield led
+
+
+def plan(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> None:
+    register_script("plan", [{"tool_calls": [{"name": tool, "arguments": arguments}]}])
+    local = LocalAgents(ledger, OwlClawConfig(runtime=RuntimeConfig(models=("scripted/plan",))))
+    asyncio.run(local.run(agent_id, "webhook"))
+    local.close()
+
+
+def register(ledger: Ledger, hatchet: Any) -> TimersView:
+    view = TimersView(ledger.recorder.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
+    view.create_table()
+    ProjectionRunner(ledger, view).catch_up()
+    return view
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return condition()
+
+
+def events_of(ledger: Ledger, agent_id: str, kind: type[ev.LedgerEvent]) -> list[Any]:
+    return [e for e in ledger.stream(ledger.load_agent(agent_id).id) if isinstance(e, kind)]
+
+
+def test_schedule_once_fires_through_hatchet(
+    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
+) -> None:
+    plan(ledger, "h-trader", "schedule_once", delay_seconds=2, focus="check entry opportunities")
+    register(ledger, hatchet)
+    [registered] = events_of(ledger, "h-trader", ev.ScheduleRegistered)
+    assert registered.backend == "hatchet"
+    assert wait_until(lambda: bool(events_of(ledger, "h-trader", ev.TimerFired)), 60)
+    [fired] = events_of(ledger, "h-trader", ev.TimerFired)
+    [requested] = events_of(ledger, "h-trader", ev.ScheduleRequested)
+    assert fired.fire_time == requested.fire_at
+    [run] = [e for e in ledger.stream(fired.run_id) if isinstance(e, ev.RunStarted)]
+    assert (run.trigger, run.focus) == ("schedule_once", "check entry opportunities")
+
+
+def test_cron_fires_at_two_consecutive_minutes(
+    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
+) -> None:
+    plan(ledger, "h-cron", "schedule_cron", cron_expression="* * * * *", focus="watch")
+    register(ledger, hatchet)
+    assert wait_until(lambda: len(events_of(ledger, "h-cron", ev.TimerFired)) >= 2, 150)
+    first, second = (e.fire_time for e in events_of(ledger, "h-cron", ev.TimerFired)[:2])
+    assert first.second == 0 and (second - first).total_seconds() == 60
+    plan(
+        ledger,
+        "h-cron",
+        "cancel_schedule",
+        schedule_id=events_of(ledger, "h-cron", ev.ScheduleRequested)[0].schedule_id,
+    )
+    register(ledger, hatchet)
+
+
+def test_cancelled_before_the_fire_never_runs(
+    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
+) -> None:
+    plan(ledger, "h-cancel", "schedule_once", delay_seconds=6, focus="never")
+    register(ledger, hatchet)
+    [requested] = events_of(ledger, "h-cancel", ev.ScheduleRequested)
+    plan(ledger, "h-cancel", "cancel_schedule", schedule_id=requested.schedule_id)
+    register(ledger, hatchet)
+    time.sleep(15)
+    assert events_of(ledger, "h-cancel", ev.TimerFired) == []
+    assert len(ledger.list_runs("h-cancel")) == 2  # the planning run and the cancelling run
+
+
+def test_a_duplicate_delivery_starts_exactly_one_run(
+    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
+) -> None:
+    plan(ledger, "h-dup", "schedule_once", delay_seconds=600, focus="only once")
+    [requested] = events_of(ledger, "h-dup", ev.ScheduleRequested)
+    task_input = {
+        "agent_id": "h-dup",
+        "schedule_id": requested.schedule_id,
+        "fire_time": requested.fire_at.isoformat(),
+        "misfire": "catch_up",
+        "catch_up_window_s": 3600,
+    }
+    for _ in range(2):  # what a double-firing engine does
+        hatchet.runs.create("owlclaw-timer-fire", input=task_input)
+    assert wait_until(lambda: bool(events_of(ledger, "h-dup", ev.TimerDeduplicated)), 60)
+    assert len(events_of(ledger, "h-dup", ev.TimerFired)) == 1
+    assert len(ledger.list_runs("h-dup")) == 2  # the planning run and one fired run
+
+
+def test_hatchet_down_at_scheduling_falls_back_to_the_builtin_backend(
+    fresh_db: Database, engine: HatchetEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: the engine "went away"
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    for key, value in engine.client_env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HATCHET_CLIENT_SERVER_URL", f"http://127.0.0.1:{closed}")
+    monkeypatch.setenv("HATCHET_CLIENT_HOST_PORT", f"127.0.0.1:{closed}")
+    from hatchet_sdk import Hatchet
+
+    with Ledger(fresh_db.url) as led:
+        plan(led, "h-down", "schedule_once", delay_seconds=60, focus="kept")
+        view = register(led, Hatchet())
+        [registered] = events_of(led, "h-down", ev.ScheduleRegistered)
+        with view.datastore.transaction(commit=False) as curs:
+            [row] = curs.execute(view.sql("SELECT backend, focus FROM {timers}")).fetchall()
+    assert registered.backend == "builtin"
+    assert (row["backend"], row["focus"]) == ("builtin", "kept")  # kept, fired by the worker
+
+
+def test_a_late_hatchet_fire_follows_the_misfire_policy() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    task = {"agent_id": "a", "schedule_id": "s", "misfire": "skip", "catch_up_window_s": 60}
+    late = fire_of({**task, "fire_time": (now - timedelta(minutes=5)).isoformat()}, {}, now)
+    assert late.missed is not None and late.missed.startswith("skipped")
+    cron = fire_of(
+        {**task, "misfire": "coalesce"}, {"hatchet__cron_scheduled_at": "2026-01-01T00:00:00Z"}, now
+    )
+    assert cron.fire_time == datetime(2026, 1, 1, tzinfo=UTC) and "catch-up window" in (
+        cron.missed or ""
+    )
