@@ -13,6 +13,7 @@ from typing import Any
 from events import Ledger, UnknownAgent
 from owlclaw.app import AgentApp, load_app
 from owlclaw.config import OwlClawConfig
+from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime, FireOutcome, RunResult
@@ -35,6 +36,7 @@ class LocalAgents:
         self.registry = registry
         if self.config.runtime.scripts_dir:
             load_script_dir(Path(self.config.runtime.scripts_dir))
+        litellm_with_offline_providers()  # seconds to import: at start-up, not in the first run
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 

@@ -514,5 +514,43 @@ def bench_runtime(
         out.print(f"{key}: {value}")
 
 
+@bench_app.command("timers")
+@handles_errors
+def bench_timers(
+    fires: Annotated[int, typer.Option(help="Fires per lateness measurement.")] = 200,
+    pending: Annotated[int, typer.Option(help="Pending timers held during throughput.")] = 10_000,
+    hatchet_bin: Annotated[
+        Path | None, typer.Option(help="Hatchet engine binaries (default .owlclaw/bin if built).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Fire lateness of the built-in and Hatchet backends; built-in throughput under load."""
+    from owlclaw.bench import timers as bench
+
+    default_bin = load_config().data_path / "bin"
+    if hatchet_bin is None and (default_bin / "hatchet-lite").is_file():
+        hatchet_bin = default_bin
+    server = open_database(load_config())
+    name = "owlclaw_bench_timers"
+    database = server.create_database(name)
+    try:
+        with err.status("benchmarking…") as status:
+            result = bench.run(
+                server,
+                database,
+                fires=fires,
+                pending=pending,
+                hatchet_bin=hatchet_bin,
+                progress=status.update,
+            )
+    finally:
+        server.drop_database(name)
+    if as_json:
+        print_json(result)
+        return
+    for key, value in result.items():
+        out.print(f"{key}: {value}")
+
+
 def main() -> None:
     app()

@@ -3,6 +3,7 @@ last fire and outcome, and the timer backend that holds it. Active = requested o
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -15,10 +16,21 @@ from events.ledger import LoggedEvent
 from projections.sqlvalues import text
 from projections.view import View
 
+_SINGLE_RANGE = re.compile(r"^(\d+)-\1(?:/\d+)?$")
+
+
+def canonical_cron(expression: str) -> str:
+    """The expression with one-value ranges (``5-5``) written as the value: croniter reads such
+    a range as ``*`` (found by tests/unit/test_cron_semantics.py), Hatchet's engine does not."""
+    return " ".join(
+        ",".join(m.group(1) if (m := _SINGLE_RANGE.match(part)) else part for part in f.split(","))
+        for f in expression.split()
+    )
+
 
 def next_fire(cron: str, after: datetime) -> datetime:
     """The first fire strictly after ``after`` for a 5-field cron expression (UTC)."""
-    fire: datetime = croniter(cron, after).get_next(datetime)
+    fire: datetime = croniter(canonical_cron(cron), after).get_next(datetime)
     return fire
 
 

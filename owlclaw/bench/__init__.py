@@ -5,10 +5,17 @@ import statistics
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
-    """p50 and p95 (nearest rank) of millisecond samples."""
+    """p50, p95 and p99 (nearest rank) of millisecond samples."""
     ordered = sorted(samples)
+    if not ordered:
+        return {"samples": 0}
+
+    def rank(q: float) -> float:
+        return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 2)
+
     return {
         "p50_ms": round(statistics.median(ordered), 2),
-        "p95_ms": round(ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)], 2),
+        "p95_ms": rank(0.95),
+        "p99_ms": rank(0.99),
         "samples": len(ordered),
     }

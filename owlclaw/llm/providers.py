@@ -29,4 +29,14 @@ def litellm_with_offline_providers() -> Any:
             ]
             litellm.suppress_debug_info = True
             _registered = True
+            _warm_up(litellm)
     return litellm
+
+
+def _warm_up(litellm: Any) -> None:
+    """One offline completion at start-up: litellm's first call pays ~0.5 s of one-time set-up,
+    which would otherwise land on the first real run (e.g. make the first timer fire late)."""
+    from owlclaw.llm import scripted
+
+    scripted.register_script("__warm_up__", [{"content": "ready"}])
+    litellm.completion(model="scripted/__warm_up__", messages=[{"role": "user", "content": "hi"}])

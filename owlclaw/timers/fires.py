@@ -14,6 +14,7 @@ import msgspec
 from croniter import croniter
 
 from events.aggregates import AgentState
+from projections.schedules import canonical_cron
 
 GRACE = timedelta(seconds=30)
 """A delivery later than this after its fire time counts as missed (the service was down)."""
@@ -58,7 +59,7 @@ def verdict(state: AgentState, fire: TimerFire) -> tuple[Kind, str]:
 def cron_times(expression: str, after: datetime, until: datetime) -> list[datetime]:
     """Fire times of a 5-field cron expression in (after, until], UTC, at most MAX_MISSED_LISTED."""
     times: list[datetime] = []
-    it = croniter(expression, after)
+    it = croniter(canonical_cron(expression), after)
     while len(times) < MAX_MISSED_LISTED:
         t: datetime = it.get_next(datetime)
         if t > until:

@@ -15,6 +15,7 @@ from hatchet_sdk import Context, EmptyModel
 
 from owlclaw.timers.fires import TimerFire, plan
 from owlclaw.timers.worker import Deliver, RetryPolicy
+from projections.schedules import canonical_cron
 
 if TYPE_CHECKING:
     from hatchet_sdk import Hatchet
@@ -41,7 +42,7 @@ class HatchetBackend:
             cron = self.hatchet.cron.create(
                 workflow_name=TASK,
                 cron_name=row["schedule_id"],
-                expression=row["cron"],
+                expression=canonical_cron(row["cron"]),
                 input=fire_input,
                 additional_metadata=metadata,
             )

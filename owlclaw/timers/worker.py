@@ -73,12 +73,14 @@ class TimerWorker:
         self.batch = batch
 
     async def tick(self) -> int:
-        """Deliver every timer due now; returns how many rows were handled."""
+        """Deliver every timer due now and wait for it; returns how many rows were handled."""
         now = self.clock()
-        with self.view.datastore.transaction(commit=True) as curs:
-            rows = self.view.due(curs, now, self.lease, self.batch)
-        results = await asyncio.gather(*(self._handle(row, now) for row in rows))
+        results = await asyncio.gather(*(self._handle(row, now) for row in self._claim(now)))
         return sum(results)
+
+    def _claim(self, now: datetime) -> list[Any]:
+        with self.view.datastore.transaction(commit=True) as curs:
+            return self.view.due(curs, now, self.lease, self.batch)
 
     async def _handle(self, row: dict[str, Any], now: datetime) -> int:
         due = [row["next_fire_at"]]
@@ -109,9 +111,20 @@ class TimerWorker:
         return 1
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Deliver due timers until ``stop`` is set."""
+        """Deliver due timers until ``stop`` is set. Rows are delivered concurrently (fires of
+        one agent still queue behind each other in its mailbox), so one slow run does not make
+        other agents' fires late."""
+        delivering: set[asyncio.Task[int]] = set()
         while not stop.is_set():
-            if await self.tick():
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.POLL_S)
+            now = self.clock()
+            rows = self._claim(now)
+            for row in rows:
+                task = asyncio.create_task(self._handle(row, now))
+                delivering.add(task)
+                task.add_done_callback(delivering.discard)
+            if not rows:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.POLL_S)
+            else:
+                await asyncio.sleep(0)
+        await asyncio.gather(*delivering)

@@ -236,3 +236,23 @@ def test_timer_rows_survive_and_are_not_doubled_by_a_replayed_projection(
     with view.datastore.transaction(commit=False) as curs:
         rows = curs.execute(view.sql("SELECT focus FROM {timers} ORDER BY focus")).fetchall()
     assert [r["focus"] for r in rows] == ["f0", "f1", "f2"]
+
+
+def test_cli_schedules_lists_active_schedules_with_next_fire(
+    fresh_db: Database, ledger: Ledger, tmp_path: Any
+) -> None:
+    import json
+
+    from tests.integration.test_cli_ledger import owlclaw
+
+    schedule(ledger, "listed", "schedule_cron", cron_expression="0 9 * * 1-5", focus="open")
+    schedule(ledger, "listed", "schedule_once", delay_seconds=600, focus="later")
+    shown = owlclaw(fresh_db, "schedules", "listed", "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    rows = {r["focus"]: r for r in json.loads(shown.stdout)}
+    assert set(rows) == {"open", "later"}
+    assert rows["open"]["cron"] == "0 9 * * 1-5" and rows["open"]["next_fire_at"].endswith(
+        "09:00:00Z"
+    )
+    missing = owlclaw(fresh_db, "schedules", "nobody", cwd=tmp_path)
+    assert missing.returncode == 3 and "nobody" in missing.stderr
