@@ -62,6 +62,8 @@ class TimersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Delivery retries of a fire (Hatchet: the task's ``retries``)."""
     lease_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     """How long a built-in worker holds a due timer before another may deliver it."""
+    misfire_grace_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """A fire delivered later than this counts as missed and follows the misfire policy."""
 
 
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -98,6 +100,7 @@ _ENV_FIELDS = {
     "MODELS": ("runtime", "models"),
     "SCRIPTS_DIR": ("runtime", "scripts_dir"),
     "TIMER_BACKEND": ("timers", "backend"),
+    "TIMER_GRACE_S": ("timers", "misfire_grace_s"),
 }
 
 

@@ -73,12 +73,13 @@ def plan(
     now: datetime,
     policy: str,
     window: timedelta,
+    grace: timedelta = GRACE,
 ) -> list[tuple[datetime, str | None]]:
     """Apply a misfire policy to fire times that are due: (time, None) fires, (time, reason)
-    is recorded as missed. On time (within GRACE) always fires; nothing is dropped silently.
+    is recorded as missed. On time (within ``grace``) always fires; nothing is dropped silently.
     """
-    late = [t for t in due if now - t > GRACE]
-    on_time: list[tuple[datetime, str | None]] = [(t, None) for t in due if now - t <= GRACE]
+    late = [t for t in due if now - t > grace]
+    on_time: list[tuple[datetime, str | None]] = [(t, None) for t in due if now - t <= grace]
     if not late:
         return on_time
     inside = [t for t in late if now - t <= window]

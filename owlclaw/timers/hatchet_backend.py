@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hatchet_sdk import Context, EmptyModel
 
-from owlclaw.timers.fires import TimerFire, plan
+from owlclaw.timers.fires import GRACE, TimerFire, plan
 from owlclaw.timers.worker import Deliver, RetryPolicy
 from projections.schedules import canonical_cron
 
@@ -63,23 +63,28 @@ class HatchetBackend:
             self.hatchet.scheduled.delete(backend_id)
 
 
-def fire_of(task_input: dict[str, Any], metadata: dict[str, Any], now: datetime) -> TimerFire:
+def fire_of(
+    task_input: dict[str, Any], metadata: dict[str, Any], now: datetime, grace: timedelta = GRACE
+) -> TimerFire:
     """The fire a Hatchet task run stands for, with the misfire policy applied to its lateness."""
     stamp = task_input.get("fire_time") or metadata.get(CRON_FIRE_TIME)
     fire_time = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else now
     window = timedelta(seconds=int(task_input.get("catch_up_window_s", 3600)))
-    [(_, missed)] = plan([fire_time], now, str(task_input.get("misfire", "coalesce")), window)
+    policy = str(task_input.get("misfire", "coalesce"))
+    [(_, missed)] = plan([fire_time], now, policy, window, grace)
     return TimerFire(str(task_input["agent_id"]), str(task_input["schedule_id"]), fire_time, missed)
 
 
-def fire_task(hatchet: Hatchet, deliver: Deliver, retry: RetryPolicy | None = None) -> Any:
+def fire_task(
+    hatchet: Hatchet, deliver: Deliver, retry: RetryPolicy | None = None, grace: timedelta = GRACE
+) -> Any:
     """The Hatchet task that receives fires; Hatchet retries it on failure."""
     retries = (retry or RetryPolicy()).max_retries
 
     @hatchet.task(name=TASK, retries=retries, input_validator=EmptyModel)
     async def owlclaw_timer_fire(task_input: EmptyModel, ctx: Context) -> dict[str, Any]:
         raw = task_input.model_dump()
-        fire = fire_of(raw, dict(ctx.additional_metadata or {}), datetime.now(UTC))
+        fire = fire_of(raw, dict(ctx.additional_metadata or {}), datetime.now(UTC), grace)
         outcome = await deliver(fire)
         return {"key": fire.key, "outcome": getattr(outcome, "kind", str(outcome))}
 

@@ -35,6 +35,7 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
     """Register schedules from the log and fire built-in timers until SIGINT/SIGTERM."""
     view = TimersView(ledger.recorder.datastore, backend=_backend(config), ledger=ledger)
     view.create_table()
+    view.adopt()
     runner = ProjectionRunner(ledger, view).start()
     agents = _agents(ledger, config)
     worker = TimerWorker(
@@ -42,6 +43,7 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
         agents.fire,
         lease=timedelta(seconds=config.timers.lease_s),
         retry=RetryPolicy(max_retries=config.timers.max_retries),
+        grace=timedelta(seconds=config.timers.misfire_grace_s),
     )
 
     async def main() -> None:
@@ -64,7 +66,8 @@ def hatchet_worker(ledger: Ledger, config: OwlClawConfig) -> None:
 
     hatchet = Hatchet()
     agents = _agents(ledger, config)
-    task = fire_task(hatchet, agents.fire, RetryPolicy(max_retries=config.timers.max_retries))
+    retry = RetryPolicy(max_retries=config.timers.max_retries)
+    task = fire_task(hatchet, agents.fire, retry, timedelta(seconds=config.timers.misfire_grace_s))
     try:
         hatchet.worker("owlclaw-timers", workflows=[task]).start()
     finally:

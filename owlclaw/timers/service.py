@@ -10,7 +10,7 @@ backend that is unreachable degrades to the built-in one: the schedule is never 
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
 from eventsourcing.postgres import PostgresDatastore
@@ -149,6 +149,38 @@ class TimersView(View):
                 backend_id=backend_id,
             )
             self.ledger.append_rebasing(agent)
+
+    def adopt(self) -> int:
+        """Move every timer held by another backend to this one: the configuration switched, or
+        a schedule went to the built-in backend while this one was unreachable. A timer that
+        cannot be moved stays where it is (and still fires). Returns how many moved."""
+        moved = 0
+        with self.datastore.transaction(commit=True) as curs:
+            rows = curs.execute(
+                self.sql("SELECT * FROM {timers} WHERE backend <> %s FOR UPDATE"),
+                (self.backend.name,),
+            ).fetchall()
+            for row in rows:
+                if row["kind"] == "cron" and self.backend.name == BUILTIN:
+                    row["next_fire_at"] = next_fire(row["cron"], datetime.now(UTC))
+                try:
+                    backend_id = self.backend.register(row)
+                except Exception as error:
+                    log.warning("%s stays in %s: %s", row["schedule_id"], row["backend"], error)
+                    continue
+                curs.execute(
+                    self.sql(
+                        "UPDATE {timers} SET backend = %s, backend_id = %s, next_fire_at = %s,"
+                        " leased_until = NULL WHERE schedule_id = %s"
+                    ),
+                    (self.backend.name, backend_id, row["next_fire_at"], row["schedule_id"]),
+                )
+                self._registered.append(
+                    (row["agent_id"], row["schedule_id"], self.backend.name, backend_id)
+                )
+                moved += 1
+        self.committed([])
+        return moved
 
     def due(self, curs: Cursor[DictRow], now: datetime, lease: timedelta, limit: int) -> list[Any]:
         """Claim built-in timers due at ``now`` (any number of workers: SKIP LOCKED + lease)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from owlclaw.timers.fires import TimerFire, cron_times, plan
+from owlclaw.timers.fires import GRACE, TimerFire, cron_times, plan
 from owlclaw.timers.service import TimersView
 from projections.schedules import next_fire
 
@@ -64,6 +64,7 @@ class TimerWorker:
         lease: timedelta = timedelta(minutes=5),
         retry: RetryPolicy | None = None,
         batch: int = 100,
+        grace: timedelta = GRACE,
     ):
         self.view = view
         self.deliver = deliver
@@ -71,6 +72,7 @@ class TimerWorker:
         self.lease = lease
         self.retry = retry or RetryPolicy()
         self.batch = batch
+        self.grace = grace
 
     async def tick(self) -> int:
         """Deliver every timer due now and wait for it; returns how many rows were handled."""
@@ -88,7 +90,7 @@ class TimerWorker:
             due += cron_times(row["cron"], row["next_fire_at"], now)
         window = timedelta(seconds=row["catch_up_window_s"])
         try:
-            for fire_time, missed in plan(due, now, row["misfire"], window):
+            for fire_time, missed in plan(due, now, row["misfire"], window, self.grace):
                 fire = TimerFire(row["agent_id"], row["schedule_id"], fire_time, missed)
                 await deliver_with_retries(self.deliver, fire, self.retry)
         except Exception as error:  # the lease expires and a worker tries again

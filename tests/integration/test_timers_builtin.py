@@ -256,3 +256,76 @@ def test_cli_schedules_lists_active_schedules_with_next_fire(
     )
     missing = owlclaw(fresh_db, "schedules", "nobody", cwd=tmp_path)
     assert missing.returncode == 3 and "nobody" in missing.stderr
+
+
+def test_killed_timer_service_loses_nothing_and_doubles_nothing(
+    fresh_db: Database, ledger: Ledger, tmp_path: Any
+) -> None:
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "act.json").write_text(json.dumps({"steps": [{"content": "checked"}]}))
+    env = {
+        **os.environ,
+        "OWLCLAW_DATABASE_URL": fresh_db.url,
+        "OWLCLAW_DATABASE_NAME": str(fresh_db.params["dbname"]),
+        "OWLCLAW_MODELS": "scripted/act",
+        "OWLCLAW_SCRIPTS_DIR": str(tmp_path),
+        "OWLCLAW_TIMER_GRACE_S": "1",
+    }
+
+    def serve() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "owlclaw", "timers", "serve"],
+            env=env,
+            cwd=tmp_path,
+            stdout=(tmp_path / "serve.log").open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+
+    def fired(agent_id: str) -> list[ev.LedgerEvent]:
+        return [e for e in agent_events(ledger, agent_id) if isinstance(e, ev.TimerFired)]
+
+    def wait_for(condition: Any, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return bool(condition())
+
+    service = serve()
+    start = datetime.now(UTC)
+    plans = {"before": 8, "during": 16, "skipped": 17}
+    for agent_id, delay in plans.items():
+        agent = ledger.register_agent(agent_id)
+        agent.record(
+            ev.ScheduleRequested,
+            schedule_id=f"sch_{agent_id}",
+            kind="once",
+            focus=agent_id,
+            agent_id=agent_id,
+            delay_seconds=delay,
+            fire_at=start + timedelta(seconds=delay),
+            misfire="skip" if agent_id == "skipped" else "coalesce",
+        )
+        ledger.append(agent)
+    assert wait_for(lambda: bool(fired("before")), 60), (tmp_path / "serve.log").read_text()
+    service.send_signal(signal.SIGKILL)  # between fires: no clean shutdown
+    service.wait()
+    time.sleep(max(0.0, (start + timedelta(seconds=20) - datetime.now(UTC)).total_seconds()))
+    service = serve()  # both remaining fires are now late
+    try:
+        assert wait_for(lambda: bool(fired("during")), 60), (tmp_path / "serve.log").read_text()
+        assert wait_for(
+            lambda: any(isinstance(e, ev.TimerMissed) for e in agent_events(ledger, "skipped")), 30
+        )
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
+    assert [len(fired(a)) for a in plans] == [1, 1, 0]  # nothing lost, nothing doubled
+    [missed] = [e for e in agent_events(ledger, "skipped") if isinstance(e, ev.TimerMissed)]
+    assert missed.reason.startswith("skipped")
+    assert [len(fired_runs(ledger, a)) for a in plans] == [1, 1, 0]

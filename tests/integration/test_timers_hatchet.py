@@ -206,28 +206,56 @@ def test_a_duplicate_delivery_starts_exactly_one_run(
     assert len(ledger.list_runs("h-dup")) == 2  # the planning run and one fired run
 
 
-def test_hatchet_down_at_scheduling_falls_back_to_the_builtin_backend(
-    fresh_db: Database, engine: HatchetEngine, monkeypatch: pytest.MonkeyPatch
+def test_a_schedule_made_while_hatchet_is_down_is_kept_and_moved_once_it_is_back(
+    ledger: Ledger,
+    hatchet: Any,
+    worker: subprocess.Popen[bytes],
+    engine: HatchetEngine,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import socket
+
+    from hatchet_sdk import Hatchet
 
     with socket.socket() as s:  # a port nothing listens on: the engine "went away"
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    for key, value in engine.client_env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("HATCHET_CLIENT_SERVER_URL", f"http://127.0.0.1:{closed}")
-    monkeypatch.setenv("HATCHET_CLIENT_HOST_PORT", f"127.0.0.1:{closed}")
-    from hatchet_sdk import Hatchet
+    with monkeypatch.context() as down:
+        down.setenv("HATCHET_CLIENT_SERVER_URL", f"http://127.0.0.1:{closed}")
+        down.setenv("HATCHET_CLIENT_HOST_PORT", f"127.0.0.1:{closed}")
+        unreachable = Hatchet()
+    plan(ledger, "h-down", "schedule_once", delay_seconds=8, focus="kept")
+    view = register(ledger, unreachable)
+    assert [r.backend for r in events_of(ledger, "h-down", ev.ScheduleRegistered)] == ["builtin"]
+    back = TimersView(ledger.recorder.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
+    assert back.adopt() == 1  # what `owlclaw timers serve` does at start
+    with view.datastore.transaction(commit=False) as curs:
+        [row] = curs.execute(
+            view.sql("SELECT backend FROM {timers} WHERE agent_id = 'h-down'")
+        ).fetchall()
+    assert row["backend"] == "hatchet"
+    registered = [r.backend for r in events_of(ledger, "h-down", ev.ScheduleRegistered)]
+    assert registered == ["builtin", "hatchet"]
+    assert wait_until(lambda: bool(events_of(ledger, "h-down", ev.TimerFired)), 60)
 
-    with Ledger(fresh_db.url) as led:
-        plan(led, "h-down", "schedule_once", delay_seconds=60, focus="kept")
-        view = register(led, Hatchet())
-        [registered] = events_of(led, "h-down", ev.ScheduleRegistered)
-        with view.datastore.transaction(commit=False) as curs:
-            [row] = curs.execute(view.sql("SELECT backend, focus FROM {timers}")).fetchall()
-    assert registered.backend == "builtin"
-    assert (row["backend"], row["focus"]) == ("builtin", "kept")  # kept, fired by the worker
+
+def test_switching_from_hatchet_to_builtin_keeps_the_schedule(
+    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
+) -> None:
+    from owlclaw.timers.service import BuiltinBackend
+
+    plan(ledger, "h-switch", "schedule_cron", cron_expression="0 0 1 1 *", focus="yearly")
+    register(ledger, hatchet)
+    builtin = TimersView(ledger.recorder.datastore, backend=BuiltinBackend(), ledger=ledger)
+    assert builtin.adopt() >= 1
+    with builtin.datastore.transaction(commit=False) as curs:
+        [row] = curs.execute(
+            builtin.sql("SELECT backend, next_fire_at FROM {timers} WHERE agent_id = 'h-switch'")
+        ).fetchall()
+    assert row["backend"] == "builtin" and (row["next_fire_at"].month, row["next_fire_at"].day) == (
+        1,
+        1,
+    )
 
 
 def test_a_late_hatchet_fire_follows_the_misfire_policy() -> None:
