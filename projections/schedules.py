@@ -19,13 +19,24 @@ from projections.view import View
 _SINGLE_RANGE = re.compile(r"^(\d+)-\1(?:/\d+)?$")
 
 
+_DAY_FIELDS = {2: "1-31", 4: "0-6"}
+
+
 def canonical_cron(expression: str) -> str:
-    """The expression with one-value ranges (``5-5``) written as the value: croniter reads such
-    a range as ``*`` (found by tests/unit/test_cron_semantics.py), Hatchet's engine does not."""
-    return " ".join(
-        ",".join(m.group(1) if (m := _SINGLE_RANGE.match(part)) else part for part in f.split(","))
-        for f in expression.split()
-    )
+    """The expression in a form croniter reads with standard (POSIX) semantics, as Hatchet's
+    engine does; tests/unit/test_cron_semantics.py found both differences:
+
+    - a one-value range (``5-5``) is read by croniter as ``*``: written as the value;
+    - a stepped day field (``*/2``) counts as unrestricted for croniter, so day-of-month and
+      day-of-week were ANDed; POSIX ORs two restricted day fields: written as ``1-31/2``.
+    """
+    fields = []
+    for index, field in enumerate(expression.split()):
+        parts = [m.group(1) if (m := _SINGLE_RANGE.match(p)) else p for p in field.split(",")]
+        if index in _DAY_FIELDS:
+            parts = [_DAY_FIELDS[index] + p[1:] if p.startswith("*/") else p for p in parts]
+        fields.append(",".join(parts))
+    return " ".join(fields)
 
 
 def next_fire(cron: str, after: datetime) -> datetime:
