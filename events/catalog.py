@@ -84,6 +84,10 @@ class RunQueued(_AgentEvent, frozen=True, kw_only=True):
     run_no: int
     trigger: str
     focus: str | None = None
+    payload: JSON = {}
+    context: JSON = {}
+    idle: bool = False
+    """A heartbeat with nothing pending when it was queued: the run is skipped, no model call."""
 
 
 MisfirePolicy = Literal["catch_up", "coalesce", "skip"]

@@ -244,19 +244,60 @@ class Ledger:
 
         Nothing is committed here; the caller appends ``agent`` and the returned run together.
         """
+        return self.start_run(
+            agent.agent_id, self.enqueue_run(agent, trigger, focus, payload, context)
+        )
+
+    def enqueue_run(
+        self,
+        agent: Agent,
+        trigger: str,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        *,
+        idle: bool = False,
+    ) -> ev.RunQueued:
+        """Record RunQueued on ``agent`` (pending): the run's number and id are fixed from here,
+        and what it needs to start is in the event, so a queued run survives a crash."""
         run_no = agent.state.run_count + 1
-        run = Run.blank(run_stream_id(agent.agent_id, run_no))
-        agent.record(ev.RunQueued, run_id=run.id, run_no=run_no, trigger=trigger, focus=focus)
-        run.record(
-            ev.RunStarted,
-            agent_id=agent.agent_id,
+        queued = agent.record(
+            ev.RunQueued,
+            run_id=run_stream_id(agent.agent_id, run_no),
             run_no=run_no,
             trigger=trigger,
             focus=focus,
             payload=payload or {},
             context=context or {},
+            idle=idle,
+        )
+        assert isinstance(queued, ev.RunQueued)
+        return queued
+
+    @staticmethod
+    def start_run(agent_id: str, queued: ev.RunQueued) -> Run:
+        """The run of a RunQueued event, with its RunStarted pending."""
+        run = Run.blank(queued.run_id)
+        run.record(
+            ev.RunStarted,
+            agent_id=agent_id,
+            run_no=queued.run_no,
+            trigger=queued.trigger,
+            focus=queued.focus,
+            payload=dict(queued.payload),
+            context=dict(queued.context),
         )
         return run
+
+    def unstarted_runs(self, agent: Agent) -> list[ev.RunQueued]:
+        """Queued runs that never started (their process stopped first), oldest first."""
+        queued = {e.run_no: e for e in self.stream(agent.id) if isinstance(e, ev.RunQueued)}
+        waiting = []
+        for run_no in range(agent.state.run_count, 0, -1):
+            if self._recorder.select_events(run_stream_id(agent.agent_id, run_no), limit=1):
+                break
+            waiting.append(queued[run_no])
+        return waiting[::-1]
 
     def load_run(self, run_id: UUID) -> Run:
         try:

@@ -184,16 +184,42 @@ class AgentRuntime:
         early: bool = False,
     ) -> RunResult:
         idle = trigger == HEARTBEAT and agent.state.pending_inbound == 0
-        run = self.ledger.queue_run(agent, trigger, focus, payload, context)
-        state = _RunState(agent, run, started)
+        queued = self.ledger.enqueue_run(agent, trigger, focus, payload, context, idle=idle)
+        state = _RunState(agent, self.ledger.start_run(self.agent_id, queued), started)
         if early:
             await self._commit(state)
-        if idle:  # heartbeat with nothing new: no LLM call, no cost
+        return await self._execute_run(state, queued)
+
+    async def submit(
+        self,
+        trigger: str,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> ev.RunQueued:
+        """Accept a run: RunQueued is committed at once (its id is final and it survives a
+        crash); ``run_queued`` executes it later, in queue order."""
+        agent = await self._io_call(self._prepare_agent)
+        idle = trigger == HEARTBEAT and agent.state.pending_inbound == 0
+        queued = self.ledger.enqueue_run(agent, trigger, focus, payload, context, idle=idle)
+        await self._io_call(partial(self.ledger.append_rebasing, over=FOREIGN_FACTS), agent)
+        return queued
+
+    async def run_queued(self, queued: ev.RunQueued) -> RunResult:
+        """Execute a run accepted by ``submit``."""
+        started = time.perf_counter()
+        agent = await self._io_call(self._prepare_agent)
+        state = _RunState(agent, self.ledger.start_run(self.agent_id, queued), started)
+        return await self._execute_run(state, queued)
+
+    async def _execute_run(self, state: _RunState, queued: ev.RunQueued) -> RunResult:
+        run = state.run
+        if queued.idle:  # heartbeat with nothing new: no LLM call, no cost
             run.record(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
             await self._commit(state)
             return state.result()
-        with tracing.run_trace(run.id, self.agent_id, trigger, focus) as span:
-            await self._run_to_end(state, trigger, focus, payload or {})
+        with tracing.run_trace(run.id, self.agent_id, queued.trigger, queued.focus) as span:
+            await self._run_to_end(state, queued.trigger, queued.focus, dict(queued.payload))
             span.set_attribute("owlclaw.status", run.state.status)
         self._remember_run(state)
         return state.result()
@@ -303,6 +329,10 @@ class AgentRuntime:
             run.record(stop.event, **stop.fields, **state.totals())
         except TimeoutError:
             run.record(ev.RunTimedOut, timeout_s=self.limits.run_timeout_s, **state.totals())
+        except asyncio.CancelledError:  # cancelled by its caller: still exactly one end event
+            run.record(ev.RunTerminated, reason="cancelled", **state.totals())
+            await asyncio.shield(self._commit(state))
+            raise
         except Exception as e:
             run.record(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)

@@ -1,0 +1,96 @@
+"""Finding an agent's actor from any driver: named, detached actors in an OwlClaw namespace.
+
+Placement decides which actor hosts an agent: ``dedicated`` (one actor per agent, the default:
+isolation) or ``shared`` (agents hashed onto a pool of host actors: a Ray actor is a ~110 MB
+process, so one per agent holds ~150 agents per node). The client API is the same for both.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Literal
+
+import msgspec
+import ray
+
+from actors.ray_host import AgentHostActor
+from events import Ledger, UnknownAgent
+from owlclaw.config import OwlClawConfig
+from owlclaw.timers.fires import TimerFire
+
+Placement = Literal["dedicated", "shared"]
+NAMESPACE = "owlclaw"
+
+
+class AgentDirectory:
+    def __init__(
+        self,
+        ledger: Ledger,
+        config: OwlClawConfig,
+        *,
+        placement: Placement = "dedicated",
+        pool_size: int = 4,
+        idle_s: float | None = 300.0,
+    ):
+        self.ledger = ledger
+        self.config = config
+        self.placement = placement
+        self.pool_size = pool_size
+        self.idle_s = idle_s
+        self._handles: dict[str, Any] = {}
+
+    def actor_name(self, agent_id: str) -> str:
+        if self.placement == "dedicated":
+            return f"agent:{agent_id}"
+        return f"host:{zlib.crc32(agent_id.encode()) % self.pool_size}"
+
+    def handle(self, agent_id: str) -> Any:
+        """The agent's actor, created on first use (get_if_exists: any driver finds the same)."""
+        name = self.actor_name(agent_id)
+        if name not in self._handles:
+            self._handles[name] = AgentHostActor.options(  # type: ignore[attr-defined]
+                name=name,
+                namespace=NAMESPACE,
+                lifetime="detached",
+                get_if_exists=True,
+            ).remote(msgspec.to_builtins(self.config), self.idle_s)
+        return self._handles[name]
+
+    def register(self, agent_id: str, app_dir: str = "") -> None:
+        self.ledger.register_agent(agent_id, app_dir)
+
+    async def submit(self, agent_id: str, trigger: str, **kwargs: Any) -> str:
+        """Accept a run of a registered agent; returns its run id (UnknownAgent otherwise)."""
+        self.ledger.load_agent(agent_id)
+        run_id: str = await self.handle(agent_id).submit.remote(agent_id, trigger, **kwargs)
+        return run_id
+
+    async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.handle(agent_id).result.remote(agent_id, run_id)
+        return result
+
+    async def run(self, agent_id: str, trigger: str, **kwargs: Any) -> dict[str, Any]:
+        return await self.result(agent_id, await self.submit(agent_id, trigger, **kwargs))
+
+    async def fire(self, fire: TimerFire) -> dict[str, Any]:
+        outcome: dict[str, Any] = await self.handle(fire.agent_id).fire.remote(
+            msgspec.to_builtins(fire)
+        )
+        return outcome
+
+    def status(self, agent_id: str) -> dict[str, Any]:
+        status: dict[str, Any] = ray.get(self.handle(agent_id).status.remote(agent_id))
+        return status
+
+    def cancel(self, agent_id: str, run_id: str) -> bool:
+        cancelled: bool = ray.get(self.handle(agent_id).cancel.remote(agent_id, run_id))
+        return cancelled
+
+    def shutdown(self) -> None:
+        """Kill the actors this directory used (they are detached: they outlive drivers)."""
+        for handle in self._handles.values():
+            ray.kill(handle)
+        self._handles.clear()
+
+
+__all__ = ["AgentDirectory", "Placement", "UnknownAgent"]

@@ -1,0 +1,216 @@
+"""Hosting agents in one process: per agent a FIFO mailbox drained by one task.
+
+This is the Ray-free core of an agent actor. A host holds one agent (``dedicated`` placement) or
+many (``shared``); either way each agent's runs and timer fires execute one at a time in arrival
+order. Accepting a run commits its RunQueued first, so the returned run id is final and a queued
+run survives a crash: on activation, runs queued but never started are executed first.
+An agent idle for ``idle_s`` is passivated (its runtime released); its state lives in the ledger,
+so the next message re-activates it from snapshot + tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from events import Ledger, StreamConflict
+from events import catalog as ev
+from owlclaw.app import load_app
+from owlclaw.config import OwlClawConfig
+from owlclaw.llm.scripted import load_script_dir
+from owlclaw.runtime.loop import AgentRuntime, FireOutcome, RunResult
+from owlclaw.timers.fires import TimerFire
+
+Message = tuple[str, Any, "asyncio.Future[Any]"]
+
+
+@dataclass
+class _Hosted:
+    runtime: AgentRuntime
+    mailbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
+    consumer: asyncio.Task[None] | None = None
+    results: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
+    accepting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held while a run is accepted, so mailbox order is acceptance (run number) order."""
+    running: str | None = None
+    current: asyncio.Task[Any] | None = None
+    last_active: float = field(default_factory=time.monotonic)
+    completed: int = 0
+
+
+class AgentHost:
+    def __init__(self, ledger: Ledger, config: OwlClawConfig, *, idle_s: float | None = None):
+        self.ledger = ledger
+        self.config = config
+        self.idle_s = idle_s
+        if config.runtime.scripts_dir:
+            load_script_dir(Path(config.runtime.scripts_dir))
+        self._agents: dict[str, _Hosted] = {}
+        self.activations = 0
+        self.passivations = 0
+
+    # --- messages -------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        agent_id: str,
+        trigger: str,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> str:
+        """Accept a run; returns its id once RunQueued is committed."""
+        while True:
+            hosted = await self._activate(agent_id)
+            async with hosted.accepting:
+                if self._agents.get(agent_id) is not hosted:
+                    continue  # passivated meanwhile: activate again
+                try:
+                    queued = await hosted.runtime.submit(trigger, focus, payload, context)
+                except StreamConflict:
+                    self._stand_down(agent_id, hosted)
+                    raise
+                self._enqueue(hosted, queued)
+                return str(queued.run_id)
+
+    async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
+        """Wait for an accepted run to end; its RunResult as a dict."""
+        hosted = await self._activate(agent_id)
+        future = hosted.results.get(run_id)
+        if future is None:
+            raise KeyError(f"run {run_id} of {agent_id} is not queued or running on this host")
+        result: RunResult = await asyncio.shield(future)
+        return dataclasses.asdict(result)
+
+    async def fire(self, fire: TimerFire) -> FireOutcome:
+        hosted = await self._activate(fire.agent_id)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        hosted.mailbox.put_nowait(("fire", fire, future))
+        outcome: FireOutcome = await asyncio.shield(future)
+        return outcome
+
+    def cancel(self, agent_id: str, run_id: str) -> bool:
+        """Cancel the agent's running run; it ends with RunTerminated ("cancelled")."""
+        hosted = self._agents.get(agent_id)
+        if hosted is None or hosted.running != run_id or hosted.current is None:
+            return False
+        task = hosted.current  # may be called from another thread (Ray's control group)
+        task.get_loop().call_soon_threadsafe(task.cancel)
+        return True
+
+    def status(self, agent_id: str | None = None) -> dict[str, Any]:
+        """What this host holds; answers while runs are in flight (reads plain fields only)."""
+        agents = {
+            a: {
+                "queued": h.mailbox.qsize(),
+                "running": h.running,
+                "completed": h.completed,
+                "idle_s": round(time.monotonic() - h.last_active, 3),
+            }
+            for a, h in list(self._agents.items())
+            if agent_id is None or a == agent_id
+        }
+        return {
+            "agents": agents,
+            "activations": self.activations,
+            "passivations": self.passivations,
+        }
+
+    # --- activation and passivation ---------------------------------------------------------
+
+    async def _activate(self, agent_id: str) -> _Hosted:
+        hosted = self._agents.get(agent_id)
+        if hosted is not None:
+            hosted.last_active = time.monotonic()
+            return hosted
+        agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)  # UnknownAgent
+        app = load_app(Path(agent.state.app_dir)) if agent.state.app_dir else None
+        runtime = AgentRuntime(
+            self.ledger,
+            agent_id,
+            models=list(self.config.runtime.models),
+            app=app,
+            limits=self.config.runtime,
+        )
+        hosted = self._agents.setdefault(agent_id, _Hosted(runtime))
+        if hosted.runtime is not runtime:  # activated concurrently: keep the first
+            runtime.close()
+            return hosted
+        self.activations += 1
+        for queued in await asyncio.to_thread(self.ledger.unstarted_runs, agent):
+            self._enqueue(hosted, queued)
+        hosted.consumer = asyncio.create_task(self._drain(agent_id, hosted))
+        return hosted
+
+    def _enqueue(self, hosted: _Hosted, queued: ev.RunQueued) -> None:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        hosted.results[str(queued.run_id)] = future
+        hosted.mailbox.put_nowait(("run", queued, future))
+
+    async def _drain(self, agent_id: str, hosted: _Hosted) -> None:
+        while True:
+            try:
+                kind, message, future = await asyncio.wait_for(hosted.mailbox.get(), self.idle_s)
+            except TimeoutError:
+                if hosted.mailbox.empty() and not hosted.accepting.locked():
+                    self._passivate(agent_id, hosted)
+                    return
+                continue
+            hosted.last_active = time.monotonic()
+            if kind == "run":
+                hosted.running = str(message.run_id)
+                hosted.current = asyncio.create_task(hosted.runtime.run_queued(message))
+            else:
+                hosted.current = asyncio.create_task(hosted.runtime.fire(message))
+            try:
+                future.set_result(await hosted.current)
+            except asyncio.CancelledError:
+                if not hosted.current.cancelled():
+                    raise
+                future.set_exception(RuntimeError(f"{kind} cancelled"))
+            except StreamConflict as error:  # another actor writes this agent: stop here
+                future.set_exception(error)
+                self._stand_down(agent_id, hosted)
+                return
+            except Exception as error:
+                future.set_exception(error)
+            finally:
+                hosted.running, hosted.current = None, None
+                hosted.completed += kind == "run"
+                hosted.last_active = time.monotonic()
+
+    def _stand_down(self, agent_id: str, hosted: _Hosted) -> None:
+        """Another writer appended to this agent's stream first (two actors for one agent after
+        a failover race): drop this copy and its queue; the ledger keeps the winner's."""
+        for _, _, future in _drain_queue(hosted.mailbox):
+            future.set_exception(StreamConflict(f"agent {agent_id} is written by another actor"))
+        self._passivate(agent_id, hosted)
+        if hosted.consumer is not None and hosted.consumer is not asyncio.current_task():
+            hosted.consumer.cancel()
+
+    def _passivate(self, agent_id: str, hosted: _Hosted) -> None:
+        if self._agents.get(agent_id) is hosted:
+            del self._agents[agent_id]
+            hosted.runtime.close()
+            self.passivations += 1
+
+    async def close(self) -> None:
+        for hosted in self._agents.values():
+            if hosted.consumer is not None:
+                hosted.consumer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await hosted.consumer
+            hosted.runtime.close()
+        self._agents.clear()
+
+
+def _drain_queue(mailbox: asyncio.Queue[Message]) -> list[Message]:
+    items = []
+    while not mailbox.empty():
+        items.append(mailbox.get_nowait())
+    return items

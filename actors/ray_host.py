@@ -1,0 +1,59 @@
+"""The agent host as a Ray actor: async, restartable, control calls in their own group.
+
+Run messages go through the host's per-agent mailboxes (Ray alone does not order the calls of
+an async actor). ``status`` and ``cancel`` run in the ``control`` concurrency group, so they
+answer while a run is in flight.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import ray
+
+from actors.host import AgentHost
+from events import Ledger
+from owlclaw.config import OwlClawConfig
+from owlclaw.database import open_database
+from owlclaw.timers.fires import TimerFire
+
+
+@ray.remote(concurrency_groups={"control": 4}, max_restarts=-1)  # type: ignore[call-overload]
+class AgentHostActor:
+    def __init__(self, config: dict[str, Any], idle_s: float | None):
+        self.config = msgspec.convert(config, OwlClawConfig)
+        database = open_database(self.config)
+        self.ledger = Ledger(database.url, snapshot_interval=self.config.ledger.snapshot_interval)
+        self.host = AgentHost(self.ledger, self.config, idle_s=idle_s)
+
+    async def submit(
+        self,
+        agent_id: str,
+        trigger: str,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> str:
+        return await self.host.submit(agent_id, trigger, focus, payload, context)
+
+    async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
+        return await self.host.result(agent_id, run_id)
+
+    async def fire(self, fire: dict[str, Any]) -> dict[str, Any]:
+        outcome = await self.host.fire(msgspec.convert(fire, TimerFire))
+        return {"kind": outcome.kind, "reason": outcome.reason}
+
+    @ray.method(concurrency_group="control")
+    def status(self, agent_id: str | None = None) -> dict[str, Any]:
+        return self.host.status(agent_id)
+
+    @ray.method(concurrency_group="control")
+    def cancel(self, agent_id: str, run_id: str) -> bool:
+        return self.host.cancel(agent_id, run_id)
+
+    @ray.method(concurrency_group="control")
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
