@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,17 +11,10 @@ from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
-from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.loop import AgentRuntime
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def ledger(fresh_db: Database) -> Iterator[Ledger]:
-    with Ledger(fresh_db.url) as led:
-        yield led
 
 
 def config() -> OwlClawConfig:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -40,12 +40,6 @@ TOPICS = [
     "the plot of Hamlet",
     "growing tomatoes indoors",
 ]
-
-
-@pytest.fixture
-def ledger(fresh_db: Database) -> Iterator[Ledger]:
-    with Ledger(fresh_db.url) as led:
-        yield led
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -24,12 +23,6 @@ from projections.runner import projection_status
 from tests.integration.processes import run_projection
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def ledger(fresh_db: Database) -> Iterator[Ledger]:
-    with Ledger(fresh_db.url) as led:
-        yield led
 
 
 def rows(db: Database, query: str) -> list[tuple[Any, ...]]:

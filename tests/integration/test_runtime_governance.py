@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.config import RuntimeConfig
-from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.governance import Governance
@@ -25,12 +23,6 @@ from projections.embedders import Embedder
 from tests.apps import make_app, skill
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def ledger(fresh_db: Database) -> Iterator[Ledger]:
-    with Ledger(fresh_db.url) as led:
-        yield led
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,12 +17,6 @@ from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def ledger(fresh_db: Database) -> Iterator[Ledger]:
-    with Ledger(fresh_db.url) as led:
-        yield led
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

@@ -38,12 +38,6 @@ class Clock:
 
 
 @pytest.fixture
-def ledger(fresh_db: Database) -> Iterator[Ledger]:
-    with Ledger(fresh_db.url) as led:
-        yield led
-
-
-@pytest.fixture
 def timers(ledger: Ledger) -> Iterator[tuple[TimersView, ProjectionRunner]]:
     view = TimersView(ledger.recorder.datastore, ledger=ledger)
     view.create_table()
