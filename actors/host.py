@@ -3,7 +3,8 @@
 This is the Ray-free core of an agent actor. A host holds one agent (``dedicated`` placement) or
 many (``shared``); either way each agent's runs and timer fires execute one at a time in arrival
 order. Accepting a run commits its RunQueued first, so the returned run id is final and a queued
-run survives a crash: on activation, runs queued but never started are executed first.
+run survives a crash: on activation, a run interrupted mid-way is resumed from its recorded
+steps, then runs queued but never started are executed.
 An agent idle for ``idle_s`` is passivated (its runtime released); its state lives in the ledger,
 so the next message re-activates it from snapshot + tail.
 """
@@ -142,6 +143,11 @@ class AgentHost:
             runtime.close()
             return hosted
         self.activations += 1
+        interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
+        if interrupted is not None:  # finish it before anything else, from its recorded steps
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            hosted.results[str(interrupted)] = future
+            hosted.mailbox.put_nowait(("resume", interrupted, future))
         for queued in await asyncio.to_thread(self.ledger.unstarted_runs, agent):
             self._enqueue(hosted, queued)
         hosted.consumer = asyncio.create_task(self._drain(agent_id, hosted))
@@ -165,6 +171,9 @@ class AgentHost:
             if kind == "run":
                 hosted.running = str(message.run_id)
                 hosted.current = asyncio.create_task(hosted.runtime.run_queued(message))
+            elif kind == "resume":
+                hosted.running = str(message)
+                hosted.current = asyncio.create_task(hosted.runtime.resume(message))
             else:
                 hosted.current = asyncio.create_task(hosted.runtime.fire(message))
             try:
@@ -181,7 +190,7 @@ class AgentHost:
                 future.set_exception(error)
             finally:
                 hosted.running, hosted.current = None, None
-                hosted.completed += kind == "run"
+                hosted.completed += kind != "fire"
                 hosted.last_active = time.monotonic()
 
     def _stand_down(self, agent_id: str, hosted: _Hosted) -> None:

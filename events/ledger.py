@@ -289,6 +289,15 @@ class Ledger:
         )
         return run
 
+    def interrupted_run(self, agent: Agent) -> UUID | None:
+        """The agent's latest started run if it has no end event (its process stopped mid-run).
+        Runs of an agent run one at a time, so only the latest started one can be open."""
+        for run_no in range(agent.state.run_count, 0, -1):
+            run_id = run_stream_id(agent.agent_id, run_no)
+            if self._recorder.select_events(run_id, limit=1):
+                return None if self.load_run(run_id).state.ended else run_id
+        return None
+
     def unstarted_runs(self, agent: Agent) -> list[ev.RunQueued]:
         """Queued runs that never started (their process stopped first), oldest first."""
         queued = {e.run_no: e for e in self.stream(agent.id) if isinstance(e, ev.RunQueued)}

@@ -51,14 +51,31 @@ class RecordedRun:
 
     def outcome(self, call_id: str) -> Any:
         """The recorded result (or structured error) of a tool call."""
+        settled = self.settled(call_id)
+        if settled is None:
+            return ToolError(
+                error=f"no outcome of call {call_id} was recorded",
+                error_code="NO_RECORDED_OUTCOME",
+            )
+        return settled
+
+    def settled(self, call_id: str) -> Any | None:
+        """What the model was told about a call, if the run recorded it; None if not."""
         for e in self.events:
-            if isinstance(e, ev.ToolCallSucceeded) and e.call_id == call_id:
-                return e.result
-            if isinstance(e, ev.ToolCallFailed) and e.call_id == call_id:
-                return ToolError(error=e.error, error_code=e.error_code, retryable=e.retryable)
-        return ToolError(
-            error=f"no outcome of call {call_id} was recorded", error_code="NO_RECORDED_OUTCOME"
-        )
+            if getattr(e, "call_id", None) != call_id:
+                continue
+            match e:
+                case ev.ToolCallSucceeded(result=result):
+                    return result
+                case ev.ToolCallFailed(error=error, error_code=code, retryable=retryable):
+                    return ToolError(error=error, error_code=code, retryable=retryable)
+                case ev.ToolCallDenied(reason=reason):
+                    return ToolError(error=reason, error_code="TOOL_DENIED")
+                case ev.ToolCallRejected(error=error):
+                    return ToolError(error=error, error_code="INVALID_ARGUMENTS")
+                case ev.ToolOutcomeUnknown(reason=reason):
+                    return ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
+        return None
 
     def unknown_tools(self, known: Iterable[str]) -> list[str]:
         """Tools the recording saw that this process does not load (business capabilities)."""

@@ -22,6 +22,7 @@ from datetime import date
 from functools import partial
 from itertools import chain
 from typing import Any, TypeVar
+from uuid import UUID
 
 import msgspec
 
@@ -212,6 +213,28 @@ class AgentRuntime:
         state = _RunState(agent, self.ledger.start_run(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
+    async def resume(self, run_id: UUID) -> RunResult:
+        """Finish a run whose process stopped mid-run: its recorded model responses are served
+        again without calling a model, tools whose outcome is recorded are not repeated, a call
+        without a recorded outcome is recorded as ToolOutcomeUnknown (and re-executed only if the
+        tool is idempotent); after the recorded steps the run goes on with the model."""
+        started = time.perf_counter()
+        agent = await self._io_call(self._prepare_agent)
+        run = await self._io_call(self.ledger.load_run, run_id)
+        recorded = RecordedRun(run_id, await self._io_call(self.ledger.stream, run_id))
+        state = _RunState(agent, run, started)
+        state.resumed, state.replaying = recorded, deque(recorded.messages)
+        state.iterations, state.tool_calls = run.state.llm_calls, run.state.tool_calls
+        state.tokens, state.cost = run.state.tokens, run.state.cost_usd
+        run.record(ev.RunInterrupted, reason="the process running it stopped")
+        run.record(ev.RunResumed, from_version=run.version - 1)
+        start = recorded.started
+        with tracing.run_trace(run.id, self.agent_id, start.trigger, start.focus) as span:
+            await self._run_to_end(state, start.trigger, start.focus, dict(start.payload))
+            span.set_attribute("owlclaw.status", run.state.status)
+        self._remember_run(state)
+        return state.result()
+
     async def _execute_run(self, state: _RunState, queued: ev.RunQueued) -> RunResult:
         run = state.run
         if queued.idle:  # heartbeat with nothing new: no LLM call, no cost
@@ -398,12 +421,12 @@ class AgentRuntime:
     ) -> None:
         tools, filtered = self._tools()
         state.hidden = filtered
-        state.run.record(
-            ev.VisibleToolsResolved, tools=[t["function"]["name"] for t in tools], filtered=filtered
-        )
         prompt = await self.system_prompt(focus, trigger)
-        if prompt.warning:
-            state.run.record(ev.RunWarning, source="recall", message=prompt.warning)
+        if state.resumed is None:  # a resumed run recorded these when it started
+            names = [t["function"]["name"] for t in tools]
+            state.run.record(ev.VisibleToolsResolved, tools=names, filtered=filtered)
+            if prompt.warning:
+                state.run.record(ev.RunWarning, source="recall", message=prompt.warning)
         system, inputs = prompt.text, prompt.inputs
         user = focus or f"Triggered by {trigger}."
         if payload:
@@ -421,7 +444,10 @@ class AgentRuntime:
             if time.perf_counter() > deadline:  # a library swallowed the timeout's cancellation
                 raise TimeoutError
             self._check_budget(state)
-            message = await self._ask(state, messages, tools, inputs)
+            if state.replaying:
+                message = state.replaying.popleft()
+            else:
+                message = await self._ask(state, messages, tools, inputs)
             inputs = {}
             calls = message.get("tool_calls") or []
             if not calls:
@@ -506,6 +532,12 @@ class AgentRuntime:
         capability = self.registry.capabilities.get(name)
         spec = SPECS.get(name) or (capability.spec if capability else None)
         state.tools_called.append(name)
+        if state.resumed is not None:
+            settled = state.resumed.settled(call_id)
+            if settled is not None:
+                return settled  # recorded before the stop: not repeated, not recorded again
+            if state.resumed.arguments(call_id) is not None:
+                return await self._unknown_outcome(state, call_id, name, capability)
         if name in state.hidden:
             reason = state.hidden[name]
             state.run.record(ev.ToolCallDenied, call_id=call_id, tool=name, reason=reason)
@@ -560,6 +592,33 @@ class AgentRuntime:
             )
         return result
 
+    async def _unknown_outcome(
+        self, state: _RunState, call_id: str, name: str, capability: Capability | None
+    ) -> Any:
+        """A call requested before the stop with no recorded outcome: it may or may not have
+        happened. Idempotent tools run again; others are reported to the model, not repeated."""
+        spec = SPECS[name] if capability is None else capability.spec
+        reason = "the process stopped while the tool ran; its effect is unknown"
+        state.run.record(ev.ToolOutcomeUnknown, call_id=call_id, tool=name, reason=reason)
+        if not spec.idempotent:
+            return ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
+        params = spec.parse(json.dumps(state.resumed.arguments(call_id) if state.resumed else {}))
+        result = await self._execute(state, name, params, call_id, capability)
+        if isinstance(result, ToolError):
+            state.run.record(
+                ev.ToolCallFailed,
+                call_id=call_id,
+                tool=name,
+                error=result.error,
+                error_code=result.error_code,
+                retryable=result.retryable,
+            )
+        else:
+            state.run.record(
+                ev.ToolCallSucceeded, call_id=call_id, tool=name, result=msgspec.to_builtins(result)
+            )
+        return result
+
     async def _execute(
         self,
         state: _RunState,
@@ -610,6 +669,10 @@ class _RunState:
         self.hidden: dict[str, str] = {}
         self.events: list[ev.LedgerEvent] = []
         """The run's events committed so far."""
+        self.resumed: RecordedRun | None = None
+        """For a resumed run: what it recorded before its process stopped."""
+        self.replaying: deque[dict[str, Any]] = deque()
+        """Recorded model responses still to serve before asking a model again."""
         self.tokens = 0
         self.cost = 0.0
 

@@ -17,9 +17,16 @@ from owlclaw.runtime.loop import AgentRuntime
 pytestmark = pytest.mark.integration
 
 
+TERMINAL = {cls.__name__ for cls in ev.TERMINAL_RUN_EVENTS}
+
+
 def config() -> OwlClawConfig:
     register_script("host-answer", [{"content": "done"}])
-    return OwlClawConfig(runtime=RuntimeConfig(models=("scripted/host-answer",)))
+    return config_with("scripted/host-answer")
+
+
+def config_with(model: str) -> OwlClawConfig:
+    return OwlClawConfig(runtime=RuntimeConfig(models=(model,)))
 
 
 def test_an_idle_agent_is_passivated_and_reactivated_from_the_ledger(ledger: Ledger) -> None:
@@ -70,3 +77,56 @@ def test_runs_accepted_by_a_host_that_died_run_when_the_agent_is_next_activated(
         (4, "q3"),
     ]
     assert uuid.UUID(str(results[0]["run_id"])) == queued[0].run_id
+
+
+def interrupted_run(ledger: Ledger, agent_id: str, tool: str, arguments: dict[str, object]) -> str:
+    """What a process leaves behind when it dies right after committing a tool request:
+    the run's start, its first model response and the write-ahead ToolCallRequested."""
+    agent = ledger.register_agent(agent_id)
+    queued = ledger.enqueue_run(agent, "webhook", focus="interrupted")
+    run = ledger.start_run(agent_id, queued)
+    run.record(ev.VisibleToolsResolved, tools=["remember", "recall", "log_decision"])
+    call = {"id": "c1", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+    run.record(
+        ev.LLMResponded,
+        model="scripted/resume",
+        message={"role": "assistant", "content": None, "tool_calls": [call]},
+        usage={"total_tokens": 120},
+    )
+    run.record(ev.ToolCallRequested, call_id="c1", tool=tool, arguments=arguments)
+    ledger.append(agent, run)
+    return str(queued.run_id)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "reexecuted"),
+    [
+        ("remember", {"content": "bought 10 AAPL", "tags": []}, False),
+        ("recall", {"query": "AAPL", "limit": 5}, True),
+    ],
+)
+def test_an_interrupted_run_resumes_from_its_recorded_steps(
+    ledger: Ledger, tool: str, arguments: dict[str, object], reexecuted: bool
+) -> None:
+    run_id = interrupted_run(ledger, "crashed", tool, arguments)
+    register_script(
+        "resume",
+        [{"tool_calls": [{"name": tool, "arguments": arguments}]}, {"content": "recovered"}],
+    )
+
+    async def activate() -> dict[str, object]:
+        host = AgentHost(ledger, config_with("scripted/resume"))
+        result = await host.result("crashed", run_id)  # activation resumes it first
+        await host.close()
+        return result
+
+    result = asyncio.run(activate())
+    events = ledger.stream(uuid.UUID(run_id))
+    kinds = [type(e).__name__ for e in events]
+    assert result["status"] == "completed"
+    assert kinds.count("LLMResponded") == 2  # the recorded one was not asked again
+    assert kinds.count("ToolOutcomeUnknown") == 1 and "RunResumed" in kinds
+    assert sum(k.startswith("Run") and k in TERMINAL for k in kinds) == 1
+    ran_again = kinds.count("ToolCallSucceeded") + kinds.count("ToolCallFailed")
+    assert ran_again == (1 if reexecuted else 0)  # only the idempotent tool ran again
+    assert kinds.count("MemoryRemembered") == 0  # a non-idempotent effect is never repeated
