@@ -7,6 +7,7 @@ process, so one per agent holds ~150 agents per node). The client API is the sam
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from typing import Any, Literal
 
@@ -65,9 +66,18 @@ class AgentDirectory:
         run_id: str = await self.handle(agent_id).submit.remote(agent_id, trigger, **kwargs)
         return run_id
 
-    async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.handle(agent_id).result.remote(agent_id, run_id)
-        return result
+    async def result(self, agent_id: str, run_id: str, *, attempts: int = 30) -> dict[str, Any]:
+        """Wait for a run to end. If its actor dies meanwhile, Ray restarts it and the wait goes
+        on there: the restarted actor resumes the interrupted run from the ledger."""
+        for attempt in range(attempts):
+            try:
+                result: dict[str, Any] = await self.handle(agent_id).result.remote(agent_id, run_id)
+                return result
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(0.5)
+        raise AssertionError("unreachable")
 
     async def run(self, agent_id: str, trigger: str, **kwargs: Any) -> dict[str, Any]:
         return await self.result(agent_id, await self.submit(agent_id, trigger, **kwargs))

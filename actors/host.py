@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,13 +81,27 @@ class AgentHost:
                 return str(queued.run_id)
 
     async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
-        """Wait for an accepted run to end; its RunResult as a dict."""
+        """Wait for an accepted run to end; its RunResult as a dict. A run that ended before
+        this host (re)started is answered from the ledger."""
         hosted = await self._activate(agent_id)
         future = hosted.results.get(run_id)
         if future is None:
-            raise KeyError(f"run {run_id} of {agent_id} is not queued or running on this host")
+            return await asyncio.to_thread(self._recorded_result, run_id)
         result: RunResult = await asyncio.shield(future)
         return dataclasses.asdict(result)
+
+    def _recorded_result(self, run_id: str) -> dict[str, Any]:
+        run = self.ledger.load_run(uuid.UUID(run_id))  # UnknownRun if it does not exist
+        if not run.state.ended:
+            raise KeyError(f"run {run_id} is neither queued here nor ended")
+        return {
+            "run_id": run_id,
+            "status": run.state.status,
+            "iterations": run.state.llm_calls,
+            "tool_calls": run.state.tool_calls,
+            "tokens": run.state.tokens,
+            "cost_usd": run.state.cost_usd,
+        }
 
     async def fire(self, fire: TimerFire) -> FireOutcome:
         hosted = await self._activate(fire.agent_id)

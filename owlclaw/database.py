@@ -7,6 +7,7 @@ holding it stops it on exit.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from dataclasses import dataclass, field
@@ -57,7 +58,8 @@ class Database:
                 "SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)
             ).fetchone()
             if not exists:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+                with contextlib.suppress(psycopg.errors.DuplicateDatabase):  # created meanwhile
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
         return self.with_dbname(dbname)
 
     def drop_database(self, dbname: str) -> None:
@@ -94,7 +96,9 @@ def open_database(config: OwlClawConfig) -> Database:
             if config.database_name != server.params.get("dbname")
             else server
         )
-        with psycopg.connect(database.url, autocommit=True) as conn:
+        with psycopg.connect(database.url, autocommit=True) as conn, conn.transaction():
+            # IF NOT EXISTS is not safe against a concurrent CREATE (processes starting together)
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('owlclaw-create-extension'))")
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except psycopg.OperationalError as e:
         raise DatabaseUnavailable(

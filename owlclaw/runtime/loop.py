@@ -595,12 +595,14 @@ class AgentRuntime:
     async def _unknown_outcome(
         self, state: _RunState, call_id: str, name: str, capability: Capability | None
     ) -> Any:
-        """A call requested before the stop with no recorded outcome: it may or may not have
-        happened. Idempotent tools run again; others are reported to the model, not repeated."""
+        """A call requested before the stop with no recorded outcome. A built-in tool's effect is
+        a ledger event committed with its outcome (or a read), so it did not happen and runs
+        again; an idempotent capability runs again; any other capability may or may not have
+        acted, so the model is told and it is not repeated."""
         spec = SPECS[name] if capability is None else capability.spec
         reason = "the process stopped while the tool ran; its effect is unknown"
         state.run.record(ev.ToolOutcomeUnknown, call_id=call_id, tool=name, reason=reason)
-        if not spec.idempotent:
+        if capability is not None and not spec.idempotent:
             return ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
         params = spec.parse(json.dumps(state.resumed.arguments(call_id) if state.resumed else {}))
         result = await self._execute(state, name, params, call_id, capability)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -58,6 +59,10 @@ def config(db: Database, tmp_path_factory: pytest.TempPathFactory) -> OwlClawCon
     decide = {"name": "log_decision", "arguments": {"reasoning": "ok", "decision_type": "other"}}
     (scripts / "one_tool.json").write_text(json.dumps({"steps": [{"tool_calls": [decide]}]}))
     (scripts / "slow.json").write_text(json.dumps({"steps": [], "latency_s": 1.0}))
+    paced = [
+        {"tool_calls": [{**decide, "arguments": {"reasoning": f"step {i}"}}]} for i in range(3)
+    ]
+    (scripts / "paced.json").write_text(json.dumps({"steps": paced, "latency_s": 0.7}))
     return OwlClawConfig(
         database_url=db.url,
         database_name=str(db.params["dbname"]),
@@ -175,3 +180,40 @@ def test_two_actors_for_one_agent_never_fork_its_streams(
     for run in runs_of(ledger, "contested"):
         versions = [e.originator_version for e in run]
         assert versions == list(range(1, len(versions) + 1))
+
+
+def test_a_killed_agent_actor_restarts_and_its_interrupted_run_resumes(
+    ray_cluster: None, ledger: Ledger, config: OwlClawConfig
+) -> None:
+    import signal
+
+    import ray
+
+    paced = OwlClawConfig(
+        database_url=config.database_url,
+        database_name=config.database_name,
+        runtime=RuntimeConfig(models=("scripted/paced",), scripts_dir=config.runtime.scripts_dir),
+    )
+    directory = AgentDirectory(ledger, paced)
+    directory.register("phoenix")
+    run_id = asyncio.run(directory.submit("phoenix", "webhook", focus="three steps"))
+
+    def decisions() -> int:
+        return sum(isinstance(e, ev.DecisionLogged) for e in ledger.stream(uuid.UUID(run_id)))
+
+    deadline = time.monotonic() + 60
+    while decisions() < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = ray.get(directory.handle("phoenix").pid.remote())
+    os.kill(pid, signal.SIGKILL)  # mid-run: a model call is in flight
+    result = asyncio.run(directory.result("phoenix", run_id))
+    new_pid = ray.get(directory.handle("phoenix").pid.remote())
+    directory.shutdown()
+    events = ledger.stream(uuid.UUID(run_id))
+    kinds = [type(e).__name__ for e in events]
+    assert result["status"] == "completed" and new_pid != pid
+    assert "RunResumed" in kinds
+    assert kinds.count("DecisionLogged") == 3  # each step's effect exactly once
+    succeeded = [e.call_id for e in events if isinstance(e, ev.ToolCallSucceeded)]
+    assert len(succeeded) == len(set(succeeded)) == 3  # no completed tool call repeated
+    assert sum(k in {c.__name__ for c in ev.TERMINAL_RUN_EVENTS} for k in kinds) == 1
