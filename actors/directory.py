@@ -32,12 +32,15 @@ class AgentDirectory:
         placement: Placement = "dedicated",
         pool_size: int = 4,
         idle_s: float | None = 300.0,
+        actor_options: dict[str, Any] | None = None,
     ):
         self.ledger = ledger
         self.config = config
         self.placement = placement
         self.pool_size = pool_size
         self.idle_s = idle_s
+        self.actor_options = actor_options or {}
+        """Extra Ray actor options, e.g. ``{"scheduling_strategy": "SPREAD"}`` or resources."""
         self._handles: dict[str, Any] = {}
 
     def actor_name(self, agent_id: str) -> str:
@@ -54,6 +57,7 @@ class AgentDirectory:
                 namespace=NAMESPACE,
                 lifetime="detached",
                 get_if_exists=True,
+                **self.actor_options,
             ).remote(msgspec.to_builtins(self.config), self.idle_s)
         return self._handles[name]
 

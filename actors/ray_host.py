@@ -57,3 +57,8 @@ class AgentHostActor:
         import os
 
         return os.getpid()
+
+    @ray.method(concurrency_group="control")
+    def node(self) -> str:
+        node_id: str = ray.get_runtime_context().get_node_id()
+        return node_id

@@ -1,0 +1,116 @@
+"""Two raylets on this machine: agents on both nodes; the worker node dies mid-run; its agents'
+actors restart on the other node and their interrupted runs resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from actors.directory import AgentDirectory
+from events import Ledger
+from events import catalog as ev
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
+from tests.conftest import missing_component
+
+pytestmark = pytest.mark.integration
+TERMINAL = {c.__name__ for c in ev.TERMINAL_RUN_EVENTS}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    import ray
+
+    try:
+        from ray.cluster_utils import Cluster
+
+        if ray.is_initialized():
+            ray.shutdown()
+        nodes = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 1, "include_dashboard": False},
+        )
+        worker = nodes.add_node(num_cpus=1)
+        ray.init(
+            address=nodes.address,
+            namespace=f"owlclaw-mn-{uuid.uuid4().hex[:6]}",
+            runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}},
+            log_to_driver=False,
+        )
+        nodes.wait_for_nodes()
+    except Exception as e:
+        missing_component("a two-node local Ray cluster", e)
+    yield nodes, worker
+    ray.shutdown()
+    nodes.shutdown()
+
+
+def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
+    cluster: Any, pg_server: Database, tmp_path: Any
+) -> None:
+    import ray
+
+    nodes, worker = cluster
+    db = pg_server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+    decide = {"name": "log_decision", "arguments": {"decision_type": "other"}}
+    steps = [
+        {"tool_calls": [{**decide, "arguments": {**decide["arguments"], "reasoning": f"s{i}"}}]}
+        for i in range(6)
+    ]
+    (tmp_path / "paced.json").write_text(json.dumps({"steps": steps, "latency_s": 0.8}))
+    config = OwlClawConfig(
+        database_url=db.url,
+        database_name=str(db.params["dbname"]),
+        runtime=RuntimeConfig(models=("scripted/paced",), scripts_dir=str(tmp_path)),
+    )
+    with Ledger(db.url) as ledger:
+        directory = AgentDirectory(
+            ledger, config, actor_options={"scheduling_strategy": "SPREAD", "num_cpus": 0}
+        )
+        agents = [f"spread-{i}" for i in range(4)]
+        for agent_id in agents:
+            directory.register(agent_id)
+        placed = {a: ray.get(directory.handle(a).node.remote()) for a in agents}
+        assert len(set(placed.values())) == 2  # agents on both nodes
+        run_ids = {a: asyncio.run(directory.submit(a, "webhook")) for a in agents}
+
+        def started(run_id: str) -> bool:
+            events = ledger.stream(uuid.UUID(run_id))
+            return any(isinstance(e, ev.DecisionLogged) for e in events)
+
+        deadline = time.monotonic() + 60
+        while not all(started(r) for r in run_ids.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        killed_at = datetime.now(UTC)
+        nodes.remove_node(worker)  # the worker node dies with its agents mid-run
+
+        async def results() -> list[dict[str, Any]]:
+            return list(await asyncio.gather(*(directory.result(a, r) for a, r in run_ids.items())))
+
+        outcomes = asyncio.run(results())
+        moved = [a for a in agents if placed[a] == worker.node_id]
+        after = {a: ray.get(directory.handle(a).node.remote()) for a in moved}
+        directory.shutdown()
+        histories = {a: ledger.stream(uuid.UUID(r)) for a, r in run_ids.items()}
+    pg_server.drop_database(str(db.params["dbname"]))
+    assert [o["status"] for o in outcomes] == ["completed"] * 4
+    assert moved and all(node != worker.node_id for node in after.values())
+    for agent_id, events in histories.items():
+        kinds = [type(e).__name__ for e in events]
+        assert sum(k in TERMINAL for k in kinds) == 1
+        calls = [e.call_id for e in events if isinstance(e, ev.ToolCallSucceeded)]
+        assert len(calls) == len(set(calls)) == 6  # no completed tool call repeated
+        assert kinds.count("DecisionLogged") == 6
+        if agent_id in moved and "RunResumed" not in kinds:
+            assert events[-1].timestamp <= killed_at  # it had ended before its node died
+        if agent_id not in moved:
+            assert "RunResumed" not in kinds
+    resumed = [a for a in moved if "RunResumed" in [type(e).__name__ for e in histories[a]]]
+    assert resumed  # at least one run was cut mid-way and resumed on the other node
