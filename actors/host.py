@@ -22,7 +22,6 @@ from typing import Any
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
-from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.loop import AgentRuntime, FireOutcome, RunResult
@@ -145,12 +144,11 @@ class AgentHost:
             hosted.last_active = time.monotonic()
             return hosted
         agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)  # UnknownAgent
-        app = load_app(Path(agent.state.app_dir)) if agent.state.app_dir else None
         runtime = AgentRuntime(
             self.ledger,
             agent_id,
             models=list(self.config.runtime.models),
-            app=app,
+            app_dir=Path(agent.state.app_dir) if agent.state.app_dir else None,
             limits=self.config.runtime,
         )
         hosted = self._agents.setdefault(agent_id, _Hosted(runtime))

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from events import Ledger, UnknownAgent
-from owlclaw.app import AgentApp, load_app
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
@@ -47,19 +46,19 @@ class LocalAgents:
                 self.ledger,
                 agent_id,
                 models=list(self.config.runtime.models),
-                app=self._app(agent_id),
+                app_dir=self._app_dir(agent_id),
                 registry=self.registry,
                 memory=self.memory,
                 limits=self.config.runtime,
             )
         return self._runtimes[agent_id]
 
-    def _app(self, agent_id: str) -> AgentApp | None:
+    def _app_dir(self, agent_id: str) -> Path | None:
         try:
             app_dir = self.ledger.load_agent(agent_id).state.app_dir
         except UnknownAgent:
             return None
-        return load_app(Path(app_dir)) if app_dir else None
+        return Path(app_dir) if app_dir else None
 
     def _lock(self, agent_id: str) -> asyncio.Lock:
         return self._locks.setdefault(agent_id, asyncio.Lock())

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import partial
 from itertools import chain
+from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -103,6 +104,7 @@ class AgentRuntime:
         limits: RuntimeConfig | None = None,
         governance: Governance | None = None,
         replay: RecordedRun | None = None,
+        app_dir: Path | None = None,
     ):
         if not models:
             raise ValueError("at least one model is needed")
@@ -110,6 +112,10 @@ class AgentRuntime:
         self.agent_id = agent_id
         self.models = models
         self.app = app
+        self.app_dir = app.root if app is not None else app_dir
+        """Where the app is (re)loaded from before each run; None: an agent without an app."""
+        self.app_error: str | None = None
+        """Why the app directory does not load (and no earlier version did): runs fail with it."""
         self.registry = registry or Registry()
         self.memory = memory
         self.limits = limits or RuntimeConfig()
@@ -241,6 +247,10 @@ class AgentRuntime:
             run.record(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
             await self._commit(state)
             return state.result()
+        if self.app_error is not None:  # recorded, and the agent goes on serving
+            run.record(ev.RunFailed, error=self.app_error, **state.totals())
+            await self._commit(state)
+            return state.result()
         with tracing.run_trace(run.id, self.agent_id, queued.trigger, queued.focus) as span:
             await self._run_to_end(state, queued.trigger, queued.focus, dict(queued.payload))
             span.set_attribute("owlclaw.status", run.state.status)
@@ -253,16 +263,20 @@ class AgentRuntime:
 
         A directory that no longer loads keeps the previous version, with an AgentWarning.
         """
-        if self.app is None:
+        if self.app_dir is None:
             return False
         try:
-            fresh = load_app(self.app.root)
+            fresh = load_app(self.app_dir)
             governance = Governance.from_app_config(fresh.config)
         except (AppError, ValueError) as e:
+            if self.app is None:
+                self.app_error = f"the app directory does not load: {e}"
+                return False
             agent.record(
                 ev.AgentWarning, source="identity", message=f"kept the previous identity: {e}"
             )
             return False
+        self.app_error = None
         state = agent.state
         if state.identity_versions and (
             fresh.soul_sha256,
@@ -289,8 +303,7 @@ class AgentRuntime:
         budget is set, today's spending known."""
         if self.replay is not None:
             return self.ledger.load_agent(self.agent_id)
-        app_dir = str(self.app.root) if self.app is not None else ""
-        agent = self.ledger.register_agent(self.agent_id, app_dir)
+        agent = self.ledger.register_agent(self.agent_id, str(self.app_dir or ""))
         self.reload(agent)
         if self._recent is None:
             last = agent.state.run_count

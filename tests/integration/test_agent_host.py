@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime
+from tests.apps import make_app
 
 pytestmark = pytest.mark.integration
 
@@ -153,3 +155,31 @@ def test_a_capability_with_an_unknown_outcome_is_not_repeated(ledger: Ledger) ->
     assert result.status == "completed" and orders == []  # never placed twice
     [unknown] = [e for e in events if isinstance(e, ev.ToolOutcomeUnknown)]
     assert unknown.tool == "place_order"
+
+
+def test_an_agent_whose_app_directory_became_invalid_fails_its_runs_and_the_host_serves_on(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    root = make_app(tmp_path / "app")
+    ledger.register_agent("broken", str(root))
+    ledger.register_agent("healthy")
+    (root / "SOUL.md").unlink()
+
+    async def scenario() -> list[dict[str, object]]:
+        host = AgentHost(ledger, config())
+        results = [await host.result("broken", await host.submit("broken", "webhook"))]
+        results.append(await host.result("healthy", await host.submit("healthy", "webhook")))
+        (root / "SOUL.md").write_text("# Soul\\nBack.\\n")
+        results.append(await host.result("broken", await host.submit("broken", "webhook")))
+        await host.close()
+        return results
+
+    failed, other, repaired = asyncio.run(scenario())
+    assert (failed["status"], other["status"], repaired["status"]) == (
+        "failed",
+        "completed",
+        "completed",
+    )
+    [first] = ledger.list_runs("broken")[:1]
+    [error] = [e for e in ledger.stream(first) if isinstance(e, ev.RunFailed)]
+    assert "SOUL.md not found" in error.error
