@@ -72,6 +72,8 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     database_url: str | None = None
     """An external PostgreSQL server; the embedded one is used when unset."""
     database_name: str = "owlclaw"
+    ray_address: str | None = None
+    """An existing Ray cluster (``ray://head:10001`` or ``auto``); a local one when unset."""
     ledger: LedgerConfig = LedgerConfig()
     memory: MemoryConfig = MemoryConfig()
     runtime: RuntimeConfig = RuntimeConfig()
@@ -86,6 +88,7 @@ _ENV_FIELDS = {
     "DATA_DIR": ("data_dir",),
     "DATABASE_URL": ("database_url",),
     "DATABASE_NAME": ("database_name",),
+    "RAY_ADDRESS": ("ray_address",),
     "SNAPSHOT_INTERVAL": ("ledger", "snapshot_interval"),
     "EMBEDDING_MODEL": ("memory", "embedding_model"),
     "EMBEDDING_DIMENSIONS": ("memory", "embedding_dimensions"),

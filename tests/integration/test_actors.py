@@ -27,19 +27,13 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    try:
-        import ray
+def ray_cluster(config: OwlClawConfig) -> Iterator[None]:
+    import ray
 
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            namespace=f"owlclaw-test-{uuid.uuid4().hex[:6]}",
-            runtime_env={
-                "env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
-            },
-            log_to_driver=False,
-        )
+    from actors.cluster import connect
+
+    try:  # a local cluster, started the way a driver without OWLCLAW_RAY_ADDRESS starts one
+        connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)
     except Exception as e:
         missing_component("a local Ray cluster", e)
     yield

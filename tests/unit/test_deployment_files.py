@@ -32,3 +32,19 @@ def test_a_misspelled_key_fails_the_same_check() -> None:
     config["max_workerz"] = config.pop("max_workers")
     with pytest.raises(jsonschema.ValidationError, match="max_workerz"):
         validated(config)
+
+
+def test_agent_actors_get_the_environment_their_libraries_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from actors.cluster import worker_env
+    from owlclaw.config import OwlClawConfig, RuntimeConfig
+
+    monkeypatch.setenv("OWLCLAW_DATABASE_URL", "postgresql://db.internal/owlclaw")
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk")
+    monkeypatch.setenv("UNRELATED_SECRET", "x")
+    env = worker_env(OwlClawConfig(runtime=RuntimeConfig(scripts_dir="/scripts")))
+    assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    assert env["OWLCLAW_DATABASE_URL"] == "postgresql://db.internal/owlclaw"
+    assert env["OWLCLAW_SCRIPTS_DIR"] == "/scripts" and env["LANGFUSE_PUBLIC_KEY"] == "pk"
+    assert "UNRELATED_SECRET" not in env

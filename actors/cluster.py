@@ -1,0 +1,41 @@
+"""Connecting a driver to Ray with what every OwlClaw worker process needs in its environment."""
+
+from __future__ import annotations
+
+import os
+
+import ray
+
+from actors.directory import NAMESPACE
+from owlclaw.config import OwlClawConfig
+
+PASSED_ON = (
+    "LITELLM_LOCAL_MODEL_COST_MAP",
+    "HF_HUB_OFFLINE",
+    "LANGFUSE_PUBLIC_KEY",
+    "LANGFUSE_SECRET_KEY",
+    "LANGFUSE_HOST",
+)
+
+
+def worker_env(config: OwlClawConfig) -> dict[str, str]:
+    """Environment for agent actors: offline cost map, tracing keys and the driver's OWLCLAW_*
+    settings (the actors also receive the whole config; these cover libraries that read the
+    environment themselves)."""
+    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env |= {k: v for k, v in os.environ.items() if k in PASSED_ON or k.startswith("OWLCLAW_")}
+    if config.runtime.scripts_dir:
+        env["OWLCLAW_SCRIPTS_DIR"] = config.runtime.scripts_dir
+    return env
+
+
+def connect(config: OwlClawConfig, **init_options: object) -> None:
+    """Join the cluster at ``config.ray_address`` (OWLCLAW_RAY_ADDRESS) or start a local one."""
+    if ray.is_initialized():
+        return
+    ray.init(
+        address=config.ray_address,
+        namespace=NAMESPACE,
+        runtime_env={"env_vars": worker_env(config)},
+        **init_options,  # type: ignore[arg-type]
+    )
