@@ -52,6 +52,7 @@ class AgentHost:
         if config.runtime.scripts_dir:
             load_script_dir(Path(config.runtime.scripts_dir))
         self._agents: dict[str, _Hosted] = {}
+        self._activating: dict[str, asyncio.Lock] = {}
         self.activations = 0
         self.passivations = 0
 
@@ -143,21 +144,29 @@ class AgentHost:
         if hosted is not None:
             hosted.last_active = time.monotonic()
             return hosted
+        async with self._activating.setdefault(agent_id, asyncio.Lock()):
+            hosted = self._agents.get(agent_id)
+            if hosted is None:  # nobody activated it while this call waited
+                hosted = await self._recover(agent_id)
+                self._agents[agent_id] = hosted  # visible only once its recovery is queued
+        return hosted
+
+    async def _recover(self, agent_id: str) -> _Hosted:
+        """A hosted agent rebuilt from the ledger: an interrupted run first, then runs accepted
+        but never started, then whatever arrives."""
         agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)  # UnknownAgent
-        runtime = AgentRuntime(
-            self.ledger,
-            agent_id,
-            models=list(self.config.runtime.models),
-            app_dir=Path(agent.state.app_dir) if agent.state.app_dir else None,
-            limits=self.config.runtime,
+        hosted = _Hosted(
+            AgentRuntime(
+                self.ledger,
+                agent_id,
+                models=list(self.config.runtime.models),
+                app_dir=Path(agent.state.app_dir) if agent.state.app_dir else None,
+                limits=self.config.runtime,
+            )
         )
-        hosted = self._agents.setdefault(agent_id, _Hosted(runtime))
-        if hosted.runtime is not runtime:  # activated concurrently: keep the first
-            runtime.close()
-            return hosted
         self.activations += 1
         interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
-        if interrupted is not None:  # finish it before anything else, from its recorded steps
+        if interrupted is not None:
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             hosted.results[str(interrupted)] = future
             hosted.mailbox.put_nowait(("resume", interrupted, future))
