@@ -53,6 +53,7 @@ class AgentHost:
             load_script_dir(Path(config.runtime.scripts_dir))
         self._agents: dict[str, _Hosted] = {}
         self._activating: dict[str, asyncio.Lock] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
         self.activations = 0
         self.passivations = 0
 
@@ -109,6 +110,12 @@ class AgentHost:
         hosted.mailbox.put_nowait(("fire", fire, future))
         outcome: FireOutcome = await asyncio.shield(future)
         return outcome
+
+    async def activate(self, agent_id: str) -> float:
+        """Make the agent ready (rebuilt from the ledger if it was not); milliseconds taken."""
+        began = time.perf_counter()
+        await self._activate(agent_id)
+        return (time.perf_counter() - began) * 1000
 
     def cancel(self, agent_id: str, run_id: str) -> bool:
         """Cancel the agent's running run; it ends with RunTerminated ("cancelled")."""
@@ -220,9 +227,23 @@ class AgentHost:
         a failover race): drop this copy and its queue; the ledger keeps the winner's."""
         for _, _, future in _drain_queue(hosted.mailbox):
             future.set_exception(StreamConflict(f"agent {agent_id} is written by another actor"))
-        self._passivate(agent_id, hosted)
-        if hosted.consumer is not None and hosted.consumer is not asyncio.current_task():
-            hosted.consumer.cancel()
+        if self._agents.get(agent_id) is hosted:
+            del self._agents[agent_id]
+        consumer = hosted.consumer
+        if consumer is not None and consumer is not asyncio.current_task():
+            consumer.cancel()
+        retiring = asyncio.create_task(self._retire(hosted))
+        self._retiring.add(retiring)
+        retiring.add_done_callback(self._retiring.discard)
+
+    async def _retire(self, hosted: _Hosted) -> None:
+        """Close a stood-down copy once nothing uses it: an accepting call or a run may still
+        be in flight on its runtime."""
+        async with hosted.accepting:
+            if hosted.consumer is not None and hosted.consumer is not asyncio.current_task():
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await hosted.consumer
+            hosted.runtime.close()
 
     def _passivate(self, agent_id: str, hosted: _Hosted) -> None:
         if self._agents.get(agent_id) is hosted:

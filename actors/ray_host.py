@@ -7,6 +7,7 @@ answer while a run is in flight.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -40,6 +41,9 @@ class AgentHostActor:
     async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
         return await self.host.result(agent_id, run_id)
 
+    async def activate(self, agent_id: str) -> float:
+        return await self.host.activate(agent_id)
+
     async def fire(self, fire: dict[str, Any]) -> dict[str, Any]:
         outcome = await self.host.fire(msgspec.convert(fire, TimerFire))
         return {"kind": outcome.kind, "reason": outcome.reason}
@@ -57,6 +61,13 @@ class AgentHostActor:
         import os
 
         return os.getpid()
+
+    @ray.method(concurrency_group="control")
+    def rss_bytes(self) -> int:
+        """Resident memory of this actor's process (Linux)."""
+        status = Path("/proc/self/status").read_text().splitlines()
+        kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        return kb * 1024
 
     @ray.method(concurrency_group="control")
     def node(self) -> str:

@@ -514,6 +514,27 @@ def bench_runtime(
         out.print(f"{key}: {value}")
 
 
+@bench_app.command("actors")
+@handles_errors
+def bench_actors(
+    agents: Annotated[int, typer.Option(help="Agents in the shared placement.")] = 1000,
+    registered: Annotated[int, typer.Option(help="Passivated agents with a timer.")] = 10_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Activation, memory, runs/s for dedicated and shared placement; registered agents held."""
+    from owlclaw.bench import actors as bench
+
+    with bench_database("owlclaw_bench_actors") as url, err.status("benchmarking…") as status:
+        result = bench.run(
+            Database(url), agents=agents, registered_agents=registered, progress=status.update
+        )
+    if as_json:
+        print_json(result)
+        return
+    for key, value in result.items():
+        out.print(f"{key}: {value}")
+
+
 @bench_app.command("timers")
 @handles_errors
 def bench_timers(

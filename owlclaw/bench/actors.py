@@ -1,0 +1,190 @@
+"""``owlclaw bench actors``: what agent actors cost here, for both placements.
+
+Runs are one-tool scripted runs (a log_decision, then the answer) at zero model latency, with
+durable appends. A dedicated actor is one process per agent, so 1,000 dedicated agents are not
+started here: their figures are measured on a few agents and the capacity computed from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from actors.cluster import connect
+from actors.directory import AgentDirectory
+from events import Ledger
+from events import catalog as ev
+from owlclaw.bench import percentiles
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
+from owlclaw.timers.service import TimersView
+from projections import ProjectionRunner
+
+BUDGET_BYTES = 16 * 1024**3
+SCRIPT = "bench-actors"
+
+
+def _config(db: Database, scripts: Path) -> OwlClawConfig:
+    decide = {"name": "log_decision", "arguments": {"reasoning": "go", "decision_type": "other"}}
+    (scripts / f"{SCRIPT}.json").write_text(json.dumps({"steps": [{"tool_calls": [decide]}]}))
+    return OwlClawConfig(
+        database_url=db.url,
+        database_name=str(db.params["dbname"]),
+        runtime=RuntimeConfig(models=(f"scripted/{SCRIPT}",), scripts_dir=str(scripts)),
+    )
+
+
+def _litellm_share(ledger: Ledger, run_ids: list[str]) -> float:
+    """Time inside acompletion (litellm + the zero-latency provider) over the runs' time."""
+    llm = total = 0.0
+    for run_id in run_ids:
+        for e in ledger.stream(uuid.UUID(run_id)):
+            if isinstance(e, ev.LLMResponded):
+                llm += e.latency_ms
+            elif isinstance(e, ev.RunCompleted):
+                total += e.duration_ms
+    return round(llm / total, 3) if total else 0.0
+
+
+def _register(ledger: Ledger, agents: list[str]) -> None:
+    for agent_id in agents:
+        ledger.register_agent(agent_id)
+
+
+async def _run_all(directory: AgentDirectory, agents: list[str]) -> tuple[float, list[str]]:
+    began = time.perf_counter()
+    run_ids = await asyncio.gather(*(directory.submit(a, "webhook") for a in agents))
+    await asyncio.gather(*(directory.result(a, r) for a, r in zip(agents, run_ids, strict=True)))
+    return time.perf_counter() - began, list(run_ids)
+
+
+def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, Any]:
+    import ray
+
+    directory = AgentDirectory(ledger, config, placement="dedicated", idle_s=0.5)
+    names = [f"ded-{uuid.uuid4().hex[:6]}-{i}" for i in range(agents)]
+    _register(ledger, names)
+    cold = []
+    for name in names:  # one at a time: a cold start is a new process importing litellm
+        began = time.perf_counter()
+        ray.get(directory.handle(name).activate.remote(name))
+        cold.append((time.perf_counter() - began) * 1000)
+    elapsed, run_ids = asyncio.run(_run_all(directory, names))
+    rss = [ray.get(directory.handle(n).rss_bytes.remote()) for n in names]
+    time.sleep(1.5)  # idle_s passes: the agents are passivated inside their actors
+    warm = [ray.get(directory.handle(n).activate.remote(n)) for n in names]
+    directory.shutdown()
+    per_agent = sum(rss) / len(rss)
+    return {
+        "agents_measured": agents,
+        "activation_cold_ms": percentiles(cold),
+        "activation_from_passivated_ms": percentiles(warm),
+        "rss_per_active_agent_mb": round(per_agent / 1024**2, 1),
+        "max_active_agents_in_16_gb": int(BUDGET_BYTES // per_agent),
+        "runs_per_second": round(agents / elapsed, 1),
+        "runs_per_second_across_1000_agents": None,
+        "why_not_1000": f"1,000 dedicated agents need ~{per_agent * 1000 / 1024**3:.0f} GB",
+        "litellm_share_of_run_time": _litellm_share(ledger, run_ids),
+    }
+
+
+def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dict[str, Any]:
+    import ray
+
+    directory = AgentDirectory(ledger, config, placement="shared", pool_size=pool, idle_s=2.0)
+    names = [f"sh-{uuid.uuid4().hex[:6]}-{i}" for i in range(agents)]
+    _register(ledger, names)
+    hosts = {directory.actor_name(n): n for n in names}
+    for name in hosts.values():  # start the hosts (a process importing litellm) first
+        ray.get(directory.handle(name).activate.remote(name))
+    rss_before = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
+    cold = [
+        ray.get(directory.handle(n).activate.remote(n)) for n in names if n not in hosts.values()
+    ]
+    elapsed, run_ids = asyncio.run(_run_all(directory, names))
+    rss_after = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
+    time.sleep(3.0)  # idle_s passes: every agent is passivated
+    warm = [ray.get(directory.handle(n).activate.remote(n)) for n in names[:200]]
+    directory.shutdown()
+    per_agent = max(1.0, (rss_after - rss_before) / len(cold))
+    host_rss = rss_before / len(hosts)
+    return {
+        "agents": agents,
+        "hosts": len(hosts),
+        "activation_cold_ms": percentiles(cold),
+        "activation_from_passivated_ms": percentiles(warm),
+        "rss_per_active_agent_mb": round(per_agent / 1024**2, 2),
+        "rss_per_host_mb": round(host_rss / 1024**2, 1),
+        "max_active_agents_in_16_gb": int((BUDGET_BYTES - host_rss * len(hosts)) // per_agent),
+        "runs_per_second_across_1000_agents": round(agents / elapsed, 1),
+        "litellm_share_of_run_time": _litellm_share(ledger, run_ids),
+    }
+
+
+def registered(ledger: Ledger, count: int) -> dict[str, Any]:
+    """Agents that exist only in the ledger (passivated), each with a pending built-in timer."""
+    view = TimersView(ledger.recorder.datastore, ledger=ledger)
+    view.create_table()
+    fire_at = datetime.now(UTC) + timedelta(days=1)
+    began = time.perf_counter()
+    for i in range(count):
+        agent = ledger.register_agent(f"reg-{i}")
+        agent.record(
+            ev.ScheduleRequested,
+            schedule_id=f"sch_reg_{i}",
+            kind="once",
+            focus="tomorrow",
+            agent_id=f"reg-{i}",
+            delay_seconds=86400,
+            fire_at=fire_at,
+        )
+        ledger.append(agent)
+    ProjectionRunner(ledger, view).catch_up()
+    with view.datastore.transaction(commit=False) as curs:
+        timers = curs.execute(view.sql("SELECT count(*) AS n FROM {timers}")).fetchone()
+        size = curs.execute("SELECT pg_database_size(current_database()) AS b").fetchone()
+    return {
+        "registered_agents": count,
+        "pending_timers": int(timers["n"]) if timers else 0,
+        "active_processes_needed": 0,
+        "database_mb": round(int(size["b"]) / 1024**2, 1) if size else None,
+        "seconds_to_register": round(time.perf_counter() - began, 1),
+    }
+
+
+def run(
+    db: Database,
+    *,
+    agents: int = 1000,
+    dedicated_agents: int = 3,
+    pool: int = 2,
+    registered_agents: int = 10_000,
+    progress: Any = lambda _: None,
+) -> dict[str, Any]:
+    import ray
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _config(db, Path(tmp))
+        connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            with Ledger(db.url) as ledger:
+                progress("dedicated placement…")
+                result = {"dedicated": dedicated(ledger, config, dedicated_agents)}
+                progress(f"shared placement, {agents:,} agents…")
+                result["shared"] = shared(ledger, config, agents, pool)
+                progress(f"{registered_agents:,} registered agents with pending timers…")
+                result["registered"] = registered(ledger, registered_agents)
+        finally:
+            ray.shutdown()
+    result["targets"] = {
+        "shared_runs_per_second_min": 100,
+        "registered_agents_min": 10_000,
+        "shared_activation_from_passivated_p95_ms_max": 50,
+    }
+    return result
