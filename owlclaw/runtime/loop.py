@@ -584,25 +584,7 @@ class AgentRuntime:
         began = time.perf_counter()
         with tracing.tool_span(name, call_id):
             result = await self._execute(state, name, params, call_id, capability)
-        duration = round((time.perf_counter() - began) * 1000, 3)
-        if isinstance(result, ToolError):
-            state.run.record(
-                ev.ToolCallFailed,
-                call_id=call_id,
-                tool=name,
-                error=result.error,
-                error_code=result.error_code,
-                retryable=result.retryable,
-                duration_ms=duration,
-            )
-        else:
-            state.run.record(
-                ev.ToolCallSucceeded,
-                call_id=call_id,
-                tool=name,
-                result=msgspec.to_builtins(result),
-                duration_ms=duration,
-            )
+        _record_outcome(state, call_id, name, result, (time.perf_counter() - began) * 1000)
         return result
 
     async def _unknown_outcome(
@@ -618,20 +600,9 @@ class AgentRuntime:
         if capability is not None and not spec.idempotent:
             return ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
         params = spec.parse(json.dumps(state.resumed.arguments(call_id) if state.resumed else {}))
+        began = time.perf_counter()
         result = await self._execute(state, name, params, call_id, capability)
-        if isinstance(result, ToolError):
-            state.run.record(
-                ev.ToolCallFailed,
-                call_id=call_id,
-                tool=name,
-                error=result.error,
-                error_code=result.error_code,
-                retryable=result.retryable,
-            )
-        else:
-            state.run.record(
-                ev.ToolCallSucceeded, call_id=call_id, tool=name, result=msgspec.to_builtins(result)
-            )
+        _record_outcome(state, call_id, name, result, (time.perf_counter() - began) * 1000)
         return result
 
     async def _execute(
@@ -711,6 +682,29 @@ class _RunState:
             "cost_usd": self.cost,
             "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
         }
+
+
+def _record_outcome(
+    state: _RunState, call_id: str, name: str, result: Any, duration_ms: float
+) -> None:
+    if isinstance(result, ToolError):
+        state.run.record(
+            ev.ToolCallFailed,
+            call_id=call_id,
+            tool=name,
+            error=result.error,
+            error_code=result.error_code,
+            retryable=result.retryable,
+            duration_ms=round(duration_ms, 3),
+        )
+    else:
+        state.run.record(
+            ev.ToolCallSucceeded,
+            call_id=call_id,
+            tool=name,
+            result=msgspec.to_builtins(result),
+            duration_ms=round(duration_ms, 3),
+        )
 
 
 def _reraise_cancellation(error: Exception) -> None:
