@@ -30,6 +30,10 @@ from owlclaw.timers.fires import TimerFire
 Message = tuple[str, Any, "asyncio.Future[Any]"]
 
 
+class RunCancelled(Exception):
+    """The run was cancelled while it ran; it ended with RunTerminated ("cancelled")."""
+
+
 @dataclass
 class _Hosted:
     runtime: AgentRuntime
@@ -88,7 +92,10 @@ class AgentHost:
         future = hosted.results.get(run_id)
         if future is None:
             return await asyncio.to_thread(self._recorded_result, run_id)
-        result: RunResult = await asyncio.shield(future)
+        try:
+            result: RunResult = await asyncio.shield(future)
+        except RunCancelled:
+            return await asyncio.to_thread(self._recorded_result, run_id)
         return dataclasses.asdict(result)
 
     def _recorded_result(self, run_id: str) -> dict[str, Any]:
@@ -210,7 +217,7 @@ class AgentHost:
             except asyncio.CancelledError:
                 if not hosted.current.cancelled():
                     raise
-                future.set_exception(RuntimeError(f"{kind} cancelled"))
+                future.set_exception(RunCancelled(f"{kind} {message} was cancelled"))
             except StreamConflict as error:  # another actor writes this agent: stop here
                 future.set_exception(error)
                 self._stand_down(agent_id, hosted)

@@ -183,3 +183,26 @@ def test_an_agent_whose_app_directory_became_invalid_fails_its_runs_and_the_host
     [first] = ledger.list_runs("broken")[:1]
     [error] = [e for e in ledger.stream(first) if isinstance(e, ev.RunFailed)]
     assert "SOUL.md not found" in error.error
+
+
+def test_cancel_ends_the_running_run_and_the_mailbox_goes_on(ledger: Ledger) -> None:
+    ledger.register_agent("cancelled")
+    register_script("host-slow", {"steps": [], "latency_s": 1.5})
+
+    async def scenario() -> tuple[bool, dict[str, object], dict[str, object]]:
+        host = AgentHost(ledger, config_with("scripted/host-slow"))
+        slow = await host.submit("cancelled", "webhook", focus="slow")
+        await asyncio.sleep(0.5)
+        status = host.status("cancelled")["agents"]["cancelled"]  # type: ignore[index]
+        assert status["running"] == slow  # answers while the run is in flight
+        cancelled = host.cancel("cancelled", slow)
+        after = await host.submit("cancelled", "webhook", focus="next")
+        results = (await host.result("cancelled", slow), await host.result("cancelled", after))
+        await host.close()
+        return cancelled, *results
+
+    cancelled, first, second = asyncio.run(scenario())
+    assert cancelled and first["status"] == "terminated" and second["status"] == "completed"
+    first_run = ledger.stream(ledger.list_runs("cancelled")[0])
+    [ended] = [e for e in first_run if type(e).__name__ in TERMINAL]
+    assert isinstance(ended, ev.RunTerminated) and ended.reason == "cancelled"
