@@ -50,6 +50,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Budget of the skill bodies in the system prompt."""
     recall_in_prompt: Annotated[int, msgspec.Meta(ge=0, le=20)] = 5
     """Memories recalled for the focus at run start and placed in the prompt (0: none)."""
+    placement: Literal["local", "dedicated", "shared"] = "local"
+    """Where agents run: in this process, or in Ray actors (one per agent, or shared hosts)."""
     scripts_dir: str | None = None
     """JSON scripts for the ``scripted/<name>`` model, loaded by every OwlClaw process."""
 
@@ -102,6 +104,7 @@ _ENV_FIELDS = {
     "RECALL_IN_PROMPT": ("runtime", "recall_in_prompt"),
     "MODELS": ("runtime", "models"),
     "SCRIPTS_DIR": ("runtime", "scripts_dir"),
+    "PLACEMENT": ("runtime", "placement"),
     "TIMER_BACKEND": ("timers", "backend"),
     "TIMER_GRACE_S": ("timers", "misfire_grace_s"),
 }

@@ -1,10 +1,13 @@
 """The timer service processes: ``owlclaw timers serve`` (registration + built-in worker) and
-``owlclaw timers hatchet-worker`` (the Hatchet task that receives fires)."""
+``owlclaw timers hatchet-worker`` (the Hatchet task that receives fires). Fires go to the agents'
+Ray actors when ``runtime.placement`` is ``dedicated`` or ``shared``, else to agents hosted in
+the service's own process."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from datetime import timedelta
 
 from events import Ledger
@@ -12,8 +15,21 @@ from owlclaw.agents import LocalAgents
 from owlclaw.config import OwlClawConfig
 from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
 from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
-from owlclaw.timers.worker import RetryPolicy, TimerWorker
+from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker
 from projections import MemoryStore, MemoryView, ProjectionRunner, view_options
+
+
+def _deliver(ledger: Ledger, config: OwlClawConfig) -> tuple[Deliver, Callable[[], None]]:
+    """Where fires go: the agents' Ray actors, or agents hosted in this process."""
+    if config.runtime.placement != "local":
+        from actors.cluster import connect
+        from actors.directory import AgentDirectory
+
+        connect(config)
+        directory = AgentDirectory(ledger, config, placement=config.runtime.placement)
+        return directory.fire, lambda: None  # the actors are detached: they stay
+    agents = _agents(ledger, config)
+    return agents.fire, agents.close
 
 
 def _agents(ledger: Ledger, config: OwlClawConfig) -> LocalAgents:
@@ -37,10 +53,10 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
     view.create_table()
     view.adopt()
     runner = ProjectionRunner(ledger, view).start()
-    agents = _agents(ledger, config)
+    deliver, close = _deliver(ledger, config)
     worker = TimerWorker(
         view,
-        agents.fire,
+        deliver,
         lease=timedelta(seconds=config.timers.lease_s),
         retry=RetryPolicy(max_retries=config.timers.max_retries),
         grace=timedelta(seconds=config.timers.misfire_grace_s),
@@ -57,7 +73,7 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
         asyncio.run(main())
     finally:
         runner.stop()
-        agents.close()
+        close()
 
 
 def hatchet_worker(ledger: Ledger, config: OwlClawConfig) -> None:
@@ -65,10 +81,10 @@ def hatchet_worker(ledger: Ledger, config: OwlClawConfig) -> None:
     from hatchet_sdk import Hatchet
 
     hatchet = Hatchet()
-    agents = _agents(ledger, config)
+    deliver, close = _deliver(ledger, config)
     retry = RetryPolicy(max_retries=config.timers.max_retries)
-    task = fire_task(hatchet, agents.fire, retry, timedelta(seconds=config.timers.misfire_grace_s))
+    task = fire_task(hatchet, deliver, retry, timedelta(seconds=config.timers.misfire_grace_s))
     try:
         hatchet.worker("owlclaw-timers", workflows=[task]).start()
     finally:
-        agents.close()
+        close()

@@ -211,3 +211,47 @@ def test_a_killed_agent_actor_restarts_and_its_interrupted_run_resumes(
     succeeded = [e.call_id for e in events if isinstance(e, ev.ToolCallSucceeded)]
     assert len(succeeded) == len(set(succeeded)) == 3  # no completed tool call repeated
     assert sum(k in {c.__name__ for c in ev.TERMINAL_RUN_EVENTS} for k in kinds) == 1
+
+
+def test_timer_fires_are_delivered_to_the_agent_actor(
+    ray_cluster: None, ledger: Ledger, config: OwlClawConfig
+) -> None:
+    from datetime import timedelta
+
+    from owlclaw.timers.service import TimersView
+    from owlclaw.timers.worker import TimerWorker
+    from projections import ProjectionRunner
+
+    directory = AgentDirectory(ledger, config)
+    agent = ledger.register_agent("timed")
+    agent.record(
+        ev.ScheduleRequested,
+        schedule_id="sch_timed",
+        kind="once",
+        focus="check entry opportunities",
+        agent_id="timed",
+        delay_seconds=60,
+        fire_at=agent.state.registered_at + timedelta(seconds=60),  # type: ignore[operator]
+    )
+    ledger.append(agent)
+    view = TimersView(ledger.recorder.datastore, ledger=ledger)
+    view.create_table()
+    ProjectionRunner(ledger, view).catch_up()
+    later = agent.state.registered_at + timedelta(minutes=2)  # type: ignore[operator]
+    worker = TimerWorker(view, directory.fire, clock=lambda: later)
+    assert asyncio.run(worker.tick()) == 1
+    fired = [e for e in ledger.stream(agent.id) if isinstance(e, ev.TimerFired)]
+    assert len(fired) == 1 and fired[0].run_id is not None
+    deadline = time.monotonic() + 30
+    while not ledger.load_run(fired[0].run_id).state.ended and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run = ledger.load_run(fired[0].run_id).state
+    assert (run.trigger, run.focus, run.status) == (
+        "schedule_once",
+        "check entry opportunities",
+        "completed",
+    )
+    import ray
+
+    assert "timed" in ray.get(directory.handle("timed").status.remote("timed"))["agents"]
+    directory.shutdown()
