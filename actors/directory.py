@@ -8,7 +8,9 @@ process, so one per agent holds ~150 agents per node). The client API is the sam
 from __future__ import annotations
 
 import asyncio
+import uuid
 import zlib
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import msgspec
@@ -16,6 +18,7 @@ import ray
 
 from actors.ray_host import AgentHostActor
 from events import Ledger, UnknownAgent
+from events import catalog as ev
 from owlclaw.config import OwlClawConfig
 from owlclaw.timers.fires import TimerFire
 
@@ -84,7 +87,29 @@ class AgentDirectory:
         raise AssertionError("unreachable")
 
     async def run(self, agent_id: str, trigger: str, **kwargs: Any) -> dict[str, Any]:
-        return await self.result(agent_id, await self.submit(agent_id, trigger, **kwargs))
+        """Accept a run and wait for it in one call to the actor (if the actor dies meanwhile,
+        ``submit`` + ``result`` is the way to follow the run through the restart)."""
+        self.ledger.load_agent(agent_id)
+        result: dict[str, Any] = await self.handle(agent_id).run.remote(agent_id, trigger, **kwargs)
+        return result
+
+    async def events(
+        self, run_id: str, *, poll_s: float = 0.05, timeout_s: float = 600.0
+    ) -> AsyncIterator[ev.LedgerEvent]:
+        """The run's events as they are committed, until its end event (from any driver: they
+        are read from the ledger, which outlives the actor)."""
+        stream, seen = uuid.UUID(run_id), 0
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            events = await asyncio.to_thread(self.ledger.stream, stream)
+            for event in events[seen:]:
+                yield event
+                if isinstance(event, ev.TERMINAL_RUN_EVENTS):
+                    return
+            seen = len(events)
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
+            await asyncio.sleep(poll_s)
 
     async def fire(self, fire: TimerFire) -> dict[str, Any]:
         outcome: dict[str, Any] = await self.handle(fire.agent_id).fire.remote(

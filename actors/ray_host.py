@@ -41,6 +41,18 @@ class AgentHostActor:
     async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
         return await self.host.result(agent_id, run_id)
 
+    async def run(
+        self,
+        agent_id: str,
+        trigger: str,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Accept and await a run in one round trip."""
+        run_id = await self.host.submit(agent_id, trigger, focus, payload, context)
+        return await self.host.result(agent_id, run_id)
+
     async def activate(self, agent_id: str) -> float:
         return await self.host.activate(agent_id)
 

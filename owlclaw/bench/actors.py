@@ -59,9 +59,8 @@ def _register(ledger: Ledger, agents: list[str]) -> None:
 
 async def _run_all(directory: AgentDirectory, agents: list[str]) -> tuple[float, list[str]]:
     began = time.perf_counter()
-    run_ids = await asyncio.gather(*(directory.submit(a, "webhook") for a in agents))
-    await asyncio.gather(*(directory.result(a, r) for a, r in zip(agents, run_ids, strict=True)))
-    return time.perf_counter() - began, list(run_ids)
+    results = await asyncio.gather(*(directory.run(a, "webhook") for a in agents))
+    return time.perf_counter() - began, [str(r["run_id"]) for r in results]
 
 
 def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, Any]:

@@ -255,3 +255,27 @@ def test_timer_fires_are_delivered_to_the_agent_actor(
 
     assert "timed" in ray.get(directory.handle("timed").status.remote("timed"))["agents"]
     directory.shutdown()
+
+
+def test_a_caller_streams_a_runs_events_while_it_runs(
+    ray_cluster: None, ledger: Ledger, config: OwlClawConfig
+) -> None:
+    paced = OwlClawConfig(
+        database_url=config.database_url,
+        database_name=config.database_name,
+        runtime=RuntimeConfig(models=("scripted/paced",), scripts_dir=config.runtime.scripts_dir),
+    )
+    directory = AgentDirectory(ledger, paced)
+    directory.register("streamed")
+
+    async def follow() -> list[tuple[str, float]]:
+        run_id = await directory.submit("streamed", "webhook")
+        loop = asyncio.get_running_loop()
+        return [(type(e).__name__, loop.time()) async for e in directory.events(run_id)]
+
+    seen = asyncio.run(follow())
+    directory.shutdown()
+    kinds = [k for k, _ in seen]
+    assert kinds[0] == "RunStarted" and kinds[-1] == "RunCompleted"
+    assert kinds.count("DecisionLogged") == 3
+    assert seen[-1][1] - seen[0][1] > 1.0  # delivered while the run went on, not at its end

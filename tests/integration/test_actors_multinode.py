@@ -70,16 +70,38 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         database_name=str(db.params["dbname"]),
         runtime=RuntimeConfig(models=("scripted/paced",), scripts_dir=str(tmp_path)),
     )
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    head_id = next(n["NodeID"] for n in ray.nodes() if n["NodeID"] != worker.node_id)
+
+    @ray.remote(num_cpus=0)
+    def where() -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+    for node in (head_id, worker.node_id):  # both raylets up, with a worker process, first
+        strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+        assert ray.get(where.options(scheduling_strategy=strategy).remote()) == node
     with Ledger(db.url) as ledger:
-        directory = AgentDirectory(
-            ledger, config, actor_options={"scheduling_strategy": "SPREAD", "num_cpus": 0}
-        )
-        agents = [f"spread-{i}" for i in range(4)]
+        directories = {  # soft affinity: placed on that node while it lives, elsewhere after
+            node: AgentDirectory(
+                ledger,
+                config,
+                actor_options={
+                    "num_cpus": 0,
+                    "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True),
+                },
+            )
+            for node in (head_id, worker.node_id)
+        }
+        agents = [f"spread-{i}" for i in range(6)]
+        home = {a: (head_id, worker.node_id)[i % 2] for i, a in enumerate(agents)}
         for agent_id in agents:
-            directory.register(agent_id)
-        placed = {a: ray.get(directory.handle(a).node.remote()) for a in agents}
-        assert len(set(placed.values())) == 2  # agents on both nodes
-        run_ids = {a: asyncio.run(directory.submit(a, "webhook")) for a in agents}
+            directories[home[agent_id]].register(agent_id)
+        placed = {a: ray.get(directories[home[a]].handle(a).node.remote()) for a in agents}
+        assert set(placed.values()) == {head_id, worker.node_id}  # agents on both nodes
+        for agent_id in agents:  # activated (litellm imported) before the runs start
+            ray.get(directories[home[agent_id]].handle(agent_id).activate.remote(agent_id))
+        run_ids = {a: asyncio.run(directories[home[a]].submit(a, "webhook")) for a in agents}
 
         def started(run_id: str) -> bool:
             events = ledger.stream(uuid.UUID(run_id))
@@ -92,15 +114,17 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         nodes.remove_node(worker)  # the worker node dies with its agents mid-run
 
         async def results() -> list[dict[str, Any]]:
-            return list(await asyncio.gather(*(directory.result(a, r) for a, r in run_ids.items())))
+            waits = (directories[home[a]].result(a, r) for a, r in run_ids.items())
+            return list(await asyncio.gather(*waits))
 
         outcomes = asyncio.run(results())
         moved = [a for a in agents if placed[a] == worker.node_id]
-        after = {a: ray.get(directory.handle(a).node.remote()) for a in moved}
-        directory.shutdown()
+        after = {a: ray.get(directories[home[a]].handle(a).node.remote()) for a in moved}
+        for directory in directories.values():
+            directory.shutdown()
         histories = {a: ledger.stream(uuid.UUID(r)) for a, r in run_ids.items()}
     pg_server.drop_database(str(db.params["dbname"]))
-    assert [o["status"] for o in outcomes] == ["completed"] * 4
+    assert [o["status"] for o in outcomes] == ["completed"] * 6
     assert moved and all(node != worker.node_id for node in after.values())
     for agent_id, events in histories.items():
         kinds = [type(e).__name__ for e in events]
