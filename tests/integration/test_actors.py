@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
 
+import msgspec
 import pytest
 
 from actors.directory import AgentDirectory
@@ -70,6 +71,12 @@ def ledger(db: Database) -> Iterator[Ledger]:
         yield led
 
 
+def playing(config: OwlClawConfig, script: str) -> OwlClawConfig:
+    """The test cluster's configuration with ``scripted/<script>`` as the model."""
+    runtime = msgspec.structs.replace(config.runtime, models=(f"scripted/{script}",))
+    return msgspec.structs.replace(config, runtime=runtime)
+
+
 def runs_of(ledger: Ledger, agent_id: str) -> list[list[ev.LedgerEvent]]:
     return [ledger.stream(r) for r in ledger.list_runs(agent_id)]
 
@@ -102,11 +109,7 @@ def test_runs_of_one_agent_execute_one_at_a_time_in_submission_order(
 def test_runs_of_different_agents_run_in_parallel(
     ray_cluster: None, ledger: Ledger, config: OwlClawConfig, placement: str
 ) -> None:
-    slow = OwlClawConfig(
-        database_url=config.database_url,
-        database_name=config.database_name,
-        runtime=RuntimeConfig(models=("scripted/slow",), scripts_dir=config.runtime.scripts_dir),
-    )
+    slow = playing(config, "slow")
     directory = AgentDirectory(ledger, slow, placement=placement, pool_size=1)  # type: ignore[arg-type]
     agents = [f"{placement}-{i}" for i in range(4)]
     for agent_id in agents:
@@ -141,7 +144,6 @@ def test_unknown_agent_is_a_clear_error(
 def test_two_actors_for_one_agent_never_fork_its_streams(
     ray_cluster: None, ledger: Ledger, config: OwlClawConfig
 ) -> None:
-    import msgspec
     import ray
 
     ledger.register_agent("contested")
@@ -183,11 +185,7 @@ def test_a_killed_agent_actor_restarts_and_its_interrupted_run_resumes(
 
     import ray
 
-    paced = OwlClawConfig(
-        database_url=config.database_url,
-        database_name=config.database_name,
-        runtime=RuntimeConfig(models=("scripted/paced",), scripts_dir=config.runtime.scripts_dir),
-    )
+    paced = playing(config, "paced")
     directory = AgentDirectory(ledger, paced)
     directory.register("phoenix")
     run_id = asyncio.run(directory.submit("phoenix", "webhook", focus="three steps"))
@@ -260,11 +258,7 @@ def test_timer_fires_are_delivered_to_the_agent_actor(
 def test_a_caller_streams_a_runs_events_while_it_runs(
     ray_cluster: None, ledger: Ledger, config: OwlClawConfig
 ) -> None:
-    paced = OwlClawConfig(
-        database_url=config.database_url,
-        database_name=config.database_name,
-        runtime=RuntimeConfig(models=("scripted/paced",), scripts_dir=config.runtime.scripts_dir),
-    )
+    paced = playing(config, "paced")
     directory = AgentDirectory(ledger, paced)
     directory.register("streamed")
 
