@@ -551,21 +551,16 @@ def bench_timers(
     default_bin = load_config().data_path / "bin"
     if hatchet_bin is None and (default_bin / "hatchet-lite").is_file():
         hatchet_bin = default_bin
-    server = open_database(load_config())
-    name = "owlclaw_bench_timers"
-    database = server.create_database(name)
-    try:
-        with err.status("benchmarking…") as status:
-            result = bench.run(
-                server,
-                database,
-                fires=fires,
-                pending=pending,
-                hatchet_bin=hatchet_bin,
-                progress=status.update,
-            )
-    finally:
-        server.drop_database(name)
+    server = open_database(load_config())  # the Hatchet engine gets a database of its own there
+    with bench_database("owlclaw_bench_timers") as url, err.status("benchmarking…") as status:
+        result = bench.run(
+            server,
+            Database(url),
+            fires=fires,
+            pending=pending,
+            hatchet_bin=hatchet_bin,
+            progress=status.update,
+        )
     if as_json:
         print_json(result)
         return
