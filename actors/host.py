@@ -26,6 +26,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.loop import AgentRuntime, FireOutcome, RunResult
 from owlclaw.timers.fires import TimerFire
+from projections import open_memory
 
 Message = tuple[str, Any, "asyncio.Future[Any]"]
 
@@ -55,6 +56,8 @@ class AgentHost:
         self.idle_s = idle_s
         if config.runtime.scripts_dir:
             load_script_dir(Path(config.runtime.scripts_dir))
+        self.memory = open_memory(ledger, config)
+        """Recall for the hosted agents; the embedding model loads on the first real recall."""
         self._agents: dict[str, _Hosted] = {}
         self._activating: dict[str, asyncio.Lock] = {}
         self._retiring: set[asyncio.Task[None]] = set()
@@ -175,6 +178,7 @@ class AgentHost:
                 agent_id,
                 models=list(self.config.runtime.models),
                 app_dir=Path(agent.state.app_dir) if agent.state.app_dir else None,
+                memory=self.memory,
                 limits=self.config.runtime,
             )
         )

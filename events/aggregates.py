@@ -52,6 +52,7 @@ class AgentState(msgspec.Struct):
     identity_sha256: str = ""
     skills: dict[str, str] = {}
     config_sha256: str = ""
+    code_sha256: str = ""
     identity_versions: int = 0
     run_count: int = 0
     last_run_id: UUID | None = None
@@ -163,11 +164,15 @@ class Agent(_Aggregate):
         self.state.app_dir = e.app_dir
         self.state.registered_at = e.timestamp
 
+    def _on_AppAttached(self, e: ev.AppAttached) -> None:
+        self.state.app_dir = e.app_dir
+
     def _on_IdentityLoaded(self, e: ev.IdentityLoaded) -> None:
         self.state.soul_sha256 = e.soul_sha256
         self.state.identity_sha256 = e.identity_sha256
         self.state.skills = dict(e.skills)
         self.state.config_sha256 = e.config_sha256
+        self.state.code_sha256 = e.code_sha256
         self.state.identity_versions += 1
 
     def _on_RunQueued(self, e: ev.RunQueued) -> None:

@@ -68,6 +68,13 @@ class AgentRegistered(_AgentEvent, frozen=True, kw_only=True):
     app_dir: str = ""
 
 
+class AppAttached(_AgentEvent, frozen=True, kw_only=True):
+    """The agent's app directory is now ``app_dir`` (it was served from another path)."""
+
+    app_dir: str
+    previous: str = ""
+
+
 class IdentityLoaded(_AgentEvent, frozen=True, kw_only=True):
     soul_sha256: str
     identity_sha256: str
@@ -75,6 +82,8 @@ class IdentityLoaded(_AgentEvent, frozen=True, kw_only=True):
     """Skill name -> sha256 of its SKILL.md."""
     config_sha256: str = ""
     """sha256 of the app's owlclaw.toml ("" without one)."""
+    code_sha256: str = ""
+    """sha256 of the app's handlers.py ("" without one)."""
 
 
 class RunQueued(_AgentEvent, frozen=True, kw_only=True):

@@ -219,6 +219,15 @@ class Ledger:
             return self.load_agent(agent_id)
         return agent
 
+    def attach_app(self, agent_id: str, app_dir: str) -> Agent:
+        """Register the agent with ``app_dir``, or record AppAttached if it was served from
+        another directory (commutes with the agent's own appends)."""
+        agent = self.register_agent(agent_id, app_dir)
+        if agent.state.app_dir == app_dir:
+            return agent
+        agent.record(ev.AppAttached, app_dir=app_dir, previous=agent.state.app_dir)
+        return self.append_rebasing(agent)[0]
+
     def load_agent(self, agent_id: str) -> Agent:
         """The agent's current state: its latest snapshot plus the events after it."""
         try:

@@ -5,3 +5,7 @@ import os
 # litellm fetches a model cost map from the internet at import unless told not to; every
 # OwlClaw process (CLI, Ray workers, tests) imports this package first.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from owlclaw.runtime.capabilities import Registry
+
+__all__ = ["Registry"]

@@ -1,4 +1,6 @@
-"""An agent app directory: SOUL.md, IDENTITY.md, capabilities/<name>/SKILL.md, owlclaw.toml.
+"""An agent app directory: SOUL.md, IDENTITY.md, capabilities/<name>/SKILL.md, owlclaw.toml,
+and optionally handlers.py (its capabilities and state providers) and scripts/ (scripted-model
+scripts for offline runs).
 
 Loading is strict where a mistake would silently change the agent (a missing or oversized
 identity file, a path escaping the app directory) and forgiving where one bad part should not
@@ -21,7 +23,12 @@ import yaml
 
 IDENTITY_LIMIT_BYTES = 10 * 1024
 SKILL_LIMIT_BYTES = 50 * 1024
+CODE_LIMIT_BYTES = 1024 * 1024
 CAPABILITY_HEADINGS = ("## My Capabilities", "## 我的能力")
+HANDLERS_FILE = "handlers.py"
+"""The app's code: a module-level ``registry`` (owlclaw.runtime.capabilities.Registry)."""
+SCRIPTS_DIR = "scripts"
+AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 CHARS_PER_TOKEN = 4
 """Token estimate for the skills budget (the seeds' rule of thumb; no tokenizer import)."""
 
@@ -33,6 +40,10 @@ def estimate_tokens(text: str) -> int:
 
 class AppError(ValueError):
     """The app directory cannot be loaded; the message names the file."""
+
+
+class AppNotFound(AppError):
+    """There is no app directory at the path given."""
 
 
 class RateLimit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -64,6 +75,18 @@ class SkillMetadata(msgspec.Struct, frozen=True):
     owlclaw: SkillExtensions = SkillExtensions()
 
 
+class AgentSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The ``[agent]`` table of an app's owlclaw.toml."""
+
+    id: str | None = None
+    """The agent id (default: the app directory's name)."""
+    models: tuple[str, ...] = ()
+    """litellm model strings tried in order (default: runtime.models of the configuration)."""
+    heartbeat_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """``owlclaw run`` queues a heartbeat run this often (0: never); one with nothing pending
+    is skipped without a model call."""
+
+
 @dataclass
 class Skill:
     meta: SkillMetadata
@@ -89,6 +112,28 @@ class AgentApp:
     warnings: list[str]
     config: dict[str, Any]
     config_sha256: str = ""
+    settings: AgentSettings = field(default_factory=AgentSettings)
+    code_sha256: str = ""
+    """sha256 of handlers.py ("" without one)."""
+
+    @property
+    def agent_id(self) -> str:
+        return self.settings.id or self.root.name
+
+    @property
+    def handlers(self) -> Path | None:
+        return self.root / HANDLERS_FILE if self.code_sha256 else None
+
+    @property
+    def fingerprint(self) -> tuple[str, str, dict[str, str], str, str]:
+        """What IdentityLoaded records: a change to any part is a new identity version."""
+        return (
+            self.soul_sha256,
+            self.identity_sha256,
+            self.skill_hashes,
+            self.config_sha256,
+            self.code_sha256,
+        )
 
     @property
     def capabilities_summary(self) -> str:
@@ -129,7 +174,7 @@ def load_app(root: Path) -> AgentApp:
     """Load an app directory; raises AppError naming the offending path."""
     root = root.expanduser().resolve()
     if not root.is_dir():
-        raise AppError(f"app directory not found: {root}")
+        raise AppNotFound(f"app directory not found: {root}")
     soul_raw = _read(_inside(root, root / "SOUL.md"), IDENTITY_LIMIT_BYTES)
     identity_raw = _read(_inside(root, root / "IDENTITY.md"), IDENTITY_LIMIT_BYTES)
     warnings: list[str] = []
@@ -158,6 +203,20 @@ def load_app(root: Path) -> AgentApp:
             config = tomllib.loads(config_raw)
         except tomllib.TOMLDecodeError as e:
             raise AppError(f"{toml_path}: {e}") from e
+    try:
+        settings = msgspec.convert(config.get("agent", {}), AgentSettings)
+    except msgspec.ValidationError as e:
+        raise AppError(f"{toml_path} [agent]: {e}") from e
+    agent_id = settings.id or root.name
+    if not AGENT_ID.match(agent_id):
+        raise AppError(
+            f"agent id {agent_id!r} (from {'[agent] id' if settings.id else 'the directory name'})"
+            " must be 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    handlers = root / HANDLERS_FILE
+    code_sha256 = (
+        _sha(_read(_inside(root, handlers), CODE_LIMIT_BYTES)) if handlers.is_file() else ""
+    )
     return AgentApp(
         root=root,
         soul=sanitize(soul_raw),
@@ -168,6 +227,8 @@ def load_app(root: Path) -> AgentApp:
         warnings=warnings,
         config=config,
         config_sha256=config_sha256,
+        settings=settings,
+        code_sha256=code_sha256,
     )
 
 

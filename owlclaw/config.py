@@ -50,8 +50,9 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Budget of the skill bodies in the system prompt."""
     recall_in_prompt: Annotated[int, msgspec.Meta(ge=0, le=20)] = 5
     """Memories recalled for the focus at run start and placed in the prompt (0: none)."""
-    placement: Literal["local", "dedicated", "shared"] = "local"
-    """Where agents run: in this process, or in Ray actors (one per agent, or shared hosts)."""
+    placement: Literal["local", "dedicated", "shared"] = "shared"
+    """Where agents run: Ray actors, one per agent (``dedicated``) or hashed onto a pool of
+    host actors (``shared``); ``local`` hosts them in the serving process without Ray."""
     scripts_dir: str | None = None
     """JSON scripts for the ``scripted/<name>`` model, loaded by every OwlClaw process."""
 
@@ -66,6 +67,21 @@ class TimersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """How long a built-in worker holds a due timer before another may deliver it."""
     misfire_grace_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     """A fire delivered later than this counts as missed and follows the misfire policy."""
+    hatchet_bin: str | None = None
+    """Hatchet engine binaries (scripts/build-hatchet.sh): with ``backend = "hatchet"`` and no
+    HATCHET_CLIENT_TOKEN, ``owlclaw run`` starts this engine on OwlClaw's PostgreSQL server
+    (default ``<data_dir>/bin`` when built there)."""
+
+
+class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The HTTP endpoint of ``owlclaw run`` (webhook triggers; what ``owlclaw trigger`` calls)."""
+
+    host: str = "127.0.0.1"
+    """Loopback by default; bind elsewhere only behind TLS and with a strong token."""
+    port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 8765
+    token: str | None = None
+    """Bearer token every request must carry; unset: ``owlclaw run`` generates one into
+    ``<data_dir>/server.token`` (mode 0600), which the CLI reads."""
 
 
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -80,6 +96,7 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     memory: MemoryConfig = MemoryConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     timers: TimersConfig = TimersConfig()
+    server: ServerConfig = ServerConfig()
 
     @property
     def data_path(self) -> Path:
@@ -107,6 +124,10 @@ _ENV_FIELDS = {
     "PLACEMENT": ("runtime", "placement"),
     "TIMER_BACKEND": ("timers", "backend"),
     "TIMER_GRACE_S": ("timers", "misfire_grace_s"),
+    "HATCHET_BIN": ("timers", "hatchet_bin"),
+    "SERVER_HOST": ("server", "host"),
+    "SERVER_PORT": ("server", "port"),
+    "SERVER_TOKEN": ("server", "token"),
 }
 
 

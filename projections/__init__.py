@@ -29,6 +29,13 @@ def view_options(name: str, config: OwlClawConfig) -> dict[str, Any]:
     }
 
 
+def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
+    """Recall over the memory view (its tables created); the projection runner fills it."""
+    view = MemoryView(ledger.recorder.datastore, **view_options(MemoryView.name, config))
+    view.create_table()
+    return MemoryStore(view, half_life_days=config.memory.half_life_days)
+
+
 def open_views(ledger: Ledger, config: OwlClawConfig | None = None) -> list[View]:
     """Every view, with its tables created (idempotent), on the ledger's database."""
     config = config or OwlClawConfig()
@@ -51,6 +58,7 @@ __all__ = [
     "RunsView",
     "SchedulesView",
     "View",
+    "open_memory",
     "open_views",
     "rebuild",
     "view_options",

@@ -232,6 +232,15 @@ class MemoryStore:
         with view.datastore.get_connection() as conn, conn.transaction():
             cur = conn.cursor(row_factory=psycopg.rows.tuple_row)
             cur.execute(view.sql("LOCK TABLE {memories}, {memory_index_meta} IN ACCESS SHARE MODE"))
+            cur.execute(
+                view.sql(
+                    "SELECT EXISTS (SELECT FROM {memories} WHERE agent_id = %s AND NOT archived)"
+                ),
+                (agent_id,),
+            )
+            exists = cur.fetchone()
+            if exists is None or not exists[0]:
+                return []  # nothing to rank: no need to load the model and embed the query
             cur.execute(view.sql("SELECT model, dimensions FROM {memory_index_meta}"))
             meta = cur.fetchone()
             embedder = view.embedder

@@ -7,11 +7,18 @@ number of runs can play the same script at once, and a resumed run continues whe
 A script is a list of steps; a step is either ``{"tool_calls": [{"name": ..., "arguments":
 {...}}, ...]}`` or ``{"content": "final answer"}``. Past the last step the model answers with
 the script's ``final`` text. Scripts come from Python objects or JSON files.
+
+One agent meets different situations, so a script may instead hold ``cases``: each has a
+``when`` text and its own steps, and a conversation plays the first case whose ``when`` occurs
+in its user message (case-insensitive). A string argument may quote an earlier tool result of
+the same conversation as ``{{result.<tool>.<field>}}`` (e.g. the id ``schedule_once`` returned),
+which is what a model reading that result would do.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -32,8 +39,16 @@ class ScriptStep(msgspec.Struct, frozen=True):
     content: str | None = None
 
 
-class Script(msgspec.Struct, frozen=True):
+class ScriptCase(msgspec.Struct, frozen=True):
+    when: str
+    """Played when this text occurs in the conversation's user message."""
     steps: list[ScriptStep]
+    final: str | None = None
+
+
+class Script(msgspec.Struct, frozen=True):
+    steps: list[ScriptStep] = []
+    cases: list[ScriptCase] = []
     final: str = "Done."
     latency_s: float = 0.0
     """Simulated model latency per call."""
@@ -46,6 +61,7 @@ class ScriptError(ValueError):
 
 
 _SCRIPTS: dict[str, Script] = {}
+_RESULT_REF = re.compile(r"\{\{result\.(\w+)\.(\w+)\}\}")
 
 
 def register_script(name: str, script: Script | list[dict[str, Any]] | dict[str, Any]) -> None:
@@ -87,12 +103,14 @@ def next_message(
     script: Script, messages: list[dict[str, Any]], call_prefix: str
 ) -> dict[str, Any]:
     """The assistant message of the step this conversation has reached."""
+    steps, final = _steps_for(script, messages)
     step_no = sum(1 for m in messages if message_role(m) == "assistant")
-    if step_no >= len(script.steps):
-        return {"role": "assistant", "content": script.final}
-    step = script.steps[step_no]
+    if step_no >= len(steps):
+        return {"role": "assistant", "content": final}
+    step = steps[step_no]
     if not step.tool_calls:
-        return {"role": "assistant", "content": step.content or script.final}
+        return {"role": "assistant", "content": step.content or final}
+    results = _tool_results(messages)
     return {
         "role": "assistant",
         "content": step.content,
@@ -104,7 +122,7 @@ def next_message(
                     "name": call.name,
                     "arguments": call.arguments
                     if isinstance(call.arguments, str)
-                    else json.dumps(call.arguments, ensure_ascii=False),
+                    else json.dumps(_resolve(call.arguments, results), ensure_ascii=False),
                 },
             }
             for i, call in enumerate(step.tool_calls)
@@ -112,8 +130,55 @@ def next_message(
     }
 
 
+def _steps_for(script: Script, messages: list[Any]) -> tuple[list[ScriptStep], str]:
+    if not script.cases:
+        return script.steps, script.final
+    user = next((_field(m, "content") for m in messages if message_role(m) == "user"), "")
+    text = str(user or "").lower()
+    for case in script.cases:
+        if case.when.lower() in text:
+            return case.steps, case.final or script.final
+    return script.steps, script.final
+
+
+def _tool_results(messages: list[Any]) -> dict[str, Any]:
+    """Tool name -> its latest result in this conversation (decoded JSON)."""
+    names: dict[str, str] = {}
+    results: dict[str, Any] = {}
+    for m in messages:
+        for call in _field(m, "tool_calls") or []:
+            names[_field(call, "id")] = _field(_field(call, "function"), "name")
+        if message_role(m) == "tool":
+            try:
+                results[names.get(_field(m, "tool_call_id"), "")] = json.loads(_field(m, "content"))
+            except (TypeError, json.JSONDecodeError):
+                continue
+    return results
+
+
+def _resolve(value: Any, results: dict[str, Any]) -> Any:
+    if isinstance(value, dict):
+        return {k: _resolve(v, results) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, results) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def quote(match: re.Match[str]) -> str:
+        result = results.get(match.group(1))
+        if not isinstance(result, dict) or match.group(2) not in result:
+            raise ScriptError(f"{match.group(0)}: no such result earlier in this conversation")
+        return str(result[match.group(2)])
+
+    return _RESULT_REF.sub(quote, value)
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
 def message_role(message: Any) -> str | None:
-    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+    role = _field(message, "role")
     return role if isinstance(role, str) else None
 
 

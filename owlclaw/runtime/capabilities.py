@@ -7,14 +7,18 @@ mechanism (one structure = schema + validation) as the built-in tools.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, get_type_hints
 
 import msgspec
 
+from owlclaw.app import AppError
 from owlclaw.tools.spec import ToolSpec
 
 STATE_TIMEOUT_SECONDS = 30.0
@@ -87,6 +91,28 @@ class Registry:
         if provider.ttl_seconds:
             provider._cached = (now, value)
         return value
+
+
+def load_registry(path: Path) -> Registry:
+    """Import an app's handlers.py and return its module-level ``registry``.
+
+    Each load is a fresh module, so a changed file is picked up by the next run; any failure
+    (syntax error, import error, no registry) is an AppError naming the file.
+    """
+    spec = importlib.util.spec_from_file_location(f"owlclaw_app_{uuid.uuid4().hex}", path)
+    if spec is None or spec.loader is None:
+        raise AppError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise AppError(f"{path} failed to import: {type(e).__name__}: {e}") from e
+    registry = getattr(module, "registry", None)
+    if not isinstance(registry, Registry):
+        raise AppError(
+            f"{path} defines no `registry = Registry()` (owlclaw.runtime.capabilities.Registry)"
+        )
+    return registry
 
 
 async def _call(handler: Handler, **kwargs: Any) -> Any:

@@ -16,7 +16,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
 from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker
-from projections import MemoryStore, MemoryView, ProjectionRunner, view_options
+from projections import ProjectionRunner, open_memory
 
 
 def _deliver(ledger: Ledger, config: OwlClawConfig) -> tuple[Deliver, Callable[[], None]]:
@@ -33,10 +33,7 @@ def _deliver(ledger: Ledger, config: OwlClawConfig) -> tuple[Deliver, Callable[[
 
 
 def _agents(ledger: Ledger, config: OwlClawConfig) -> LocalAgents:
-    memory = MemoryView(ledger.recorder.datastore, **view_options(MemoryView.name, config))
-    memory.create_table()
-    store = MemoryStore(memory, half_life_days=config.memory.half_life_days)
-    return LocalAgents(ledger, config, memory=store)
+    return LocalAgents(ledger, config, memory=open_memory(ledger, config))
 
 
 def _backend(config: OwlClawConfig) -> TimerBackend:

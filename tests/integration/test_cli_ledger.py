@@ -13,7 +13,7 @@ import pytest
 
 from events import Ledger
 from owlclaw.database import Database
-from owlclaw.demo import AGENT_ID, record_sample_run
+from tests.sample_run import AGENT_ID, record_sample_run
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,11 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent
 from owlclaw.database import Database
-from owlclaw.demo import record_sample_run
 from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, open_views, rebuild
 from projections.feed import follow_projection
 from projections.runner import projection_status
 from tests.integration.processes import run_projection
+from tests.sample_run import record_sample_run
 
 pytestmark = pytest.mark.integration
 

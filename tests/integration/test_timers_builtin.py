@@ -270,6 +270,7 @@ def test_killed_timer_service_loses_nothing_and_doubles_nothing(
         "OWLCLAW_MODELS": "scripted/act",
         "OWLCLAW_SCRIPTS_DIR": str(tmp_path),
         "OWLCLAW_TIMER_GRACE_S": "1",
+        "OWLCLAW_PLACEMENT": "local",  # agents in the service process: no Ray needed here
     }
 
     def serve() -> subprocess.Popen[bytes]:

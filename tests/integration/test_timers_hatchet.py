@@ -87,6 +87,7 @@ def worker(
         "OWLCLAW_DATABASE_NAME": str(ledger_db.params["dbname"]),
         "OWLCLAW_MODELS": "scripted/act",
         "OWLCLAW_SCRIPTS_DIR": str(scripts),
+        "OWLCLAW_PLACEMENT": "local",  # agents in the service process: no Ray needed here
     }
     log = (scripts / "worker.log").open("wb")
     process = subprocess.Popen(

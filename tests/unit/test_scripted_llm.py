@@ -70,3 +70,56 @@ def test_bad_scripts_and_unknown_names_are_clear_errors(tmp_path: Path) -> None:
         load_script_file(bad)
     with pytest.raises(Exception, match="no script named 'nobody'"):
         complete("scripted/nobody", [{"role": "user", "content": "hi"}])
+
+
+def test_a_script_plays_the_case_its_user_message_names() -> None:
+    register_script(
+        "unit-cases",
+        {
+            "cases": [
+                {"when": "MARKET ALERT", "steps": [{"content": "recalling"}]},
+                {"when": "check entry", "steps": [{"content": "checking"}], "final": "checked"},
+            ],
+            "steps": [{"content": "default"}],
+        },
+    )
+
+    def first_reply(user: str) -> str:
+        reply = complete("scripted/unit-cases", [{"role": "user", "content": user}])
+        return str(reply.choices[0].message.content)
+
+    assert first_reply("market alert: sharp drop") == "recalling"
+    assert first_reply("Focus: check entry opportunities") == "checking"
+    assert first_reply("something else") == "default"
+    conversation = [
+        {"role": "user", "content": "check entry"},
+        {"role": "assistant", "content": "checking"},
+    ]
+    assert complete("scripted/unit-cases", conversation).choices[0].message.content == "checked"
+
+
+def test_arguments_quote_an_earlier_tool_result_of_the_conversation() -> None:
+    register_script(
+        "unit-refs",
+        [
+            {"tool_calls": [{"name": "schedule_once", "arguments": {"delay_seconds": 60}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "cancel_schedule",
+                        "arguments": {"schedule_id": "{{result.schedule_once.schedule_id}}"},
+                    }
+                ]
+            },
+        ],
+    )
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "pre-close review"}]
+    [call] = complete("scripted/unit-refs", conversation).choices[0].message.tool_calls
+    conversation += [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": '{"schedule_id": "sch-42"}'},
+    ]
+    [cancel] = complete("scripted/unit-refs", conversation).choices[0].message.tool_calls
+    assert json.loads(cancel.function.arguments) == {"schedule_id": "sch-42"}
+    with pytest.raises(Exception, match="no such result"):
+        complete("scripted/unit-refs", [conversation[0], conversation[1]])

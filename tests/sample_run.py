@@ -1,4 +1,4 @@
-"""The sample run recorded by ``owlclaw demo`` until the runtime drives real agents.
+"""A hand-recorded heartbeat run of a trading agent: fixture data for ledger and projection tests.
 
 It appends the events a heartbeat run of the seeds' trading agent produces — the market check,
 the decision not to act — committing each tool step as one transaction:

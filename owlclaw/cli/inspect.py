@@ -1,116 +1,31 @@
-"""The ``owlclaw`` command line (Typer + Rich).
-
-Data commands take ``--json``. User mistakes print one line with a hint and exit non-zero
-(no traceback unless ``--debug``). Exit codes: 1 failure (e.g. verification failed),
-2 usage, 3 not found, 4 database unavailable, 5 invalid configuration.
-"""
+"""Reading what happened: ledger, verify, replay, schedules, projections, memory."""
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
-import msgspec
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from events import Ledger, LedgerError, LedgerUnavailable
 from events.catalog import event_fields
 from events.hashchain import verify_ledger
-from owlclaw.config import ConfigError, OwlClawConfig, load_config
-from owlclaw.database import Database, DatabaseUnavailable, open_database
+from owlclaw.cli.common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    JsonOption,
+    app,
+    err,
+    fail,
+    handles_errors,
+    open_ledger,
+    out,
+    print_json,
+    projections_app,
+    summary,
+)
+from owlclaw.config import load_config
 from projections.runner import ProjectionRunner
-
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
-bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")
-app.add_typer(bench_app, name="bench")
-projections_app = typer.Typer(no_args_is_help=True, help="Read models of the ledger.")
-app.add_typer(projections_app, name="projections")
-timers_app = typer.Typer(no_args_is_help=True, help="The timer service.")
-app.add_typer(timers_app, name="timers")
-
-out = Console()
-err = Console(stderr=True)
-
-EXIT_FAILED, EXIT_NOT_FOUND, EXIT_DATABASE, EXIT_CONFIG = 1, 3, 4, 5
-
-F = TypeVar("F", bound=Callable[..., Any])
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-
-
-class State:
-    debug = False
-
-
-@app.callback()
-def _main(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-) -> None:
-    State.debug = debug
-
-
-def _fail(message: str, hint: str, code: int) -> None:
-    err.print(f"[bold red]error:[/] {message}\n[dim]hint: {hint}[/]", highlight=False)
-    raise typer.Exit(code)
-
-
-def handles_errors(fn: F) -> F:
-    """Turn expected failures into one clear line and a stable exit code."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except typer.Exit:
-            raise
-        except Exception as e:
-            if State.debug:
-                raise
-            if isinstance(e, ConfigError):
-                _fail(str(e), "fix owlclaw.toml or the OWLCLAW_* variable named above", EXIT_CONFIG)
-            if isinstance(e, DatabaseUnavailable | LedgerUnavailable):
-                _fail(str(e), "is PostgreSQL running? check OWLCLAW_DATABASE_URL", EXIT_DATABASE)
-            if isinstance(e, KeyError) and isinstance(e, LedgerError):
-                _fail(str(e), "list what exists with `owlclaw ledger --help`", EXIT_NOT_FOUND)
-            if isinstance(e, LedgerError):
-                _fail(str(e), "run `owlclaw verify` to check the ledger", EXIT_FAILED)
-            raise
-
-    return wrapper  # type: ignore[return-value]
-
-
-@contextmanager
-def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database, Ledger]]:
-    config = config or load_config()
-    database = open_database(config)
-    with Ledger(database.url, snapshot_interval=config.ledger.snapshot_interval) as ledger:
-        yield database, ledger
-
-
-@contextmanager
-def bench_database(name: str) -> Iterator[str]:
-    """A scratch database on the configured server for one benchmark, dropped afterwards."""
-    server = open_database(load_config())
-    database = server.create_database(name)
-    try:
-        yield database.url
-    finally:
-        server.drop_database(name)
-
-
-def print_json(data: Any) -> None:
-    sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
-
-
-def _summary(fields: dict[str, Any], width: int = 90) -> str:
-    text = json.dumps(fields, ensure_ascii=False, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @app.command()
@@ -149,7 +64,7 @@ def ledger(
             str(e.originator_version),
             type(e).__name__,
             e.timestamp.strftime("%H:%M:%S.%f")[:-3],
-            _summary(event_fields(e)),
+            summary(event_fields(e)),
         )
     out.print(table)
 
@@ -197,22 +112,6 @@ def verify(
 
 @app.command()
 @handles_errors
-def demo() -> None:
-    """Start the embedded database, record a sample agent run, print and verify its ledger."""
-    from owlclaw.demo import record_sample_run
-
-    with open_ledger() as (database, led):
-        agent_id = record_sample_run(led)
-        out.print(f"[bold]recorded a sample run of[/] {agent_id} in {database.url}")
-    ledger(agent_id, limit=200, as_json=False)
-    verify(agent_id, as_json=False)
-    out.print(
-        f"\ninspect it yourself:\n  owlclaw ledger {agent_id} --json\n  owlclaw verify {agent_id}"
-    )
-
-
-@app.command()
-@handles_errors
 def replay(
     agent: Annotated[str, typer.Argument(help="Agent id.")],
     run_no: Annotated[int, typer.Argument(min=1, help="Run number (1 = the agent's first run).")],
@@ -229,7 +128,7 @@ def replay(
 
     with open_ledger() as (_, led):
         if run_no > led.load_agent(agent).state.run_count:
-            _fail(f"agent {agent} has no run {run_no}", f"`owlclaw ledger {agent}`", EXIT_NOT_FOUND)
+            fail(f"agent {agent} has no run {run_no}", f"`owlclaw ledger {agent}`", EXIT_NOT_FOUND)
         events = led.stream(run_stream_id(agent, run_no))
         report = None
         if verify:
@@ -247,8 +146,8 @@ def replay(
         )
     else:
         for e in events:
-            summary = _summary(event_fields(e))
-            out.print(f"{e.originator_version:>4} {type(e).__name__:<22} {summary}")
+            line = summary(event_fields(e))
+            out.print(f"{e.originator_version:>4} {type(e).__name__:<22} {line}")
         if report is not None and report.matched:
             out.print(f"[green]replay matches[/]: {report.compared} steps reproduced")
         elif report is not None:
@@ -256,29 +155,6 @@ def replay(
                 out.print(f"[red]DIFFERS[/] {line}")
     if report is not None and not report.matched:
         raise typer.Exit(EXIT_FAILED)
-
-
-@timers_app.command("serve")
-@handles_errors
-def timers_serve() -> None:
-    """Register schedules with the configured backend and fire built-in timers (until Ctrl-C)."""
-    from owlclaw.timers.serve import serve
-
-    config = load_config()
-    with open_ledger(config) as (_, led):
-        err.print(f"timer service: backend {config.timers.backend}; Ctrl-C stops")
-        serve(led, config)
-
-
-@timers_app.command("hatchet-worker")
-@handles_errors
-def timers_hatchet_worker() -> None:
-    """Receive Hatchet's timer fires and deliver them to the agents (HATCHET_CLIENT_* env)."""
-    from owlclaw.timers.serve import hatchet_worker
-
-    config = load_config()
-    with open_ledger(config) as (_, led):
-        hatchet_worker(led, config)
 
 
 @app.command()
@@ -363,7 +239,7 @@ def projections_rebuild(
 
     view_class = VIEWS.get(name)
     if view_class is None:
-        _fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
+        fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
         return
     with open_ledger() as (_, led), Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"rebuilding {name}", total=None)
@@ -434,139 +310,3 @@ def memory(
     else:
         out.print(memory_md.read_text(encoding="utf-8"), markup=False, highlight=False)
     out.print(f"[dim]MEMORY.md: {memory_md}\narchive:   {archive}[/]")
-
-
-@bench_app.command("ledger")
-@handles_errors
-def bench_ledger(
-    events_per_writer: Annotated[
-        int, typer.Option(help="Events each writer process appends.")
-    ] = 3000,
-    rehydrate_events: Annotated[
-        int, typer.Option(help="Size of the agent to rehydrate.")
-    ] = 100_000,
-    as_json: JsonOption = False,
-) -> None:
-    """OwlClaw vs stock recorder throughput (1 and 8 writer processes) and rehydration time."""
-    from owlclaw.bench import ledger as bench
-
-    with bench_database("owlclaw_bench_ledger") as url, err.status("benchmarking…") as status:
-        result = bench.run(
-            url,
-            events_per_writer=events_per_writer,
-            rehydrate_events=rehydrate_events,
-            progress=status.update,
-        )
-    if as_json:
-        print_json(result)
-        return
-    table = Table(title="ledger append throughput (events/s)")
-    table.add_column("recorder")
-    for label in ("1w_batch1", "8w_batch1", "8w_batch10"):
-        table.add_column(label, justify="right")
-    for kind, rates in result["events_per_second"].items():
-        table.add_row(kind, *(str(v) for v in rates.values()))
-    out.print(table)
-    out.print(f"ratio owlclaw/stock: {result['ratio_owlclaw_over_stock']}")
-    out.print(f"rehydration: {result['rehydration']}")
-
-
-@bench_app.command("projections")
-@handles_errors
-def bench_projections(
-    events: Annotated[int, typer.Option(help="Ledger size to catch up over.")] = 100_000,
-    memories: Annotated[int, typer.Option(help="Memory store size for recall.")] = 1_000_000,
-    as_json: JsonOption = False,
-) -> None:
-    """View catch-up speed, recall latency in a large store, remember-to-recallable time."""
-    from owlclaw.bench import projections as bench
-
-    with bench_database("owlclaw_bench_projections") as url, err.status("benchmarking…") as s:
-        result = bench.run(url, events=events, memories=memories, progress=s.update)
-    if as_json:
-        print_json(result)
-        return
-    table = Table(title=f"projection catch-up over {events:,} events")
-    for column in ("view", "events applied", "seconds", "log events/s"):
-        table.add_column(column, justify="left" if column == "view" else "right")
-    for name, r in result["catch_up"].items():
-        table.add_row(
-            name, str(r["events_applied"]), str(r["seconds"]), str(r["log_events_per_second"])
-        )
-    out.print(table)
-
-
-@bench_app.command("runtime")
-@handles_errors
-def bench_runtime(
-    runs: Annotated[int, typer.Option(help="Runs of 10 tool steps each.")] = 60,
-    as_json: JsonOption = False,
-) -> None:
-    """Decision-loop overhead: tool step, commits per step, run start, litellm's share."""
-    from owlclaw.bench import runtime as bench
-
-    with bench_database("owlclaw_bench_runtime") as url, err.status("benchmarking…"):
-        result = bench.run(url, runs=runs)
-    if as_json:
-        print_json(result)
-        return
-    for key, value in result.items():
-        out.print(f"{key}: {value}")
-
-
-@bench_app.command("actors")
-@handles_errors
-def bench_actors(
-    agents: Annotated[int, typer.Option(help="Agents in the shared placement.")] = 1000,
-    registered: Annotated[int, typer.Option(help="Passivated agents with a timer.")] = 10_000,
-    as_json: JsonOption = False,
-) -> None:
-    """Activation, memory, runs/s for dedicated and shared placement; registered agents held."""
-    from owlclaw.bench import actors as bench
-
-    with bench_database("owlclaw_bench_actors") as url, err.status("benchmarking…") as status:
-        result = bench.run(
-            Database(url), agents=agents, registered_agents=registered, progress=status.update
-        )
-    if as_json:
-        print_json(result)
-        return
-    for key, value in result.items():
-        out.print(f"{key}: {value}")
-
-
-@bench_app.command("timers")
-@handles_errors
-def bench_timers(
-    fires: Annotated[int, typer.Option(help="Fires per lateness measurement.")] = 200,
-    pending: Annotated[int, typer.Option(help="Pending timers held during throughput.")] = 10_000,
-    hatchet_bin: Annotated[
-        Path | None, typer.Option(help="Hatchet engine binaries (default .owlclaw/bin if built).")
-    ] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Fire lateness of the built-in and Hatchet backends; built-in throughput under load."""
-    from owlclaw.bench import timers as bench
-
-    default_bin = load_config().data_path / "bin"
-    if hatchet_bin is None and (default_bin / "hatchet-lite").is_file():
-        hatchet_bin = default_bin
-    server = open_database(load_config())  # the Hatchet engine gets a database of its own there
-    with bench_database("owlclaw_bench_timers") as url, err.status("benchmarking…") as status:
-        result = bench.run(
-            server,
-            Database(url),
-            fires=fires,
-            pending=pending,
-            hatchet_bin=hatchet_bin,
-            progress=status.update,
-        )
-    if as_json:
-        print_json(result)
-        return
-    for key, value in result.items():
-        out.print(f"{key}: {value}")
-
-
-def main() -> None:
-    app()

@@ -1,0 +1,271 @@
+"""Making and serving agents: init, run, trigger, status, demo."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+import typer
+from rich.table import Table
+
+from events import Ledger
+from events import catalog as ev
+from events.catalog import event_fields
+from owlclaw.app import AppError, load_app
+from owlclaw.cli.common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    JsonOption,
+    app,
+    err,
+    fail,
+    handles_errors,
+    open_ledger,
+    out,
+    print_json,
+)
+from owlclaw.config import OwlClawConfig, load_config
+from owlclaw.narrate import step_text
+
+ENDED_WELL = ("completed", "skipped")
+
+
+@app.command()
+@handles_errors
+def init(
+    path: Annotated[Path, typer.Argument(help="Directory to create the agent app in.")],
+    agent_id: Annotated[
+        str | None, typer.Option("--id", help="Agent id (default: the directory name).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Scaffold an agent app: SOUL.md, IDENTITY.md, a skill, owlclaw.toml, handlers.py (a
+    capability and a state provider) and an offline script for the scripted model."""
+    from owlclaw.scaffold import scaffold
+
+    made = scaffold(path, agent_id)
+    files = sorted(str(p.relative_to(made.root)) for p in made.root.rglob("*") if p.is_file())
+    if as_json:
+        print_json({"agent_id": made.agent_id, "app_dir": str(made.root), "files": files})
+        return
+    out.print(f"[green]created[/] agent [bold]{made.agent_id}[/] in {made.root}")
+    for name in files:
+        out.print(f"  {name}")
+    out.print(
+        f"\nnext:\n  owlclaw run {path}\n"
+        f"  owlclaw trigger {made.agent_id} --focus 'check the ticket queue'"
+    )
+
+
+@app.command()
+@handles_errors
+def run(
+    apps: Annotated[list[Path], typer.Argument(help="Agent app directories to serve.")],
+    placement: Annotated[
+        str | None, typer.Option(help="local | shared | dedicated (default: configuration).")
+    ] = None,
+) -> None:
+    """Serve agent apps: database, projections, timer service, agents (Ray actors) and the
+    webhook endpoint, until Ctrl-C."""
+    from owlclaw.service import Service
+
+    config = _with_placement(load_config(), placement)
+    loaded = [load_app(path) for path in apps]
+    ids = [a.agent_id for a in loaded]
+    if len(set(ids)) != len(ids):
+        raise AppError(f"two apps have the same agent id: {', '.join(sorted(ids))}")
+    asyncio.run(_serve(Service(config, loaded, progress=_starting), config))
+
+
+def _with_placement(config: OwlClawConfig, placement: str | None) -> OwlClawConfig:
+    if placement is None:
+        return config
+    runtime = msgspec.to_builtins(config.runtime) | {"placement": placement}
+    try:
+        return msgspec.structs.replace(
+            config, runtime=msgspec.convert(runtime, type(config.runtime))
+        )
+    except msgspec.ValidationError as e:
+        fail(f"--placement: {e}", "one of local, shared, dedicated", EXIT_USAGE)
+        raise
+
+
+def _starting(part: str) -> None:
+    err.print(f"[dim]starting {part}…[/]")
+
+
+async def _serve(service: Any, config: OwlClawConfig) -> None:
+    from owlclaw.webhook import serve_http
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await service.start()
+    http = await serve_http(service, config)
+    try:
+        url = f"http://{config.server.host}:{config.server.port}"
+        out.print(
+            f"[green]serving[/] {', '.join(service.apps)} at {url} "
+            f"(placement {config.runtime.placement}, timers {service.timer_backend}); "
+            "Ctrl-C stops",
+            highlight=False,
+        )
+        await stop.wait()
+    finally:
+        err.print("[dim]stopping…[/]")
+        await http.cleanup()
+        await service.stop()
+
+
+def _payload(raw: str | None) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        fail(f"--payload is not valid JSON: {e}", "e.g. --payload '{\"price\": 101.5}'", EXIT_USAGE)
+    if not isinstance(data, dict):
+        fail("--payload must be a JSON object", "e.g. --payload '{\"price\": 101.5}'", EXIT_USAGE)
+    return data
+
+
+@app.command()
+@handles_errors
+def trigger(
+    agent: Annotated[str, typer.Argument(help="Agent id (served by `owlclaw run`).")],
+    focus: Annotated[str | None, typer.Option(help="What this run should focus on.")] = None,
+    payload: Annotated[str | None, typer.Option(help="A JSON object given to the run.")] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Return once the run is accepted.")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the run to end.")] = 600,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a run of a served agent; wait for it and show its steps (exit 1 if it failed)."""
+    from owlclaw.client import ServerClient
+
+    data = _payload(payload)
+    config = load_config()
+    with ServerClient(config) as client:
+        accepted = client.trigger(agent, focus, data)
+    run_id = accepted["run_id"]
+    if no_wait:
+        if as_json:
+            print_json(accepted)
+        else:
+            out.print(f"accepted run {run_id} of {agent}")
+        return
+    with open_ledger(config) as (_, led):
+        events = _follow(led, run_id, timeout, show=not as_json)
+    ended = next(e for e in reversed(events) if isinstance(e, ev.TERMINAL_RUN_EVENTS))
+    status = type(ended).__name__.removeprefix("Run").lower()
+    if as_json:
+        print_json(
+            {
+                "agent_id": agent,
+                "run_id": run_id,
+                "status": status,
+                "steps": [{"type": type(e).__name__, **event_fields(e)} for e in events],
+            }
+        )
+    if status not in ENDED_WELL:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.LedgerEvent]:
+    """The run's events as they are committed, printed as they come, until its end event."""
+    stream, seen = uuid.UUID(run_id), 0
+    deadline = time.monotonic() + timeout
+    while True:
+        events = led.stream(stream)
+        for event in events[seen:]:
+            text = step_text(event)
+            if show and text:
+                out.print(text, highlight=False, markup=False)
+        seen = len(events)
+        if events and isinstance(events[-1], ev.TERMINAL_RUN_EVENTS):
+            return events
+        if time.monotonic() > deadline:
+            fail(f"run {run_id} did not end within {timeout:g} s", "see `owlclaw status`", 1)
+        time.sleep(0.1)
+
+
+@app.command()
+@handles_errors
+def status(as_json: JsonOption = False) -> None:
+    """Agents, active runs, projection lag, pending timers, database and server health."""
+    from owlclaw.client import ServerClient, ServerUnavailable
+    from projections import RunsView, SchedulesView, open_views
+    from projections.runner import projection_status
+
+    config = load_config()
+    report: dict[str, Any] = {}
+    with ServerClient(config, timeout_s=5) as client:
+        try:
+            report["server"] = {"url": client.url, **client.status()}
+        except ServerUnavailable:
+            report["server"] = {"url": client.url, "running": False}
+    with open_ledger(config) as (_, led):
+        report["database"] = {"ok": True, "head": led.head()}
+        views = open_views(led, config)
+        report["projections"] = [msgspec.to_builtins(projection_status(led, v)) for v in views]
+        runs = next(v for v in views if isinstance(v, RunsView))
+        schedules = next(v for v in views if isinstance(v, SchedulesView))
+        with led.recorder.datastore.transaction(commit=False) as curs:
+            report["agents"] = curs.execute(
+                runs.sql(
+                    "SELECT agent_id, count(*) AS runs,"
+                    " count(*) FILTER (WHERE status IN ('running', 'interrupted')) AS active,"
+                    " max(started_at) AS last_run FROM {runs} GROUP BY agent_id ORDER BY agent_id"
+                )
+            ).fetchall()
+            report["active_runs"] = curs.execute(
+                runs.sql(
+                    "SELECT agent_id, run_no, trigger, focus, status, started_at FROM {runs}"
+                    " WHERE status IN ('running', 'interrupted') ORDER BY started_at"
+                )
+            ).fetchall()
+            pending = curs.execute(
+                schedules.sql(
+                    "SELECT count(*) AS n FROM {schedules}"
+                    " WHERE status IN ('requested', 'registered')"
+                )
+            ).fetchone()
+            report["pending_timers"] = pending["n"] if pending else 0
+    if as_json:
+        print_json(report)
+        return
+    _print_status(report)
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    server = report["server"]
+    if server.get("running", True):
+        out.print(
+            f"server   [green]up[/] at {server['url']}: placement {server['placement']},"
+            f" timers {server['timer_backend']}, hatchet {server.get('hatchet', '-')}",
+            highlight=False,
+        )
+    else:
+        out.print(f"server   [yellow]not running[/] at {server['url']}", highlight=False)
+    out.print(f"database [green]ok[/], log head {report['database']['head']}", highlight=False)
+    out.print(f"timers   {report['pending_timers']} pending", highlight=False)
+    table = Table(title="agents")
+    for column in ("agent", "runs", "active", "last run"):
+        table.add_column(column)
+    for a in report["agents"]:
+        table.add_row(a["agent_id"], str(a["runs"]), str(a["active"]), str(a["last_run"])[:19])
+    out.print(table)
+    lag = Table(title="projections")
+    for column in ("name", "position", "lag events", "lag seconds"):
+        lag.add_column(column)
+    for p in report["projections"]:
+        lag.add_row(p["name"], str(p["position"]), str(p["lag_events"]), f"{p['lag_seconds']:.3f}")
+    out.print(lag)

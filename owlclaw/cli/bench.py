@@ -1,0 +1,153 @@
+"""``owlclaw bench``: the measured figures of each part on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from owlclaw.cli.common import (
+    JsonOption,
+    bench_app,
+    bench_database,
+    err,
+    handles_errors,
+    out,
+    print_json,
+)
+from owlclaw.config import load_config
+from owlclaw.database import Database, open_database
+
+
+@bench_app.command("ledger")
+@handles_errors
+def bench_ledger(
+    events_per_writer: Annotated[
+        int, typer.Option(help="Events each writer process appends.")
+    ] = 3000,
+    rehydrate_events: Annotated[
+        int, typer.Option(help="Size of the agent to rehydrate.")
+    ] = 100_000,
+    as_json: JsonOption = False,
+) -> None:
+    """OwlClaw vs stock recorder throughput (1 and 8 writer processes) and rehydration time."""
+    from owlclaw.bench import ledger as bench
+
+    with bench_database("owlclaw_bench_ledger") as url, err.status("benchmarking…") as status:
+        result = bench.run(
+            url,
+            events_per_writer=events_per_writer,
+            rehydrate_events=rehydrate_events,
+            progress=status.update,
+        )
+    if as_json:
+        print_json(result)
+        return
+    table = Table(title="ledger append throughput (events/s)")
+    table.add_column("recorder")
+    for label in ("1w_batch1", "8w_batch1", "8w_batch10"):
+        table.add_column(label, justify="right")
+    for kind, rates in result["events_per_second"].items():
+        table.add_row(kind, *(str(v) for v in rates.values()))
+    out.print(table)
+    out.print(f"ratio owlclaw/stock: {result['ratio_owlclaw_over_stock']}")
+    out.print(f"rehydration: {result['rehydration']}")
+
+
+@bench_app.command("projections")
+@handles_errors
+def bench_projections(
+    events: Annotated[int, typer.Option(help="Ledger size to catch up over.")] = 100_000,
+    memories: Annotated[int, typer.Option(help="Memory store size for recall.")] = 1_000_000,
+    as_json: JsonOption = False,
+) -> None:
+    """View catch-up speed, recall latency in a large store, remember-to-recallable time."""
+    from owlclaw.bench import projections as bench
+
+    with bench_database("owlclaw_bench_projections") as url, err.status("benchmarking…") as s:
+        result = bench.run(url, events=events, memories=memories, progress=s.update)
+    if as_json:
+        print_json(result)
+        return
+    table = Table(title=f"projection catch-up over {events:,} events")
+    for column in ("view", "events applied", "seconds", "log events/s"):
+        table.add_column(column, justify="left" if column == "view" else "right")
+    for name, r in result["catch_up"].items():
+        table.add_row(
+            name, str(r["events_applied"]), str(r["seconds"]), str(r["log_events_per_second"])
+        )
+    out.print(table)
+
+
+@bench_app.command("runtime")
+@handles_errors
+def bench_runtime(
+    runs: Annotated[int, typer.Option(help="Runs of 10 tool steps each.")] = 60,
+    as_json: JsonOption = False,
+) -> None:
+    """Decision-loop overhead: tool step, commits per step, run start, litellm's share."""
+    from owlclaw.bench import runtime as bench
+
+    with bench_database("owlclaw_bench_runtime") as url, err.status("benchmarking…"):
+        result = bench.run(url, runs=runs)
+    if as_json:
+        print_json(result)
+        return
+    for key, value in result.items():
+        out.print(f"{key}: {value}")
+
+
+@bench_app.command("actors")
+@handles_errors
+def bench_actors(
+    agents: Annotated[int, typer.Option(help="Agents in the shared placement.")] = 1000,
+    registered: Annotated[int, typer.Option(help="Passivated agents with a timer.")] = 10_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Activation, memory, runs/s for dedicated and shared placement; registered agents held."""
+    from owlclaw.bench import actors as bench
+
+    with bench_database("owlclaw_bench_actors") as url, err.status("benchmarking…") as status:
+        result = bench.run(
+            Database(url), agents=agents, registered_agents=registered, progress=status.update
+        )
+    if as_json:
+        print_json(result)
+        return
+    for key, value in result.items():
+        out.print(f"{key}: {value}")
+
+
+@bench_app.command("timers")
+@handles_errors
+def bench_timers(
+    fires: Annotated[int, typer.Option(help="Fires per lateness measurement.")] = 200,
+    pending: Annotated[int, typer.Option(help="Pending timers held during throughput.")] = 10_000,
+    hatchet_bin: Annotated[
+        Path | None, typer.Option(help="Hatchet engine binaries (default .owlclaw/bin if built).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Fire lateness of the built-in and Hatchet backends; built-in throughput under load."""
+    from owlclaw.bench import timers as bench
+
+    default_bin = load_config().data_path / "bin"
+    if hatchet_bin is None and (default_bin / "hatchet-lite").is_file():
+        hatchet_bin = default_bin
+    server = open_database(load_config())  # the Hatchet engine gets a database of its own there
+    with bench_database("owlclaw_bench_timers") as url, err.status("benchmarking…") as status:
+        result = bench.run(
+            server,
+            Database(url),
+            fires=fires,
+            pending=pending,
+            hatchet_bin=hatchet_bin,
+            progress=status.update,
+        )
+    if as_json:
+        print_json(result)
+        return
+    for key, value in result.items():
+        out.print(f"{key}: {value}")

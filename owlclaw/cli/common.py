@@ -1,0 +1,131 @@
+"""What every ``owlclaw`` command shares: the Typer apps, consoles, error handling, ledger access.
+
+Data commands take ``--json``. User mistakes print one line with a hint and exit non-zero
+(no traceback unless ``--debug``). Exit codes: 1 failure (a run failed, verification failed),
+2 usage (bad option value), 3 not found (agent, run, app directory), 4 database unavailable,
+5 invalid configuration or app, 6 no ``owlclaw run`` server reachable, 7 server refused the
+token.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import msgspec
+import typer
+from rich.console import Console
+
+from events import Ledger, LedgerError, LedgerUnavailable
+from owlclaw.config import ConfigError, OwlClawConfig, load_config
+from owlclaw.database import Database, DatabaseUnavailable, open_database
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
+bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")
+app.add_typer(bench_app, name="bench")
+projections_app = typer.Typer(no_args_is_help=True, help="Read models of the ledger.")
+app.add_typer(projections_app, name="projections")
+timers_app = typer.Typer(no_args_is_help=True, help="The timer service.")
+app.add_typer(timers_app, name="timers")
+
+out = Console()
+err = Console(stderr=True)
+
+EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DATABASE, EXIT_CONFIG = 1, 2, 3, 4, 5
+EXIT_NO_SERVER, EXIT_UNAUTHORIZED = 6, 7
+
+F = TypeVar("F", bound=Callable[..., Any])
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+class State:
+    debug = False
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    State.debug = debug
+
+
+def fail(message: str, hint: str, code: int) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}\n[dim]hint: {hint}[/]", highlight=False)
+    raise typer.Exit(code)
+
+
+def handles_errors(fn: F) -> F:
+    """Turn expected failures into one clear line and a stable exit code."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except Exception as e:
+            if State.debug:
+                raise
+            explain(e)
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+def explain(e: Exception) -> None:
+    """Exit with the line, hint and code for an expected failure; return for anything else."""
+    from owlclaw.app import AppError, AppNotFound
+    from owlclaw.client import ServerRefused, ServerUnavailable
+
+    if isinstance(e, ConfigError):
+        fail(str(e), "fix owlclaw.toml or the OWLCLAW_* variable named above", EXIT_CONFIG)
+    if isinstance(e, DatabaseUnavailable | LedgerUnavailable):
+        fail(str(e), "is PostgreSQL running? check OWLCLAW_DATABASE_URL", EXIT_DATABASE)
+    if isinstance(e, AppNotFound):
+        fail(str(e), "create one with `owlclaw init PATH`", EXIT_NOT_FOUND)
+    if isinstance(e, AppError):
+        fail(str(e), "fix the app directory named above", EXIT_CONFIG)
+    if isinstance(e, ServerUnavailable):
+        fail(str(e), "start the agent's server with `owlclaw run APP`", EXIT_NO_SERVER)
+    if isinstance(e, ServerRefused) and e.code == "unknown_agent":
+        fail(str(e), "`owlclaw status` lists the served agents", EXIT_NOT_FOUND)
+    if isinstance(e, ServerRefused) and e.code == "unauthorized":
+        fail(str(e), "set OWLCLAW_SERVER_TOKEN to the server's token", EXIT_UNAUTHORIZED)
+    if isinstance(e, ServerRefused):
+        fail(str(e), "check the request", EXIT_USAGE)
+    if isinstance(e, KeyError) and isinstance(e, LedgerError):
+        fail(str(e), "list what exists with `owlclaw status`", EXIT_NOT_FOUND)
+    if isinstance(e, LedgerError):
+        fail(str(e), "run `owlclaw verify` to check the ledger", EXIT_FAILED)
+
+
+@contextmanager
+def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database, Ledger]]:
+    config = config or load_config()
+    database = open_database(config)
+    with Ledger(database.url, snapshot_interval=config.ledger.snapshot_interval) as ledger:
+        yield database, ledger
+
+
+@contextmanager
+def bench_database(name: str) -> Iterator[str]:
+    """A scratch database on the configured server for one benchmark, dropped afterwards."""
+    server = open_database(load_config())
+    database = server.create_database(name)
+    try:
+        yield database.url
+    finally:
+        server.drop_database(name)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
+
+
+def summary(fields: dict[str, Any], width: int = 90) -> str:
+    text = json.dumps(fields, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,34 @@
+"""The timer service processes."""
+
+from __future__ import annotations
+
+from owlclaw.cli.common import (
+    err,
+    handles_errors,
+    open_ledger,
+    timers_app,
+)
+from owlclaw.config import load_config
+
+
+@timers_app.command("serve")
+@handles_errors
+def timers_serve() -> None:
+    """Register schedules with the configured backend and fire built-in timers (until Ctrl-C)."""
+    from owlclaw.timers.serve import serve
+
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        err.print(f"timer service: backend {config.timers.backend}; Ctrl-C stops")
+        serve(led, config)
+
+
+@timers_app.command("hatchet-worker")
+@handles_errors
+def timers_hatchet_worker() -> None:
+    """Receive Hatchet's timer fires and deliver them to the agents (HATCHET_CLIENT_* env)."""
+    from owlclaw.timers.serve import hatchet_worker
+
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        hatchet_worker(led, config)

@@ -1,0 +1,70 @@
+"""What the CLI uses to talk to a running ``owlclaw run`` (httpx, loopback)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from owlclaw.config import OwlClawConfig
+from owlclaw.webhook import server_token
+
+
+class ServerUnavailable(RuntimeError):
+    """No ``owlclaw run`` answers at the configured address."""
+
+
+class ServerRefused(RuntimeError):
+    """The server answered with an error (its message and code are kept)."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class ServerClient:
+    def __init__(self, config: OwlClawConfig, timeout_s: float = 30.0):
+        self.url = f"http://{config.server.host}:{config.server.port}"
+        token = server_token(config)
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=timeout_s,
+            headers={"Authorization": f"Bearer {token}"} if token else {},
+            trust_env=False,  # never route loopback calls through a proxy
+        )
+
+    def __enter__(self) -> ServerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            response = self._http.request(method, path, json=body)
+        except httpx.TransportError as e:
+            raise ServerUnavailable(f"no `owlclaw run` answers at {self.url} ({e})") from e
+        if response.status_code >= 400:
+            try:
+                data = response.json()
+            except ValueError:
+                data = {"error": response.text, "code": "http_error"}
+            raise ServerRefused(response.status_code, data.get("code", ""), data.get("error", ""))
+        return response.json()
+
+    def trigger(
+        self, agent_id: str, focus: str | None, payload: dict[str, Any], *, wait: bool = False
+    ) -> dict[str, Any]:
+        body = {"focus": focus, "payload": payload, "wait": wait}
+        result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/trigger", body)
+        return result
+
+    def send_event(self, agent_id: str, source: str, payload: dict[str, Any]) -> dict[str, Any]:
+        body = {"source": source, "payload": payload}
+        result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/events", body)
+        return result
+
+    def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/status")
+        return result

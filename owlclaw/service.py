@@ -1,0 +1,252 @@
+"""``owlclaw run``: one process that serves agent apps on the configured parts.
+
+It starts (or joins) the database, keeps every projection current, runs the timer service
+(built-in worker, or Hatchet: an external engine, or the locally built one started here),
+places the agents (Ray actors, or hosted in this process), queues heartbeats and serves the
+webhook endpoint. Runs are accepted durably (RunQueued committed) before anyone is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from actors.host import AgentHost
+from events import Ledger, UnknownAgent
+from events import catalog as ev
+from owlclaw.app import AgentApp
+from owlclaw.config import OwlClawConfig
+from owlclaw.database import Database, open_database
+from owlclaw.timers.fires import TimerFire
+from owlclaw.timers.hatchet_engine import HatchetEngine, start_engine
+from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
+from owlclaw.timers.worker import RetryPolicy, TimerWorker
+from projections import ProjectionRunner, open_views
+
+log = logging.getLogger(__name__)
+HATCHET_DATABASE = "owlclaw_hatchet"
+
+
+class NotServed(KeyError):
+    """The agent is not one of the apps this service serves."""
+
+    def __str__(self) -> str:
+        return f"agent {self.args[0]!r} is not served here"
+
+
+class Service:
+    def __init__(
+        self,
+        config: OwlClawConfig,
+        apps: Sequence[AgentApp],
+        *,
+        progress: Callable[[str], None] = lambda _: None,
+    ):
+        self.config = config
+        self.apps = {app.agent_id: app for app in apps}
+        self.progress = progress
+        self.database: Database | None = None
+        self.ledger: Ledger | None = None
+        self.agents: Any = None
+        """AgentHost (placement ``local``) or AgentDirectory: submit / result / fire."""
+        self.timer_backend = "builtin"
+        self._runners: list[ProjectionRunner] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stop = asyncio.Event()
+        self._engine: HatchetEngine | None = None
+        self._hatchet_worker: subprocess.Popen[bytes] | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.progress("database")
+        self.database = await asyncio.to_thread(open_database, self.config)
+        self.ledger = Ledger(
+            self.database.url, snapshot_interval=self.config.ledger.snapshot_interval
+        )
+        for agent_id, app in self.apps.items():
+            await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))
+        self.progress("projections")
+        views = await asyncio.to_thread(open_views, self.ledger, self.config)
+        self._runners = [ProjectionRunner(self.ledger, view).start() for view in views]
+        self.progress(f"agents ({self.config.runtime.placement} placement)")
+        self.agents = await asyncio.to_thread(self._place_agents)
+        self.progress(f"timer service ({self.config.timers.backend})")
+        worker = await asyncio.to_thread(self._timer_worker)
+        self._tasks.append(asyncio.create_task(worker.run(self._stop)))
+        for agent_id, app in self.apps.items():
+            if app.settings.heartbeat_s > 0:
+                self._tasks.append(
+                    asyncio.create_task(self._heartbeat(agent_id, app.settings.heartbeat_s))
+                )
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._hatchet_worker is not None:
+            self._hatchet_worker.terminate()
+            await asyncio.to_thread(self._hatchet_worker.wait, 30)
+        if self._engine is not None:
+            await asyncio.to_thread(self._engine.stop)
+        if isinstance(self.agents, AgentHost):
+            await self.agents.close()
+        elif self.agents is not None:
+            self.agents.shutdown()
+        for runner in self._runners:
+            await asyncio.to_thread(runner.stop)
+        if self.ledger is not None:
+            self.ledger.close()
+
+    def _place_agents(self) -> Any:
+        assert self.ledger is not None
+        if self.config.runtime.placement == "local":
+            return AgentHost(self.ledger, self.config, idle_s=300.0)
+        from actors.cluster import connect
+        from actors.directory import AgentDirectory
+
+        connect(self.config)
+        return AgentDirectory(self.ledger, self.config, placement=self.config.runtime.placement)
+
+    def _timer_worker(self) -> TimerWorker:
+        assert self.ledger is not None
+        backend = self._timer_backend()
+        view = TimersView(self.ledger.recorder.datastore, backend=backend, ledger=self.ledger)
+        view.create_table()
+        view.adopt()
+        self._runners.append(ProjectionRunner(self.ledger, view).start())
+        return TimerWorker(
+            view,
+            self.fire,
+            lease=timedelta(seconds=self.config.timers.lease_s),
+            retry=RetryPolicy(max_retries=self.config.timers.max_retries),
+            grace=timedelta(seconds=self.config.timers.misfire_grace_s),
+        )
+
+    def _timer_backend(self) -> TimerBackend:
+        if self.config.timers.backend != "hatchet":
+            return BuiltinBackend()
+        env = dict(os.environ)
+        if not env.get("HATCHET_CLIENT_TOKEN"):
+            self._engine = self._start_engine()
+            env |= self._engine.client_env
+            os.environ.update(self._engine.client_env)
+        self._hatchet_worker = self._spawn_hatchet_worker(env)
+        from hatchet_sdk import Hatchet
+
+        from owlclaw.timers.hatchet_backend import HatchetBackend
+
+        self.timer_backend = "hatchet"
+        return HatchetBackend(Hatchet())
+
+    def _start_engine(self) -> HatchetEngine:
+        assert self.database is not None
+        bin_dir = Path(self.config.timers.hatchet_bin or self.config.data_path / "bin")
+        database = self.database.create_database(HATCHET_DATABASE)
+        return start_engine(database.url, self.config.data_path / "hatchet", bin_dir)
+
+    def _spawn_hatchet_worker(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """``owlclaw timers hatchet-worker`` as its own process (the SDK's worker owns its event
+        loop and signals); it delivers fires to the same agents as this process."""
+        env = {**env, "OWLCLAW_PLACEMENT": self.config.runtime.placement}
+        if self.config.runtime.placement != "local":
+            import ray
+
+            env["OWLCLAW_RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
+        if self.config.database_url is None and self.database is not None:
+            env["OWLCLAW_DATA_DIR"] = str(self.config.data_path)
+        log_path = self.config.data_path / "hatchet-worker.log"
+        return subprocess.Popen(
+            [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"],
+            env=env,
+            stdout=log_path.open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+
+    async def _heartbeat(self, agent_id: str, every_s: float) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.submit(agent_id, "heartbeat")
+            except Exception as e:  # the next beat tries again
+                log.warning("heartbeat of %s not queued: %s", agent_id, e)
+
+    # --- what clients ask for -------------------------------------------------------------
+
+    def served(self, agent_id: str) -> AgentApp:
+        app = self.apps.get(agent_id)
+        if app is None:
+            raise NotServed(agent_id)
+        return app
+
+    async def submit(
+        self,
+        agent_id: str,
+        trigger: str,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> str:
+        """Accept a run; its id once RunQueued is committed."""
+        self.served(agent_id)
+        run_id: str = await self.agents.submit(agent_id, trigger, focus=focus, payload=payload)
+        return run_id
+
+    async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.agents.result(agent_id, run_id)
+        return result
+
+    async def fire(self, fire: TimerFire) -> Any:
+        return await self.agents.fire(fire)
+
+    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
+        """Record an inbound event for the agent's next heartbeat; its log position."""
+        self.served(agent_id)
+        assert self.ledger is not None
+        ledger = self.ledger
+
+        def record() -> int:
+            agent = ledger.load_agent(agent_id)
+            agent.record(ev.InboundReceived, source=source, payload=payload)
+            return ledger.append_rebasing(agent)[1][-1]
+
+        return await asyncio.to_thread(record)
+
+    def status(self) -> dict[str, Any]:
+        assert self.ledger is not None
+        agents = {}
+        for agent_id, app in self.apps.items():
+            try:
+                state = self.ledger.load_agent(agent_id).state
+            except UnknownAgent:
+                continue
+            agents[agent_id] = {
+                "app_dir": str(app.root),
+                "runs": state.run_count,
+                "pending_events": state.pending_inbound,
+                "schedules": len(state.schedules),
+                "heartbeat_s": app.settings.heartbeat_s,
+            }
+        return {
+            "placement": self.config.runtime.placement,
+            "timer_backend": self.timer_backend,
+            "hatchet": self._hatchet_health(),
+            "agents": agents,
+        }
+
+    def _hatchet_health(self) -> str:
+        if self.timer_backend != "hatchet":
+            return "not used"
+        worker = self._hatchet_worker
+        if worker is None or worker.poll() is not None:
+            return "worker stopped"
+        if self._engine is not None and self._engine.process.poll() is not None:
+            return "local engine stopped"
+        return "ok (local engine)" if self._engine is not None else "ok"

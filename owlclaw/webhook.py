@@ -1,0 +1,130 @@
+"""The HTTP endpoint of ``owlclaw run`` (aiohttp), on loopback by default.
+
+- ``POST /agents/{id}/trigger`` ``{"focus"?, "payload"?, "wait"?}``: a run (trigger ``webhook``),
+  answered once its RunQueued is committed (202), or when it ended with ``"wait": true`` (200);
+- ``POST /agents/{id}/events`` ``{"source"?, "payload"?}``: an InboundReceived for the agent's
+  next heartbeat (202);
+- ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token.
+
+Every other request carries ``Authorization: Bearer <token>``. Errors are JSON
+``{"error", "code"}`` with a 4xx status; nothing is recorded for a rejected request.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from events import UnknownAgent
+from owlclaw.config import OwlClawConfig
+from owlclaw.service import NotServed, Service
+
+TOKEN_FILE = "server.token"
+MAX_BODY_BYTES = 1024 * 1024
+
+
+class TriggerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    focus: str | None = None
+    payload: dict[str, Any] = {}
+    wait: bool = False
+
+
+class EventBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    source: str = "webhook"
+    payload: dict[str, Any] = {}
+
+
+def server_token(config: OwlClawConfig, *, create: bool = False) -> str | None:
+    """The configured token, else the one in ``<data_dir>/server.token`` (made if ``create``)."""
+    if config.server.token:
+        return config.server.token
+    path = config.data_path / TOKEN_FILE
+    if path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    if not create:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    path.touch(mode=0o600)
+    path.write_text(token, encoding="utf-8")
+    return token
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": message, "code": code}, status=status)
+
+
+def make_app(service: Service, token: str) -> web.Application:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path != "/health":
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return _error(401, "unauthorized", "missing or wrong bearer token")
+        try:
+            response: web.StreamResponse = await handler(request)
+        except (NotServed, UnknownAgent) as e:
+            return _error(404, "unknown_agent", str(e))
+        return response
+
+    async def body(request: web.Request, kind: type[Any]) -> Any:
+        raw = await request.read()
+        try:
+            return msgspec.json.decode(raw or b"{}", type=kind)
+        except msgspec.DecodeError as e:
+            raise web.HTTPBadRequest(
+                text=msgspec.json.encode(
+                    {"error": f"invalid body: {e}", "code": "bad_request"}
+                ).decode(),
+                content_type="application/json",
+            ) from e
+
+    async def trigger(request: web.Request) -> web.Response:
+        agent_id = request.match_info["agent_id"]
+        service.served(agent_id)
+        data: TriggerBody = await body(request, TriggerBody)
+        run_id = await service.submit(agent_id, "webhook", data.focus, data.payload)
+        if not data.wait:
+            return web.json_response({"agent_id": agent_id, "run_id": run_id}, status=202)
+        result = await service.result(agent_id, run_id)
+        return web.json_response({"agent_id": agent_id, "run_id": run_id, "result": result})
+
+    async def events(request: web.Request) -> web.Response:
+        agent_id = request.match_info["agent_id"]
+        service.served(agent_id)
+        data: EventBody = await body(request, EventBody)
+        position = await service.receive(agent_id, data.source, data.payload)
+        return web.json_response({"agent_id": agent_id, "position": position}, status=202)
+
+    async def status(_: web.Request) -> web.Response:
+        return web.json_response(service.status())
+
+    async def health(_: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
+    app.add_routes(
+        [
+            web.post("/agents/{agent_id}/trigger", trigger),
+            web.post("/agents/{agent_id}/events", events),
+            web.get("/status", status),
+            web.get("/health", health),
+        ]
+    )
+    return app
+
+
+async def serve_http(service: Service, config: OwlClawConfig) -> web.AppRunner:
+    """Start the endpoint; stop it with ``await runner.cleanup()``."""
+    token = server_token(config, create=True)
+    assert token is not None
+    runner = web.AppRunner(make_app(service, token), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, config.server.host, config.server.port).start()
+    return runner
