@@ -33,6 +33,8 @@ def connect(config: OwlClawConfig, **init_options: object) -> None:
     """Join the cluster at ``config.ray_address`` (OWLCLAW_RAY_ADDRESS) or start a local one."""
     if ray.is_initialized():
         return
+    if config.ray_address is None:  # a local cluster: keep its traffic on loopback
+        init_options.setdefault("_node_ip_address", "127.0.0.1")
     ray.init(
         address=config.ray_address,
         namespace=NAMESPACE,

@@ -111,6 +111,11 @@ class AgentDirectory:
                 raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
             await asyncio.sleep(poll_s)
 
+    async def activate(self, agent_id: str) -> float:
+        """Make the agent's actor ready (started, agent rebuilt); milliseconds the actor took."""
+        taken: float = await self.handle(agent_id).activate.remote(agent_id)
+        return taken
+
     async def fire(self, fire: TimerFire) -> dict[str, Any]:
         outcome: dict[str, Any] = await self.handle(fire.agent_id).fire.remote(
             msgspec.to_builtins(fire)

@@ -28,6 +28,13 @@ def step_text(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911 - one case per 
             return f"run {n} started by {trigger}" + (f": {focus!r}" if focus else "")
         case ev.ToolCallRequested(tool=tool, arguments=arguments):
             return f"→ {tool}({_arguments(arguments)})"[:WIDTH]
+        case ev.ToolCallSucceeded(tool="recall", result={"memories": [*memories]}):
+            found = "; ".join(
+                f"{_short(m.get('content'), 60)!r} (relevance {m.get('relevance', 0):.2f})"
+                for m in memories
+                if isinstance(m, dict)
+            )
+            return f"  ← recall: {len(memories)} memories" + (f": {found}" if found else "")
         case ev.ToolCallSucceeded(tool=tool, result=result):
             return f"  ← {tool}: {_short(result)}"[:WIDTH]
         case ev.ToolCallFailed(tool=tool, error_code=code, error=error):

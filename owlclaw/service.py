@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -25,13 +26,14 @@ from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
 from owlclaw.timers.fires import TimerFire
-from owlclaw.timers.hatchet_engine import HatchetEngine, start_engine
+from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
 from owlclaw.timers.worker import RetryPolicy, TimerWorker
-from projections import ProjectionRunner, open_views
+from projections import MemoryView, ProjectionRunner, open_views
 
 log = logging.getLogger(__name__)
 HATCHET_DATABASE = "owlclaw_hatchet"
+WORKER_START_S = 60.0
 
 
 class NotServed(KeyError):
@@ -73,12 +75,23 @@ class Service:
         )
         for agent_id, app in self.apps.items():
             await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))
+        engine = None
+        if self.config.timers.backend == "hatchet" and not os.environ.get("HATCHET_CLIENT_TOKEN"):
+            self.progress("Hatchet engine (in the background)")
+            engine = asyncio.create_task(asyncio.to_thread(self._start_engine))
         self.progress("projections")
         views = await asyncio.to_thread(open_views, self.ledger, self.config)
+        for view in views:  # load the embedding model now, not in the first memory's batch
+            if isinstance(view, MemoryView):
+                await asyncio.to_thread(view.embedder.embed, ["warm-up"])
         self._runners = [ProjectionRunner(self.ledger, view).start() for view in views]
         self.progress(f"agents ({self.config.runtime.placement} placement)")
-        self.agents = await asyncio.to_thread(self._place_agents)
+        self.agents = self._place_agents()  # Ray wants its driver set up on the main thread
+        for agent_id in self.apps:  # the first trigger should not wait for imports
+            await self.agents.activate(agent_id)
         self.progress(f"timer service ({self.config.timers.backend})")
+        if engine is not None:
+            self._engine = await engine
         worker = await asyncio.to_thread(self._timer_worker)
         self._tasks.append(asyncio.create_task(worker.run(self._stop)))
         for agent_id, app in self.apps.items():
@@ -113,7 +126,7 @@ class Service:
         from actors.cluster import connect
         from actors.directory import AgentDirectory
 
-        connect(self.config)
+        connect(self.config, logging_level=logging.ERROR)
         return AgentDirectory(self.ledger, self.config, placement=self.config.runtime.placement)
 
     def _timer_worker(self) -> TimerWorker:
@@ -135,17 +148,25 @@ class Service:
         if self.config.timers.backend != "hatchet":
             return BuiltinBackend()
         env = dict(os.environ)
-        if not env.get("HATCHET_CLIENT_TOKEN"):
-            self._engine = self._start_engine()
+        if self._engine is not None:  # the local engine: clients here and in the worker use it
             env |= self._engine.client_env
             os.environ.update(self._engine.client_env)
         self._hatchet_worker = self._spawn_hatchet_worker(env)
         from hatchet_sdk import Hatchet
 
-        from owlclaw.timers.hatchet_backend import HatchetBackend
+        from owlclaw.timers.hatchet_backend import TASK, HatchetBackend
 
+        hatchet = Hatchet()
+        deadline = time.monotonic() + WORKER_START_S
+        while not hatchet.workflows.list(workflow_name=TASK).rows:  # fires need its task
+            if self._hatchet_worker.poll() is not None or time.monotonic() > deadline:
+                raise HatchetUnavailable(
+                    f"the Hatchet worker did not register {TASK} within {WORKER_START_S:g} s;"
+                    f" see {self.config.data_path / 'hatchet-worker.log'}"
+                )
+            time.sleep(0.5)
         self.timer_backend = "hatchet"
-        return HatchetBackend(Hatchet())
+        return HatchetBackend(hatchet)
 
     def _start_engine(self) -> HatchetEngine:
         assert self.database is not None

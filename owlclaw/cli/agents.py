@@ -188,7 +188,7 @@ def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.
         for event in events[seen:]:
             text = step_text(event)
             if show and text:
-                out.print(text, highlight=False, markup=False)
+                out.print(text, highlight=False, markup=False, soft_wrap=True)
         seen = len(events)
         if events and isinstance(events[-1], ev.TERMINAL_RUN_EVENTS):
             return events
@@ -269,3 +269,27 @@ def _print_status(report: dict[str, Any]) -> None:
     for p in report["projections"]:
         lag.add_row(p["name"], str(p["position"]), str(p["lag_events"]), f"{p['lag_seconds']:.3f}")
     out.print(lag)
+
+
+@app.command()
+@handles_errors
+def demo(as_json: JsonOption = False) -> None:
+    """The seeds' trading agent through the four acceptance scenarios on the embedded default
+    (PostgreSQL + pgvector, Ray actors, projections, timers, local embeddings, webhook)."""
+    from owlclaw.demo import AGENT, Demo
+
+    report = asyncio.run(Demo(load_config(), err if as_json else out).run())
+    if as_json:
+        print_json(report)
+        return
+    out.print(
+        f"\n[bold green]demo done in {report.seconds:.0f} s.[/] Inspect what happened:\n"
+        f"  owlclaw ledger {AGENT}                  every event, in log order\n"
+        f"  owlclaw memory {AGENT} --recall 'market crash recovery'\n"
+        f"  owlclaw schedules {AGENT} --all\n"
+        f"  owlclaw replay {AGENT} {report.fired_run_no} --verify"
+        "   re-execute the fired run without a model\n"
+        f"  owlclaw verify {AGENT}\n"
+        f"  cat {report.memory_md}",
+        highlight=False,
+    )

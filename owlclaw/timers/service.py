@@ -119,7 +119,12 @@ class TimersView(View):
         try:
             backend_id = backend.register(row)
         except Exception as error:
-            log.warning("%s unreachable, %s falls back to builtin: %s", backend.name, e, error)
+            log.warning(
+                "%s refused schedule %s, kept in builtin: %s",
+                backend.name,
+                e.schedule_id,
+                str(error).splitlines()[0],
+            )
             backend = BuiltinBackend()
             backend_id = backend.register(row)
         curs.execute(
