@@ -19,6 +19,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import msgspec
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from events import Ledger, LedgerError, LedgerUnavailable
 from owlclaw.config import ConfigError, OwlClawConfig, load_config
@@ -54,7 +55,11 @@ def _main(
 
 
 def fail(message: str, hint: str, code: int) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}\n[dim]hint: {hint}[/]", highlight=False)
+    err.print(
+        f"[bold red]error:[/] {escape(message)}\n[dim]hint: {escape(hint)}[/]",
+        highlight=False,
+        soft_wrap=True,  # one line, whatever the terminal width
+    )
     raise typer.Exit(code)
 
 

@@ -119,7 +119,10 @@ def replay(
         bool, typer.Option("--verify", help="Re-execute with the replay model and compare.")
     ] = False,
     app_dir: Annotated[
-        Path | None, typer.Option("--app", help="The agent's app directory (identity, config).")
+        Path | None,
+        typer.Option(
+            "--app", help="The agent's app directory (default: the one it was served from)."
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -127,16 +130,23 @@ def replay(
     from events.aggregates import run_stream_id
 
     with open_ledger() as (_, led):
-        if run_no > led.load_agent(agent).state.run_count:
+        state = led.load_agent(agent).state
+        if run_no > state.run_count:
             fail(f"agent {agent} has no run {run_no}", f"`owlclaw ledger {agent}`", EXIT_NOT_FOUND)
+        if app_dir is None and state.app_dir and Path(state.app_dir).is_dir():
+            app_dir = Path(state.app_dir)
         events = led.stream(run_stream_id(agent, run_no))
         report = None
         if verify:
             from owlclaw.app import load_app
+            from owlclaw.runtime.capabilities import load_registry
             from owlclaw.runtime.verify import replay_run
 
             loaded = load_app(app_dir) if app_dir is not None else None
-            report = replay_run(led, agent, run_no, app=loaded, limits=load_config().runtime)
+            registry = load_registry(loaded.handlers) if loaded and loaded.handlers else None
+            report = replay_run(
+                led, agent, run_no, app=loaded, registry=registry, limits=load_config().runtime
+            )
     if as_json:
         print_json(
             {

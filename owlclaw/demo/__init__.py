@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from events import Ledger
@@ -75,6 +76,7 @@ class Demo:
 
     def say(self, text: str, style: str = "") -> None:
         elapsed = time.monotonic() - self.started
+        text = escape(text)
         line = f"[dim]{elapsed:6.1f}s[/] " + (f"[{style}]{text}[/]" if style else text)
         self.console.print(line, highlight=False, soft_wrap=True)
 

@@ -1,0 +1,67 @@
+"""Running ``owlclaw`` as a user does: a subprocess with its own data directory and port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def user_env(data_dir: Path, port: int, **extra: str) -> dict[str, str]:
+    """The environment of a user on a fresh machine: embedded default in ``data_dir``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OWLCLAW_", "HATCHET_CLIENT_")) or k == "OWLCLAW_HATCHET_BIN"
+    }
+    return env | {
+        "OWLCLAW_DATA_DIR": str(data_dir),
+        "OWLCLAW_SERVER_PORT": str(port),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "HF_HUB_OFFLINE": "1",
+        **extra,
+    }
+
+
+def owlclaw(
+    env: dict[str, str], *args: str, cwd: Path, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "owlclaw", *args],
+        check=False,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def owlclaw_json(env: dict[str, str], *args: str, cwd: Path) -> Any:
+    result = owlclaw(env, *args, "--json", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def runs_of(ledger: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """`owlclaw ledger --json` grouped by run stream (the agent stream left out), in order."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for event in ledger:
+        if event["type"] == "RunStarted" or event["stream"] in runs:
+            runs.setdefault(event["stream"], []).append(event)
+    return runs
+
+
+def tools_called(run: list[dict[str, Any]]) -> list[str]:
+    return [e["data"]["tool"] for e in run if e["type"] == "ToolCallRequested"]

@@ -1,0 +1,204 @@
+"""The README's 5-minute tour, command by command, as subprocesses on a fresh data directory:
+init, run (Ray actors), trigger, ledger --json, add a capability, memory, schedule, replay;
+plus the webhook's own contract and a clean Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.cli import free_port, owlclaw, owlclaw_json, runs_of, tools_called, user_env
+
+pytestmark = pytest.mark.integration
+
+ESCALATE = """
+
+@registry.capability("Escalate a ticket to the on-call engineer.")
+def escalate(ticket_id: str) -> dict[str, object]:
+    return {"escalated": ticket_id}
+"""
+
+
+class Tour:
+    def __init__(self, home: Path, env: dict[str, str], server: subprocess.Popen[str]):
+        self.home, self.env, self.server = home, env, server
+        self.url = f"http://127.0.0.1:{env['OWLCLAW_SERVER_PORT']}"
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return owlclaw(self.env, *args, cwd=self.home)
+
+    def json(self, *args: str) -> Any:
+        return owlclaw_json(self.env, *args, cwd=self.home)
+
+    def token(self) -> str:
+        return (self.home / ".owlclaw" / "server.token").read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tour]:
+    home = tmp_path_factory.mktemp("tour-user")
+    env = user_env(home / ".owlclaw", free_port())
+    made = owlclaw(env, "init", "my-agent", cwd=home)
+    assert made.returncode == 0, made.stderr
+    log = (home / "run.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "owlclaw", "run", "my-agent"],
+        env=env,
+        cwd=home,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    t = Tour(home, env, server)
+    deadline = time.monotonic() + 180
+    while "serving" not in (home / "run.log").read_text():
+        assert server.poll() is None, (home / "run.log").read_text()
+        assert time.monotonic() < deadline, (home / "run.log").read_text()
+        time.sleep(0.5)
+    yield t
+    if server.poll() is None:
+        server.kill()
+        server.wait()
+
+
+def test_init_scaffolds_a_loadable_app(tour: Tour) -> None:
+    app = tour.home / "my-agent"
+    for name in ("SOUL.md", "IDENTITY.md", "owlclaw.toml", "handlers.py"):
+        assert (app / name).is_file()
+    assert (app / "capabilities" / "notify_team" / "SKILL.md").is_file()
+    assert (app / "scripts" / "my-agent.json").is_file()
+    again = tour("init", "my-agent")
+    assert again.returncode == 5
+    assert "already exists" in again.stderr
+
+
+def test_trigger_runs_the_agent_and_the_ledger_shows_it(tour: Tour) -> None:
+    result = tour("trigger", "my-agent", "--focus", "check the ticket queue")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "→ notify_team(" in result.stdout and "completed:" in result.stdout
+    ledger = tour.json("ledger", "my-agent")
+    [run] = runs_of(ledger).values()
+    assert run[0]["data"]["trigger"] == "webhook"
+    assert run[0]["data"]["focus"] == "check the ticket queue"
+    assert tools_called(run) == ["query_state", "notify_team", "remember", "log_decision"]
+    notify = next(
+        e for e in run if e["type"] == "ToolCallSucceeded" and e["data"]["tool"] == "notify_team"
+    )
+    assert notify["data"]["result"] == {"sent": True, "urgency": "high", "characters": 58}
+    assert run[-1]["type"] == "RunCompleted"
+
+
+def test_memory_recalls_what_the_run_remembered(tour: Tour) -> None:
+    tour("trigger", "my-agent", "--focus", "check the ticket queue")
+    memory = tour.json("memory", "my-agent", "--recall", "ticket queue")
+    contents = [m["content"] for m in memory["recall"]["memories"]]
+    assert "A queue above 10 tickets with a 40+ minute wait needed a team ping." in contents
+    assert "needed a team ping" in Path(memory["memory_md"]).read_text()
+
+
+def test_a_capability_added_to_handlers_is_visible_to_the_next_run(tour: Tour) -> None:
+    handlers = tour.home / "my-agent" / "handlers.py"
+    handlers.write_text(handlers.read_text() + ESCALATE)
+    result = tour.json("trigger", "my-agent", "--focus", "check the ticket queue")
+    assert result["status"] == "completed"
+    visible = next(s for s in result["steps"] if s["type"] == "VisibleToolsResolved")
+    assert "escalate" in visible["tools"] and "notify_team" in visible["tools"]
+    identities = [e for e in tour.json("ledger", "my-agent") if e["type"] == "IdentityLoaded"]
+    assert len(identities) == 2
+    assert identities[0]["data"]["code_sha256"] != identities[1]["data"]["code_sha256"]
+
+
+def test_schedule_then_replay(tour: Tour) -> None:
+    result = tour.json("trigger", "my-agent", "--focus", "follow up later")
+    assert [s["tool"] for s in result["steps"] if s["type"] == "ToolCallRequested"] == [
+        "schedule_once"
+    ]
+    schedules = tour.json("schedules", "my-agent")
+    assert [(s["focus"], s["status"]) for s in schedules] == [
+        ("check the ticket queue", "registered")
+    ]
+    run_no = next(s["run_no"] for s in result["steps"] if s["type"] == "RunStarted")
+    replay = tour("replay", "my-agent", str(run_no), "--verify")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "replay matches" in replay.stdout
+    before_escalate = tour("replay", "my-agent", "1", "--verify")  # today's code has one more tool
+    assert before_escalate.returncode == 1
+    assert "DIFFERS step 1" in before_escalate.stdout and "escalate" in before_escalate.stdout
+
+
+def test_trigger_without_wait_returns_the_accepted_run(tour: Tour) -> None:
+    accepted = tour.json("trigger", "my-agent", "--no-wait", "--payload", '{"ticket": 7}')
+    run_id = accepted["run_id"]
+    deadline = time.monotonic() + 60
+    while not [
+        e
+        for e in tour.json("ledger", "my-agent")
+        if e["stream"] == run_id and e["type"] == "RunCompleted"
+    ]:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    [started] = [
+        e
+        for e in tour.json("ledger", "my-agent")
+        if e["stream"] == run_id and e["type"] == "RunStarted"
+    ]
+    assert started["data"]["payload"] == {"ticket": 7}
+
+
+def test_webhook_contract(tour: Tour) -> None:
+    trigger = f"{tour.url}/agents/my-agent/trigger"
+    assert httpx.post(trigger, json={}).status_code == 401
+    auth = {"Authorization": f"Bearer {tour.token()}"}
+    wrong = httpx.post(trigger, json={"focus": 3}, headers=auth)
+    assert wrong.status_code == 400 and wrong.json()["code"] == "bad_request"
+    unknown = httpx.post(f"{tour.url}/agents/nobody/trigger", json={}, headers=auth)
+    assert unknown.status_code == 404 and unknown.json()["code"] == "unknown_agent"
+    waited = httpx.post(
+        trigger, json={"focus": "check the ticket queue", "wait": True}, headers=auth, timeout=60
+    )
+    assert waited.status_code == 200 and waited.json()["result"]["status"] == "completed"
+    event = httpx.post(
+        f"{tour.url}/agents/my-agent/events", json={"payload": {"ticket": 9}}, headers=auth
+    )
+    assert event.status_code == 202
+    [inbound] = [e for e in tour.json("ledger", "my-agent") if e["type"] == "InboundReceived"]
+    assert inbound["data"] == {"source": "webhook", "payload": {"ticket": 9}}
+
+
+def test_cli_errors_against_the_running_server(tour: Tour) -> None:
+    unknown = tour("trigger", "nobody")
+    assert unknown.returncode == 3
+    assert unknown.stderr.startswith("error: agent 'nobody' is not served here")
+    bad = tour("trigger", "my-agent", "--payload", "{not json")
+    assert bad.returncode == 2 and "--payload is not valid JSON" in bad.stderr
+    not_object = tour("trigger", "my-agent", "--payload", "[1, 2]")
+    assert not_object.returncode == 2 and "must be a JSON object" in not_object.stderr
+    assert "Traceback" not in unknown.stderr + bad.stderr + not_object.stderr
+
+
+def test_status_reports_agents_timers_and_projections(tour: Tour) -> None:
+    status = tour.json("status")
+    assert status["server"]["agents"]["my-agent"]["runs"] >= 1
+    assert status["server"]["placement"] == "shared"
+    assert status["pending_timers"] >= 1
+    assert {p["name"] for p in status["projections"]} == {"audit", "runs", "memory", "schedules"}
+    assert [a["agent_id"] for a in status["agents"]] == ["my-agent"]
+
+
+def test_ctrl_c_stops_the_server_cleanly(tour: Tour) -> None:
+    tour.server.send_signal(signal.SIGINT)
+    assert tour.server.wait(timeout=120) == 0
+    log = (tour.home / "run.log").read_text()
+    assert "stopping" in log and "Traceback" not in log
+    gone = tour("trigger", "my-agent")
+    assert gone.returncode == 6 and "no `owlclaw run` answers" in gone.stderr
+    assert json.loads(tour("status", "--json").stdout)["server"]["running"] is False
