@@ -17,13 +17,20 @@ PASSED_ON = (
     "LANGFUSE_HOST",
 )
 
+PROVIDER_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
+"""LLM provider settings litellm reads from the environment (OPENAI_API_KEY, ...)."""
+
 
 def worker_env(config: OwlClawConfig) -> dict[str, str]:
-    """Environment for agent actors: offline cost map, tracing keys and the driver's OWLCLAW_*
-    settings (the actors also receive the whole config; these cover libraries that read the
+    """Environment for agent actors: offline cost map, tracing and provider keys and the
+    driver's OWLCLAW_* settings (the actors also receive the whole config; these cover libraries that read the
     environment themselves)."""
     env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    env |= {k: v for k, v in os.environ.items() if k in PASSED_ON or k.startswith("OWLCLAW_")}
+    env |= {
+        k: v
+        for k, v in os.environ.items()
+        if k in PASSED_ON or k.startswith("OWLCLAW_") or k.endswith(PROVIDER_SUFFIXES)
+    }
     if config.runtime.scripts_dir:
         env["OWLCLAW_SCRIPTS_DIR"] = config.runtime.scripts_dir
     return env

@@ -103,7 +103,7 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return Path(self.data_dir).expanduser().resolve()
 
 
-_ENV_FIELDS = {
+ENV_FIELDS = {
     "DATA_DIR": ("data_dir",),
     "DATABASE_URL": ("database_url",),
     "DATABASE_NAME": ("database_name",),
@@ -141,7 +141,7 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
             raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{toml_path}: {e}") from e
-    for suffix, keys in _ENV_FIELDS.items():
+    for suffix, keys in ENV_FIELDS.items():
         value = environ.get(ENV_PREFIX + suffix)
         if value is None or value == "":
             continue

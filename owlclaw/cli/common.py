@@ -2,7 +2,8 @@
 
 Data commands take ``--json``. User mistakes print one line with a hint and exit non-zero
 (no traceback unless ``--debug``). Exit codes: 1 failure (a run failed, verification failed),
-2 usage (bad option value), 3 not found (agent, run, app directory), 4 database unavailable,
+2 usage (bad option value), 3 not found (agent, run, app directory), 4 database or Hatchet
+unavailable,
 5 invalid configuration or app, 6 no ``owlclaw run`` server reachable, 7 server refused the
 token.
 """
@@ -85,11 +86,14 @@ def explain(e: Exception) -> None:
     """Exit with the line, hint and code for an expected failure; return for anything else."""
     from owlclaw.app import AppError, AppNotFound
     from owlclaw.client import ServerRefused, ServerUnavailable
+    from owlclaw.timers.hatchet_engine import HatchetUnavailable
 
     if isinstance(e, ConfigError):
         fail(str(e), "fix owlclaw.toml or the OWLCLAW_* variable named above", EXIT_CONFIG)
     if isinstance(e, DatabaseUnavailable | LedgerUnavailable):
         fail(str(e), "is PostgreSQL running? check OWLCLAW_DATABASE_URL", EXIT_DATABASE)
+    if isinstance(e, HatchetUnavailable):
+        fail(str(e), "set HATCHET_CLIENT_* or timers.backend = builtin", EXIT_DATABASE)
     if isinstance(e, AppNotFound):
         fail(str(e), "create one with `owlclaw init PATH`", EXIT_NOT_FOUND)
     if isinstance(e, AppError):

@@ -596,10 +596,10 @@ BAD_VALUES = {
 def test_property_22_invalid_configuration_is_rejected_at_start(
     setting: tuple[str, str], in_file: bool, calls: int
 ) -> None:
-    from owlclaw.config import _ENV_FIELDS
+    from owlclaw.config import ENV_FIELDS
 
     variable, value = setting
-    section, field = (None, *_ENV_FIELDS[variable])[-2:]
+    section, field = (None, *ENV_FIELDS[variable])[-2:]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "owlclaw.toml"
         environ = {f"OWLCLAW_{variable}": value}

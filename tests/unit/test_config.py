@@ -47,3 +47,30 @@ def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
     toml.write_text("data_dir = \n")
     with pytest.raises(ConfigError, match=r"owlclaw\.toml"):
         load_config(toml, environ={})
+
+
+def test_the_readme_documents_every_setting() -> None:
+    """The configuration reference lists every key (dotted) and every OWLCLAW_* variable."""
+    import msgspec
+
+    from owlclaw.app import AgentSettings
+    from owlclaw.config import ENV_FIELDS, ENV_PREFIX, OwlClawConfig
+    from owlclaw.runtime.governance import Governance
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+    def keys(struct: type[msgspec.Struct], prefix: str = "") -> list[str]:
+        found = []
+        for field in msgspec.structs.fields(struct):
+            kind = field.type
+            if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+                found += keys(kind, f"{prefix}{field.name}.")
+            else:
+                found.append(prefix + field.name)
+        return found
+
+    missing = [f"`{k}`" for k in keys(OwlClawConfig) if f"`{k}`" not in readme]
+    missing += [ENV_PREFIX + v for v in ENV_FIELDS if ENV_PREFIX + v not in readme]
+    missing += [f"[agent] {k}" for k in keys(AgentSettings) if f"`[agent] {k}`" not in readme]
+    missing += [k for k in keys(Governance) if k not in readme]
+    assert not missing, f"README's configuration reference lacks {missing}"

@@ -43,8 +43,10 @@ def test_agent_actors_get_the_environment_their_libraries_read(
     monkeypatch.setenv("OWLCLAW_DATABASE_URL", "postgresql://db.internal/owlclaw")
     monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk")
     monkeypatch.setenv("UNRELATED_SECRET", "x")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     env = worker_env(OwlClawConfig(runtime=RuntimeConfig(scripts_dir="/scripts")))
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     assert env["OWLCLAW_DATABASE_URL"] == "postgresql://db.internal/owlclaw"
     assert env["OWLCLAW_SCRIPTS_DIR"] == "/scripts" and env["LANGFUSE_PUBLIC_KEY"] == "pk"
+    assert env["OPENAI_API_KEY"] == "sk-test"
     assert "UNRELATED_SECRET" not in env
