@@ -23,8 +23,8 @@ PROVIDER_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
 
 def worker_env(config: OwlClawConfig) -> dict[str, str]:
     """Environment for agent actors: offline cost map, tracing and provider keys and the
-    driver's OWLCLAW_* settings (the actors also receive the whole config; these cover libraries that read the
-    environment themselves)."""
+    driver's OWLCLAW_* settings (the actors also receive the whole config; these cover
+    libraries that read the environment themselves)."""
     env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env |= {
         k: v

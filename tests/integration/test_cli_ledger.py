@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -13,6 +12,7 @@ import pytest
 
 from events import Ledger
 from owlclaw.database import Database
+from tests.cli import owlclaw as run_owlclaw
 from tests.sample_run import AGENT_ID, record_sample_run
 
 pytestmark = pytest.mark.integration
@@ -24,15 +24,7 @@ def owlclaw(db: Database, *args: str, cwd: Path) -> subprocess.CompletedProcess[
         "OWLCLAW_DATABASE_URL": db.url,
         "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "owlclaw", *args],
-        check=False,
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_owlclaw(env, *args, cwd=cwd, timeout=120)
 
 
 def test_ledger_json_lists_the_run_in_log_order(fresh_db: Database, tmp_path: Path) -> None:
