@@ -72,7 +72,7 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
             "table": table,
             "sequence": sequence,
             "function": Identifier(self.append_function_name),
-            "one": Identifier(f"{self.append_function_name}_one"[: self.MAX_IDENTIFIER_LEN]),
+            "one": Identifier(f"{self.append_function_name}_1"[: self.MAX_IDENTIFIER_LEN]),
             "event_type": Identifier(self.stored_event_type_name),
         }
         self.sql_create_statements[self.create_table_statement_index] = SQL(
@@ -95,7 +95,9 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
         self.sql_create_statements[self.create_insert_function_statement_index] = SQL(
             _APPEND_FUNCTION
         ).format(lock_key=ADVISORY_LOCK_KEY, **names)
-        self.sql_create_statements.append(SQL(_APPEND_ONE_FUNCTION).format(**names))
+        self.sql_create_statements.append(
+            SQL(_APPEND_ONE_FUNCTION).format(lock_key=ADVISORY_LOCK_KEY, **names)
+        )
         self.sql_append = SQL(
             "SELECT {schema}.{function}(%s::uuid[], %s::bigint[], %s::text[], %b::bytea[]) AS id"
         ).format(**names)
@@ -311,7 +313,10 @@ class _Notifier:
     It has a connection of its own, so writers never wait for it.
     """
 
-    MIN_INTERVAL_SECONDS = 0.010
+    MIN_INTERVAL_SECONDS = 0.025
+    """After a quiet spell the first commit is notified at once; under sustained writes each
+    process notifies at most this often. Every NOTIFY is a transaction taking PostgreSQL's
+    global notify lock: at 10 ms, 8 busy writer processes spent ~6 % of the machine on them."""
 
     def __init__(self, datastore: PostgresDatastore, channel: str):
         self._connect_kwargs = connect_kwargs(datastore)
@@ -370,8 +375,35 @@ class OwlClawFactory(PostgresFactory):
 
 _APPEND_ONE_FUNCTION = """
 CREATE OR REPLACE FUNCTION {schema}.{one}(stream uuid, version bigint, topic text, state bytea)
-RETURNS SETOF bigint LANGUAGE sql AS $fn$
-    SELECT {schema}.{function}(ARRAY[stream], ARRAY[version], ARRAY[topic], ARRAY[state])
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+-- The one-event append (most commits): the same steps as the array version without building
+-- and walking arrays, which is a measurable share of the server's time per commit.
+DECLARE
+    id bigint;
+    previous bytea;
+    row_hash bytea;
+BEGIN
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'a ledger append must be the first write of its transaction';
+    END IF;
+    PERFORM pg_advisory_lock({lock_key});
+    PERFORM pg_current_xact_id();
+    id := nextval('{schema}.{sequence}');
+    PERFORM pg_advisory_unlock({lock_key});
+    SELECT t.hash INTO previous FROM {schema}.{table} t
+     WHERE t.originator_id = stream AND t.originator_version < version
+     ORDER BY t.originator_version DESC LIMIT 1;
+    IF NOT FOUND THEN
+        previous := decode(repeat('00', 32), 'hex');
+    END IF;
+    row_hash := sha256(previous
+        || convert_to(stream::text || ':' || version::text || ':' || topic, 'UTF8')
+        || '\\x00'::bytea || state);
+    INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state,
+                                  notification_id, transaction_id, prev_hash, hash)
+    VALUES (stream, version, topic, state, id, pg_current_xact_id(), previous, row_hash);
+    RETURN id;
+END;
 $fn$
 """
 
