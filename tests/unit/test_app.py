@@ -117,3 +117,48 @@ def test_sanitised_text_has_no_control_or_invisible_characters(text: str) -> Non
 def test_sanitise_keeps_ordinary_markdown() -> None:
     text = "# Title\n\n- item with `code` and émoji 🦉\n\tindented\n"
     assert sanitize(text) == text
+
+
+def test_handlers_py_provides_the_registry_and_its_failures_name_the_file(tmp_path: Path) -> None:
+    from owlclaw.runtime.capabilities import load_registry
+
+    app = load_app(make_app(tmp_path / "a"))
+    assert app.handlers is None and app.code_sha256 == ""
+    handlers = tmp_path / "a" / "handlers.py"
+    handlers.write_text(
+        "from owlclaw import Registry\nregistry = Registry()\n\n"
+        '@registry.capability("Check entries.")\ndef entry_check(symbol: str) -> dict:\n'
+        "    return {'symbol': symbol}\n"
+    )
+    app = load_app(tmp_path / "a")
+    assert app.handlers == handlers.resolve() and len(app.code_sha256) == 64
+    assert list(load_registry(handlers).capabilities) == ["entry_check"]
+    handlers.write_text("import no_such_module\n")
+    with pytest.raises(AppError, match=r"handlers\.py failed to import: ModuleNotFoundError"):
+        load_registry(handlers)
+    handlers.write_text("registry = 42\n")
+    with pytest.raises(AppError, match="defines no `registry = Registry"):
+        load_registry(handlers)
+
+
+def test_agent_settings_are_validated_and_name_the_field(tmp_path: Path) -> None:
+    root = make_app(tmp_path / "desk", config='[agent]\nmodels = ["openai/gpt-4o-mini"]\n')
+    app = load_app(root)
+    assert (app.agent_id, app.settings.models) == ("desk", ("openai/gpt-4o-mini",))
+    (root / "owlclaw.toml").write_text("[agent]\nheartbeat_s = -1\n")
+    with pytest.raises(AppError, match=r"\[agent\].*heartbeat_s"):
+        load_app(root)
+    (root / "owlclaw.toml").write_text('[agent]\nid = "has space"\n')
+    with pytest.raises(AppError, match="agent id 'has space'"):
+        load_app(root)
+
+
+def test_init_scaffolds_the_template_and_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    from owlclaw.scaffold import scaffold
+
+    app = scaffold(tmp_path / "ops-bot")
+    assert app.agent_id == "ops-bot" and app.settings.models == ("scripted/ops-bot",)
+    assert "notify_team" in app.skills and app.handlers is not None
+    assert "ops-bot" in (tmp_path / "ops-bot" / "SOUL.md").read_text()
+    with pytest.raises(AppError, match="already exists"):
+        scaffold(tmp_path / "ops-bot")

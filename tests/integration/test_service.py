@@ -1,0 +1,95 @@
+"""The `owlclaw run` service in-process (agents hosted locally, built-in timers): heartbeats are
+skipped while nothing is pending and act on an inbound event; a served app's agent is the one
+its owlclaw.toml names; agents it does not serve are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from events import Ledger
+from events import catalog as ev
+from owlclaw.app import load_app
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
+from owlclaw.service import NotServed, Service
+from tests.apps import make_app
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = json.dumps(
+    {
+        "steps": [
+            {
+                "tool_calls": [
+                    {
+                        "name": "log_decision",
+                        "arguments": {"reasoning": "acted on the event", "decision_type": "other"},
+                    }
+                ]
+            },
+            {"content": "done"},
+        ]
+    }
+)
+
+
+def served_app(tmp_path: Path) -> Path:
+    root = make_app(
+        tmp_path / "watcher-app",
+        config='[agent]\nid = "watcher"\nmodels = ["scripted/watcher"]\nheartbeat_s = 0.3\n',
+    )
+    (root / "scripts").mkdir()
+    (root / "scripts" / "watcher.json").write_text(SCRIPT)
+    return root
+
+
+def runs(ledger: Ledger, agent_id: str) -> list[list[ev.LedgerEvent]]:
+    return [ledger.stream(run_id) for run_id in ledger.list_runs(agent_id)]
+
+
+def test_heartbeats_skip_until_an_inbound_event_arrives(fresh_db: Database, tmp_path: Path) -> None:
+    config = OwlClawConfig(
+        database_url=fresh_db.url,
+        database_name=str(fresh_db.params["dbname"]),
+        data_dir=str(tmp_path / "data"),
+        runtime=RuntimeConfig(placement="local"),
+    )
+    app = load_app(served_app(tmp_path))
+    assert app.agent_id == "watcher"
+
+    async def scenario() -> None:
+        service = Service(config, [app])
+        await service.start()
+        try:
+            assert service.ledger is not None
+            ledger = service.ledger
+            await asyncio.sleep(1.0)  # ~3 heartbeats with nothing pending
+            with pytest.raises(NotServed):
+                await service.submit("someone-else", "webhook")
+            await service.receive("watcher", "webhook", {"order": 7})
+            deadline = time.monotonic() + 10
+            while not any(isinstance(r[-1], ev.RunCompleted) for r in runs(ledger, "watcher")):
+                assert time.monotonic() < deadline, "no heartbeat acted on the event"
+                await asyncio.sleep(0.1)
+            beats = runs(ledger, "watcher")
+            started = [r[0] for r in beats]
+            assert all(isinstance(s, ev.RunStarted) and s.trigger == "heartbeat" for s in started)
+            skipped = [r for r in beats if isinstance(r[-1], ev.RunSkipped)]
+            acted = [r for r in beats if isinstance(r[-1], ev.RunCompleted)]
+            assert len(skipped) >= 2 and len(acted) == 1
+            assert not any(isinstance(e, ev.LLMResponded) for r in skipped for e in r)
+            [decision] = [e for e in acted[0] if isinstance(e, ev.DecisionLogged)]
+            assert decision.reasoning == "acted on the event"
+            assert service.status()["agents"]["watcher"]["heartbeat_s"] == 0.3
+        finally:
+            await service.stop()
+
+    asyncio.run(scenario())
+    with Ledger(fresh_db.url) as ledger:
+        agent = ledger.load_agent("watcher")
+        assert agent.state.app_dir == str(tmp_path / "watcher-app")
