@@ -9,6 +9,7 @@ webhook endpoint. Runs are accepted durably (RunQueued committed) before anyone 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import subprocess
@@ -63,6 +64,9 @@ class Service:
         self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
         self._engine: HatchetEngine | None = None
+        self._engine_starting: asyncio.Task[HatchetEngine] | None = None
+        self.ready = False
+        """Every part started: the webhook answers 503 until then."""
         self._hatchet_worker: subprocess.Popen[bytes] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -75,10 +79,9 @@ class Service:
         )
         for agent_id, app in self.apps.items():
             await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))
-        engine = None
         if self.config.timers.backend == "hatchet" and not os.environ.get("HATCHET_CLIENT_TOKEN"):
             self.progress("Hatchet engine (in the background)")
-            engine = asyncio.create_task(asyncio.to_thread(self._start_engine))
+            self._engine_starting = asyncio.create_task(asyncio.to_thread(self._start_engine))
         self.progress("projections")
         views = await asyncio.to_thread(open_views, self.ledger, self.config)
         for view in views:  # load the embedding model now, not in the first memory's batch
@@ -90,8 +93,8 @@ class Service:
         for agent_id in self.apps:  # the first trigger should not wait for imports
             await self.agents.activate(agent_id)
         self.progress(f"timer service ({self.config.timers.backend})")
-        if engine is not None:
-            self._engine = await engine
+        if self._engine_starting is not None:
+            self._engine = await self._engine_starting
         worker = await asyncio.to_thread(self._timer_worker)
         self._tasks.append(asyncio.create_task(worker.run(self._stop)))
         for agent_id, app in self.apps.items():
@@ -99,9 +102,15 @@ class Service:
                 self._tasks.append(
                     asyncio.create_task(self._heartbeat(agent_id, app.settings.heartbeat_s))
                 )
+        self.ready = True
 
     async def stop(self) -> None:
+        """Stop whatever started (also after a start that failed half-way)."""
+        self.ready = False
         self._stop.set()
+        if self._engine_starting is not None and self._engine is None:
+            with contextlib.suppress(Exception):
+                self._engine = await self._engine_starting
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -6,6 +6,8 @@
   next heartbeat (202);
 - ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token.
 
+Until the service has started, calls are answered 503 ``starting``.
+
 Every other request carries ``Authorization: Bearer <token>``. Errors are JSON
 ``{"error", "code"}`` with a 4xx status; nothing is recorded for a rejected request.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import msgspec
@@ -67,6 +71,8 @@ def make_app(service: Service, token: str) -> web.Application:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return _error(401, "unauthorized", "missing or wrong bearer token")
+            if not service.ready:
+                return _error(503, "starting", "the service is still starting; try again")
         try:
             response: web.StreamResponse = await handler(request)
         except (NotServed, UnknownAgent) as e:
@@ -120,11 +126,18 @@ def make_app(service: Service, token: str) -> web.Application:
     return app
 
 
-async def serve_http(service: Service, config: OwlClawConfig) -> web.AppRunner:
-    """Start the endpoint; stop it with ``await runner.cleanup()``."""
+@asynccontextmanager
+async def serving(service: Service, config: OwlClawConfig) -> AsyncIterator[None]:
+    """The service started and its endpoint listening; both stopped on the way out, also when
+    starting fails half-way (the port is taken, Hatchet is unreachable, ...)."""
     token = server_token(config, create=True)
     assert token is not None
     runner = web.AppRunner(make_app(service, token), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, config.server.host, config.server.port).start()
-    return runner
+    try:
+        await runner.setup()  # the port first: a taken port fails before anything starts
+        await web.TCPSite(runner, config.server.host, config.server.port).start()
+        await service.start()
+        yield
+    finally:
+        await runner.cleanup()
+        await service.stop()

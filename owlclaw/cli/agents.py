@@ -101,15 +101,13 @@ def _starting(part: str) -> None:
 
 
 async def _serve(service: Any, config: OwlClawConfig) -> None:
-    from owlclaw.webhook import serve_http
+    from owlclaw.webhook import serving
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await service.start()
-    http = await serve_http(service, config)
-    try:
+    async with serving(service, config):
         url = f"http://{config.server.host}:{config.server.port}"
         out.print(
             f"[green]serving[/] {', '.join(service.apps)} at {url} "
@@ -118,10 +116,7 @@ async def _serve(service: Any, config: OwlClawConfig) -> None:
             highlight=False,
         )
         await stop.wait()
-    finally:
         err.print("[dim]stopping…[/]")
-        await http.cleanup()
-        await service.stop()
 
 
 def _payload(raw: str | None) -> dict[str, Any]:

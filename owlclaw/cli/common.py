@@ -10,6 +10,7 @@ token.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -92,6 +93,8 @@ def explain(e: Exception) -> None:
         fail(str(e), "fix owlclaw.toml or the OWLCLAW_* variable named above", EXIT_CONFIG)
     if isinstance(e, DatabaseUnavailable | LedgerUnavailable):
         fail(str(e), "is PostgreSQL running? check OWLCLAW_DATABASE_URL", EXIT_DATABASE)
+    if isinstance(e, OSError) and e.errno == errno.EADDRINUSE:
+        fail(f"the server's address is taken: {e}", "set OWLCLAW_SERVER_PORT", EXIT_USAGE)
     if isinstance(e, HatchetUnavailable):
         fail(str(e), "set HATCHET_CLIENT_* or timers.backend = builtin", EXIT_DATABASE)
     if isinstance(e, AppNotFound):

@@ -34,7 +34,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.narrate import step_text
 from owlclaw.service import Service
 from owlclaw.timers.hatchet_engine import BINARIES
-from owlclaw.webhook import serve_http
+from owlclaw.webhook import serving
 from projections import MemoryView, ProjectionRunner, view_options
 from projections.memory import render_memory_files
 
@@ -101,22 +101,16 @@ class Demo:
         service = Service(
             self.config, [load_app(self.app_dir)], progress=lambda p: self.say(f"starting {p}…")
         )
-        await service.start()
-        http = await serve_http(service, self.config)
-        try:
+        async with serving(service, self.config):
             self.say(
                 f"serving {AGENT}: Ray actors (shared placement), timers on "
                 f"{service.timer_backend}, webhook http://{self.config.server.host}:"
                 f"{self.config.server.port}",
                 "green",
             )
-            assert service.ledger is not None
+            assert service.ledger is not None and service.database is not None
             await self.story(service, service.ledger)
-            assert service.database is not None
             self.finish(service.ledger, service.database.url)
-        finally:
-            await http.cleanup()
-            await service.stop()
         self.report.seconds = round(time.monotonic() - self.started, 1)
         return self.report
 

@@ -70,3 +70,19 @@ def test_unknown_agent_in_the_ledger(env: dict[str, str], tmp_path: Path) -> Non
     assert result.returncode == 3
     assert_one_clear_line(result.stderr, "")
     assert "nobody" in result.stderr
+
+
+def test_a_taken_server_port_fails_before_anything_starts(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    import socket
+
+    assert owlclaw(env, "init", "app", cwd=tmp_path).returncode == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = owlclaw(env | {"OWLCLAW_SERVER_PORT": port}, "run", "app", cwd=tmp_path)
+    assert result.returncode == 2
+    assert_one_clear_line(result.stderr, "the server's address is taken")
+    assert not (tmp_path / ".owlclaw" / "pg").exists()  # the database was never started
