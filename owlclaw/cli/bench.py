@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -92,11 +92,7 @@ def bench_runtime(
 
     with bench_database("owlclaw_bench_runtime") as url, err.status("benchmarking…"):
         result = bench.run(url, runs=runs)
-    if as_json:
-        print_json(result)
-        return
-    for key, value in result.items():
-        out.print(f"{key}: {value}")
+    print_figures(result, as_json)
 
 
 @bench_app.command("actors")
@@ -113,11 +109,7 @@ def bench_actors(
         result = bench.run(
             Database(url), agents=agents, registered_agents=registered, progress=status.update
         )
-    if as_json:
-        print_json(result)
-        return
-    for key, value in result.items():
-        out.print(f"{key}: {value}")
+    print_figures(result, as_json)
 
 
 @bench_app.command("timers")
@@ -146,6 +138,11 @@ def bench_timers(
             hatchet_bin=hatchet_bin,
             progress=status.update,
         )
+    print_figures(result, as_json)
+
+
+def print_figures(result: dict[str, Any], as_json: bool) -> None:
+    """A benchmark's figures: JSON, or one ``name: value`` line each."""
     if as_json:
         print_json(result)
         return
