@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -116,13 +117,8 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
         self._notifier = _Notifier(self.datastore, self.channel_name)
 
     def create_table(self) -> None:
-        """Create the schema idempotently; concurrent starters take turns (DDL races otherwise)."""
-        with psycopg.connect(**connect_kwargs(self.datastore), autocommit=True) as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
-            try:
-                super().create_table()
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+        with schema_lock(self.datastore):
+            super().create_table()
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -455,6 +451,18 @@ BEGIN
 END;
 $fn$
 """
+
+
+@contextmanager
+def schema_lock(datastore: PostgresDatastore) -> Iterator[None]:
+    """Held while creating tables idempotently: processes starting together take turns, since
+    CREATE ... IF NOT EXISTS is not safe against a concurrent creator (duplicate pg_type)."""
+    with psycopg.connect(**connect_kwargs(datastore), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
 
 
 def connect_kwargs(datastore: PostgresDatastore) -> dict[str, Any]:

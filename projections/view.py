@@ -18,6 +18,7 @@ from psycopg.sql import SQL, Composable, Composed, Identifier
 
 from events.catalog import LedgerEvent
 from events.ledger import LoggedEvent
+from events.recorder import schema_lock
 
 TRACKING_TABLE = "projection_tracking"
 REBUILD_SUFFIX = "__rebuild"
@@ -48,6 +49,10 @@ class View(PostgresTrackingRecorder):
             name: Identifier(name + self.suffix) for name in (*self.tables, *self.indexes)
         }
         self.sql_create_statements.extend(self.sql(ddl) for ddl in self.ddl)
+
+    def create_table(self) -> None:
+        with schema_lock(self.datastore):
+            super().create_table()
 
     @property
     def placeholders(self) -> Mapping[str, Composable]:

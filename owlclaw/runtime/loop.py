@@ -12,6 +12,7 @@ keep their order and the event loop never blocks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import deque
@@ -27,7 +28,7 @@ from uuid import UUID
 
 import msgspec
 
-from events import Ledger
+from events import Ledger, StreamConflict
 from events import catalog as ev
 from events.aggregates import Agent, Run, now, run_stream_id
 from owlclaw import tracing
@@ -381,6 +382,16 @@ class AgentRuntime:
     async def _run_to_end(
         self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
+        try:
+            await self._decide_to_end(state, trigger, focus, payload)
+        except StreamConflict:
+            await self._stand_down(state)
+            raise
+
+    async def _decide_to_end(
+        self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
+    ) -> None:
+        """Decide until the run ends, then commit its end: exactly one end event."""
         run = state.run
         try:
             async with asyncio.timeout(self.limits.run_timeout_s):
@@ -393,18 +404,42 @@ class AgentRuntime:
             run.record(ev.RunTerminated, reason="cancelled", **state.totals())
             await asyncio.shield(self._commit(state))
             raise
+        except StreamConflict:
+            raise
         except Exception as e:
             run.record(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)
+
+    async def _stand_down(self, state: _RunState) -> None:
+        """Another writer appended to this agent's stream first (two hosts for one agent), so
+        the failed commit — and everything recorded since the last good one — is not in the
+        ledger. If this run's stream is still exactly as this writer left it, end it there with
+        RunFailed (contiguous versions, one end event); if nothing of it is stored yet, or
+        another writer is running it, leave it to the new owner."""
+        if state.committed == 0:  # nothing of it is stored: the new owner runs it
+            return
+        stored = await self._io_call(self.ledger.load_run, state.run.id)
+        if stored.version != state.committed:
+            return
+        state.run = stored
+        stored.record(
+            ev.RunFailed,
+            error="another host took over this agent; the run stopped at its last commit",
+            **state.totals(),
+        )
+        with contextlib.suppress(StreamConflict):  # it took over this run meanwhile
+            await self._commit(state)
 
     async def _commit(self, state: _RunState) -> None:
         if self.replay is not None:
             self.produced += state.agent.collect_events() + state.run.collect_events()
             return
-        state.events += state.run.pending_events
+        pending = state.run.pending_events
         state.agent, positions = await self._io_call(
             partial(self.ledger.append_rebasing, over=FOREIGN_FACTS), state.agent, state.run
         )
+        state.events += pending
+        state.committed = state.run.version
         if positions:
             state.position = positions[-1]
 
@@ -679,6 +714,8 @@ class _RunState:
         self.hidden: dict[str, str] = {}
         self.events: list[ev.LedgerEvent] = []
         """The run's events committed so far."""
+        self.committed = run.version - len(run.pending_events)
+        """The run stream's version in the ledger as far as this writer knows."""
         self.resumed: RecordedRun | None = None
         """For a resumed run: what it recorded before its process stopped."""
         self.replaying: deque[dict[str, Any]] = deque()

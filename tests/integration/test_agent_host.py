@@ -206,3 +206,50 @@ def test_cancel_ends_the_running_run_and_the_mailbox_goes_on(ledger: Ledger) -> 
     first_run = ledger.stream(ledger.list_runs("cancelled")[0])
     [ended] = [e for e in first_run if type(e).__name__ in TERMINAL]
     assert isinstance(ended, ev.RunTerminated) and ended.reason == "cancelled"
+
+
+def test_a_run_whose_agent_another_host_took_over_ends_at_its_last_commit(
+    ledger: Ledger,
+) -> None:
+    """Host A runs run 1; host B accepts run 2 meanwhile, so A's next commit that touches the
+    agent's stream (the ScheduleRequested of schedule_once) loses. What A recorded since its
+    last good commit is not in the ledger; A ends run 1 right there and stands down."""
+    from events import StreamConflict
+    from events.aggregates import run_stream_id
+
+    register_script(
+        "takeover",
+        {
+            "latency_s": 0.3,
+            "steps": [
+                {"tool_calls": [{"name": "log_decision", "arguments": {"reasoning": "look"}}]},
+                {
+                    "tool_calls": [
+                        {"name": "schedule_once", "arguments": {"delay_seconds": 60, "focus": "x"}}
+                    ]
+                },
+                {"content": "scheduled"},
+            ],
+        },
+    )
+    a = AgentRuntime(ledger, "taken", models=["scripted/takeover"])
+    b = AgentRuntime(ledger, "taken", models=["scripted/takeover"])
+
+    async def scenario() -> None:
+        run = asyncio.create_task(a.run("webhook"))
+        await asyncio.sleep(0.45)  # A's first commit is in (~0.3 s), its second not yet
+        await b.submit("webhook")
+        with pytest.raises(StreamConflict):
+            await run
+
+    asyncio.run(scenario())
+    a.close()
+    b.close()
+    events = ledger.stream(run_stream_id("taken", 1))
+    assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    ended = [e for e in events if isinstance(e, ev.TERMINAL_RUN_EVENTS)]
+    assert len(ended) == 1 and ended[0] is events[-1] and isinstance(ended[0], ev.RunFailed)
+    assert "another host took over" in ended[0].error
+    agent_events = ledger.stream(ledger.load_agent("taken").id)
+    assert not any(isinstance(e, ev.ScheduleRequested) for e in agent_events)
+    assert [e.run_no for e in agent_events if isinstance(e, ev.RunQueued)] == [1, 2]
