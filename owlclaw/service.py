@@ -20,6 +20,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from actors.host import AgentHost
 from events import Ledger, UnknownAgent
 from events import catalog as ev
@@ -136,7 +138,20 @@ class Service:
         from actors.directory import AgentDirectory
 
         connect(self.config, logging_level=logging.ERROR)
-        return AgentDirectory(self.ledger, self.config, placement=self.config.runtime.placement)
+        return AgentDirectory(
+            self.ledger, self._as_client(), placement=self.config.runtime.placement
+        )
+
+    def _as_client(self) -> OwlClawConfig:
+        """The configuration for the processes this one starts (actors, the Hatchet worker):
+        they connect to the database this process opened as plain clients, so the embedded
+        server stops when this process does (killed actors would otherwise keep it alive)."""
+        assert self.database is not None
+        return msgspec.structs.replace(
+            self.config,
+            database_url=self.database.url,
+            database_name=str(self.database.params.get("dbname", self.config.database_name)),
+        )
 
     def _timer_worker(self) -> TimerWorker:
         assert self.ledger is not None
@@ -191,8 +206,9 @@ class Service:
             import ray
 
             env["OWLCLAW_RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
-        if self.config.database_url is None and self.database is not None:
-            env["OWLCLAW_DATA_DIR"] = str(self.config.data_path)
+        client = self._as_client()
+        env["OWLCLAW_DATABASE_URL"] = str(client.database_url)
+        env["OWLCLAW_DATABASE_NAME"] = client.database_name
         log_path = self.config.data_path / "hatchet-worker.log"
         return subprocess.Popen(
             [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"],
