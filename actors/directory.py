@@ -8,7 +8,6 @@ process, so one per agent holds ~150 agents per node). The client API is the sam
 from __future__ import annotations
 
 import asyncio
-import uuid
 import zlib
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -21,6 +20,7 @@ from events import Ledger, UnknownAgent
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig
 from owlclaw.timers.fires import TimerFire
+from projections.feed import afollow_run
 
 Placement = Literal["dedicated", "shared"]
 NAMESPACE = "owlclaw"
@@ -93,23 +93,12 @@ class AgentDirectory:
         result: dict[str, Any] = await self.handle(agent_id).run.remote(agent_id, trigger, **kwargs)
         return result
 
-    async def events(
+    def events(
         self, run_id: str, *, poll_s: float = 0.05, timeout_s: float = 600.0
     ) -> AsyncIterator[ev.LedgerEvent]:
         """The run's events as they are committed, until its end event (from any driver: they
         are read from the ledger, which outlives the actor)."""
-        stream, seen = uuid.UUID(run_id), 0
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while True:
-            events = await asyncio.to_thread(self.ledger.stream, stream)
-            for event in events[seen:]:
-                yield event
-                if isinstance(event, ev.TERMINAL_RUN_EVENTS):
-                    return
-            seen = len(events)
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
-            await asyncio.sleep(poll_s)
+        return afollow_run(self.ledger, run_id, poll_s=poll_s, timeout_s=timeout_s)
 
     async def activate(self, agent_id: str) -> float:
         """Make the agent's actor ready (started, agent rebuilt); milliseconds the actor took."""

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,9 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
 from owlclaw.timers.fires import TimerFire
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
-from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
-from owlclaw.timers.worker import RetryPolicy, TimerWorker
+from owlclaw.timers.serve import start_timers
+from owlclaw.timers.service import BuiltinBackend, TimerBackend
+from owlclaw.timers.worker import TimerWorker
 from projections import MemoryView, ProjectionRunner, open_views
 
 log = logging.getLogger(__name__)
@@ -155,18 +155,9 @@ class Service:
 
     def _timer_worker(self) -> TimerWorker:
         assert self.ledger is not None
-        backend = self._timer_backend()
-        view = TimersView(self.ledger.recorder.datastore, backend=backend, ledger=self.ledger)
-        view.create_table()
-        view.adopt()
-        self._runners.append(ProjectionRunner(self.ledger, view).start())
-        return TimerWorker(
-            view,
-            self.fire,
-            lease=timedelta(seconds=self.config.timers.lease_s),
-            retry=RetryPolicy(max_retries=self.config.timers.max_retries),
-            grace=timedelta(seconds=self.config.timers.misfire_grace_s),
-        )
+        worker, runner = start_timers(self.ledger, self.config, self._timer_backend(), self.fire)
+        self._runners.append(runner)
+        return worker
 
     def _timer_backend(self) -> TimerBackend:
         if self.config.timers.backend != "hatchet":

@@ -2,17 +2,19 @@
 
 Both are iterators that block while there is nothing new, woken by LISTEN/NOTIFY, and resume
 from the last position the consumer saw (pass it back as ``after``). ``afollow_*`` are the
-async versions for asyncio consumers.
+async versions for asyncio consumers; ``afollow_run`` follows one run until it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Generator
 
 import psycopg
 from psycopg.sql import SQL, Identifier
 
+from events.catalog import TERMINAL_RUN_EVENTS, LedgerEvent
 from events.ledger import Ledger, LoggedEvent
 from events.recorder import connect_kwargs
 from projections.runner import channel
@@ -56,6 +58,25 @@ async def _aiterate(iterator: Generator[LoggedEvent]) -> AsyncIterator[LoggedEve
             yield item
     finally:
         iterator.close()
+
+
+async def afollow_run(
+    ledger: Ledger, run_id: str, *, poll_s: float = 0.05, timeout_s: float = 600.0
+) -> AsyncIterator[LedgerEvent]:
+    """One run's events as they are committed, until its end event (TimeoutError after
+    ``timeout_s``). It reads the run's own stream, so it is cheap whatever the log's size."""
+    stream, seen = uuid.UUID(run_id), 0
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        events = await asyncio.to_thread(ledger.stream, stream)
+        for event in events[seen:]:
+            yield event
+            if isinstance(event, TERMINAL_RUN_EVENTS):
+                return
+        seen = len(events)
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
+        await asyncio.sleep(poll_s)
 
 
 def afollow_log(ledger: Ledger, after: int = 0) -> AsyncIterator[LoggedEvent]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
-import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -176,20 +174,20 @@ def trigger(
 
 def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.LedgerEvent]:
     """The run's events as they are committed, printed as they come, until its end event."""
-    stream, seen = uuid.UUID(run_id), 0
-    deadline = time.monotonic() + timeout
-    while True:
-        events = led.stream(stream)
-        for event in events[seen:]:
-            text = step_text(event)
-            if show and text:
+    from projections.feed import afollow_run
+
+    async def follow() -> list[ev.LedgerEvent]:
+        events = []
+        async for event in afollow_run(led, run_id, poll_s=0.1, timeout_s=timeout):
+            events.append(event)
+            if show and (text := step_text(event)):
                 out.print(text, highlight=False, markup=False, soft_wrap=True)
-        seen = len(events)
-        if events and isinstance(events[-1], ev.TERMINAL_RUN_EVENTS):
-            return events
-        if time.monotonic() > deadline:
-            fail(f"run {run_id} did not end within {timeout:g} s", "see `owlclaw status`", 1)
-        time.sleep(0.1)
+        return events
+
+    try:
+        return asyncio.run(follow())
+    except TimeoutError as e:
+        fail(str(e), "see `owlclaw status`", EXIT_FAILED)
 
 
 @app.command()

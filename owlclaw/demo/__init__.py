@@ -12,7 +12,6 @@ import asyncio
 import json
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from owlclaw.service import Service
 from owlclaw.timers.hatchet_engine import BINARIES
 from owlclaw.webhook import serving
 from projections import MemoryView, ProjectionRunner, view_options
+from projections.feed import afollow_run
 from projections.memory import render_memory_files
 
 AGENT = "trader"
@@ -166,17 +166,13 @@ class Demo:
 
     async def follow(self, ledger: Ledger, run_id: str) -> list[ev.LedgerEvent]:
         """Narrate the run's steps as they are committed, until it ends."""
-        stream, seen = uuid.UUID(run_id), 0
         self.report.runs.append(run_id)
-        while True:
-            events = await asyncio.to_thread(ledger.stream, stream)
-            for event in events[seen:]:
-                if text := step_text(event):
-                    self.say(("  " if not isinstance(event, ev.RunStarted) else "") + text)
-            seen = len(events)
-            if events and isinstance(events[-1], ev.TERMINAL_RUN_EVENTS):
-                return events
-            await asyncio.sleep(0.05)
+        events = []
+        async for event in afollow_run(ledger, run_id):
+            events.append(event)
+            if text := step_text(event):
+                self.say(("  " if not isinstance(event, ev.RunStarted) else "") + text)
+        return events
 
     @staticmethod
     def scheduled(ledger: Ledger, run_id: str) -> ev.ScheduleRequested:

@@ -44,13 +44,15 @@ def _backend(config: OwlClawConfig) -> TimerBackend:
     return BuiltinBackend()
 
 
-def serve(ledger: Ledger, config: OwlClawConfig) -> None:
-    """Register schedules from the log and fire built-in timers until SIGINT/SIGTERM."""
-    view = TimersView(ledger.recorder.datastore, backend=_backend(config), ledger=ledger)
+def start_timers(
+    ledger: Ledger, config: OwlClawConfig, backend: TimerBackend, deliver: Deliver
+) -> tuple[TimerWorker, ProjectionRunner]:
+    """The timer projection, running (it registers schedules with ``backend``, after moving
+    timers other backends hold), and the worker that fires built-in timers to ``deliver``."""
+    view = TimersView(ledger.recorder.datastore, backend=backend, ledger=ledger)
     view.create_table()
     view.adopt()
     runner = ProjectionRunner(ledger, view).start()
-    deliver, close = _deliver(ledger, config)
     worker = TimerWorker(
         view,
         deliver,
@@ -58,6 +60,13 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
         retry=RetryPolicy(max_retries=config.timers.max_retries),
         grace=timedelta(seconds=config.timers.misfire_grace_s),
     )
+    return worker, runner
+
+
+def serve(ledger: Ledger, config: OwlClawConfig) -> None:
+    """Register schedules from the log and fire built-in timers until SIGINT/SIGTERM."""
+    deliver, close = _deliver(ledger, config)
+    worker, runner = start_timers(ledger, config, _backend(config), deliver)
 
     async def main() -> None:
         stop = asyncio.Event()
