@@ -18,8 +18,10 @@ import ray
 from actors.ray_host import AgentHostActor
 from events import Ledger, UnknownAgent
 from events import catalog as ev
+from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
-from owlclaw.timers.fires import TimerFire
+from owlclaw.runtime.loop import RunResult
+from owlclaw.timers.fires import FireOutcome, TimerFire
 from projections.feed import afollow_run
 
 Placement = Literal["dedicated", "shared"]
@@ -27,6 +29,12 @@ NAMESPACE = "owlclaw"
 
 
 class AgentDirectory:
+    """The Ray implementation of ``owlclaw.agents.Agents``.
+
+    ``owner``: this directory started the actors and ``close`` kills them (``owlclaw run``);
+    a client of actors someone else serves (the Hatchet worker, a CLI) leaves them running.
+    """
+
     def __init__(
         self,
         ledger: Ledger,
@@ -36,6 +44,7 @@ class AgentDirectory:
         pool_size: int = 4,
         idle_s: float | None = 300.0,
         actor_options: dict[str, Any] | None = None,
+        owner: bool = True,
     ):
         self.ledger = ledger
         self.config = config
@@ -43,7 +52,9 @@ class AgentDirectory:
         self.pool_size = pool_size
         self.idle_s = idle_s
         self.actor_options = actor_options or {}
-        """Extra Ray actor options, e.g. ``{"scheduling_strategy": "SPREAD"}`` or resources."""
+        """Extra Ray actor options, e.g. ``{"scheduling_strategy": "SPREAD"}``, resources, or
+        another ``namespace`` (isolated sets of agents on one cluster)."""
+        self.owner = owner
         self._handles: dict[str, Any] = {}
 
     def actor_name(self, agent_id: str) -> str:
@@ -55,30 +66,41 @@ class AgentDirectory:
         """The agent's actor, created on first use (get_if_exists: any driver finds the same)."""
         name = self.actor_name(agent_id)
         if name not in self._handles:
-            self._handles[name] = AgentHostActor.options(  # type: ignore[attr-defined]
-                name=name,
-                namespace=NAMESPACE,
-                lifetime="detached",
-                get_if_exists=True,
+            options = {
+                "name": name,
+                "namespace": NAMESPACE,
+                "lifetime": "detached",
+                "get_if_exists": True,
                 **self.actor_options,
-            ).remote(msgspec.to_builtins(self.config), self.idle_s)
+            }
+            self._handles[name] = AgentHostActor.options(**options).remote(  # type: ignore[attr-defined]
+                msgspec.to_builtins(self.config), self.idle_s
+            )
         return self._handles[name]
 
-    def register(self, agent_id: str, app_dir: str = "") -> None:
-        self.ledger.register_agent(agent_id, app_dir)
-
-    async def submit(self, agent_id: str, trigger: str, **kwargs: Any) -> str:
+    async def submit(
+        self,
+        agent_id: str,
+        trigger: str,
+        *,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
         """Accept a run of a registered agent; returns its run id (UnknownAgent otherwise)."""
-        self.ledger.load_agent(agent_id)
-        run_id: str = await self.handle(agent_id).submit.remote(agent_id, trigger, **kwargs)
+        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        run_id: str = await self.handle(agent_id).submit.remote(
+            agent_id, trigger, focus, payload, context, idempotency_key
+        )
         return run_id
 
-    async def result(self, agent_id: str, run_id: str, *, attempts: int = 30) -> dict[str, Any]:
+    async def result(self, agent_id: str, run_id: str, *, attempts: int = 30) -> RunResult:
         """Wait for a run to end. If its actor dies meanwhile, Ray restarts it and the wait goes
         on there: the restarted actor resumes the interrupted run from the ledger."""
         for attempt in range(attempts):
             try:
-                result: dict[str, Any] = await self.handle(agent_id).result.remote(agent_id, run_id)
+                result: RunResult = await self.handle(agent_id).result.remote(agent_id, run_id)
                 return result
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
                 if attempt == attempts - 1:
@@ -86,43 +108,48 @@ class AgentDirectory:
                 await asyncio.sleep(0.5)
         raise AssertionError("unreachable")
 
-    async def run(self, agent_id: str, trigger: str, **kwargs: Any) -> dict[str, Any]:
+    async def run(self, agent_id: str, trigger: str, **kwargs: Any) -> RunResult:
         """Accept a run and wait for it in one call to the actor (if the actor dies meanwhile,
         ``submit`` + ``result`` is the way to follow the run through the restart)."""
-        self.ledger.load_agent(agent_id)
-        result: dict[str, Any] = await self.handle(agent_id).run.remote(agent_id, trigger, **kwargs)
+        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        result: RunResult = await self.handle(agent_id).run.remote(agent_id, trigger, **kwargs)
         return result
 
-    def events(
-        self, run_id: str, *, poll_s: float = 0.05, timeout_s: float = 600.0
-    ) -> AsyncIterator[ev.LedgerEvent]:
+    def events(self, run_id: str, *, timeout_s: float = 600.0) -> AsyncIterator[ev.LedgerEvent]:
         """The run's events as they are committed, until its end event (from any driver: they
         are read from the ledger, which outlives the actor)."""
-        return afollow_run(self.ledger, run_id, poll_s=poll_s, timeout_s=timeout_s)
+        return afollow_run(self.ledger, run_id, timeout_s=timeout_s)
 
     async def activate(self, agent_id: str) -> float:
         """Make the agent's actor ready (started, agent rebuilt); milliseconds the actor took."""
         taken: float = await self.handle(agent_id).activate.remote(agent_id)
         return taken
 
-    async def fire(self, fire: TimerFire) -> dict[str, Any]:
-        outcome: dict[str, Any] = await self.handle(fire.agent_id).fire.remote(
-            msgspec.to_builtins(fire)
-        )
+    async def fire(self, fire: TimerFire) -> FireOutcome:
+        outcome: FireOutcome = await self.handle(fire.agent_id).fire.remote(fire)
         return outcome
 
-    def status(self, agent_id: str) -> dict[str, Any]:
-        status: dict[str, Any] = ray.get(self.handle(agent_id).status.remote(agent_id))
-        return status
+    async def status(self, agent_id: str | None = None) -> HostStatus:
+        """One agent's host, or (None) every host this directory has used, merged."""
+        handles = [self.handle(agent_id)] if agent_id else list(self._handles.values())
+        statuses: list[HostStatus] = await asyncio.gather(
+            *(h.status.remote(agent_id) for h in handles)
+        )
+        return HostStatus(
+            agents={a: s for status in statuses for a, s in status.agents.items()},
+            activations=sum(s.activations for s in statuses),
+            passivations=sum(s.passivations for s in statuses),
+        )
 
-    def cancel(self, agent_id: str, run_id: str) -> bool:
-        cancelled: bool = ray.get(self.handle(agent_id).cancel.remote(agent_id, run_id))
+    async def cancel(self, agent_id: str, run_id: str) -> bool:
+        cancelled: bool = await self.handle(agent_id).cancel.remote(agent_id, run_id)
         return cancelled
 
-    def shutdown(self) -> None:
-        """Kill the actors this directory used (they are detached: they outlive drivers)."""
-        for handle in self._handles.values():
-            ray.kill(handle)
+    async def close(self) -> None:
+        """Kill the actors this directory started (they are detached: they outlive drivers)."""
+        if self.owner:
+            for handle in self._handles.values():
+                ray.kill(handle)
         self._handles.clear()
 
 

@@ -1,10 +1,11 @@
 """Hosting agents in one process: per agent a FIFO mailbox drained by one task.
 
-This is the Ray-free core of an agent actor. A host holds one agent (``dedicated`` placement) or
-many (``shared``); either way each agent's runs and timer fires execute one at a time in arrival
-order. Accepting a run commits its RunQueued first, so the returned run id is final and a queued
-run survives a crash: on activation, a run interrupted mid-way is resumed from its recorded
-steps, then runs queued but never started are executed.
+The in-process implementation of ``owlclaw.agents.Agents``, and the core of the Ray agent actor.
+A host holds one agent (``dedicated`` placement) or many (``shared``); either way each agent's
+runs execute one at a time in acceptance order. Accepting a run — a trigger, or a timer fire
+the agent judged a fire — commits its RunQueued first, so the returned run id is final and a
+queued run survives a crash: on activation, a run interrupted mid-way is resumed from its
+recorded steps, then runs queued but never started are executed.
 An agent idle for ``idle_s`` is passivated (its runtime released); its state lives in the ledger,
 so the next message re-activates it from snapshot + tail.
 """
@@ -13,22 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
+from owlclaw.agents import AgentActivity, HostStatus
 from owlclaw.config import OwlClawConfig
+from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
-from owlclaw.runtime.loop import AgentRuntime, FireOutcome, RunResult
-from owlclaw.timers.fires import TimerFire
-from projections import open_memory
+from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.wiring import open_memory
+from projections.feed import afollow_run
 
-Message = tuple[str, Any, "asyncio.Future[Any]"]
+Message = tuple[str, Any, "asyncio.Future[RunResult]"]
+"""("run", RunQueued, result) or ("resume", run id, result)."""
 
 
 class RunCancelled(Exception):
@@ -40,7 +45,7 @@ class _Hosted:
     runtime: AgentRuntime
     mailbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
     consumer: asyncio.Task[None] | None = None
-    results: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
+    results: dict[str, asyncio.Future[RunResult]] = field(default_factory=dict)
     accepting: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held while a run is accepted, so mailbox order is acceptance (run number) order."""
     running: str | None = None
@@ -58,6 +63,7 @@ class AgentHost:
             load_script_dir(Path(config.runtime.scripts_dir))
         self.memory = open_memory(ledger, config)
         """Recall for the hosted agents; the embedding model loads on the first real recall."""
+        litellm_with_offline_providers()  # seconds to import: at start-up, not in the first run
         self._agents: dict[str, _Hosted] = {}
         self._activating: dict[str, asyncio.Lock] = {}
         self._retiring: set[asyncio.Task[None]] = set()
@@ -70,9 +76,11 @@ class AgentHost:
         self,
         agent_id: str,
         trigger: str,
+        *,
         focus: str | None = None,
         payload: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Accept a run; returns its id once RunQueued is committed."""
         while True:
@@ -81,45 +89,54 @@ class AgentHost:
                 if self._agents.get(agent_id) is not hosted:
                     continue  # passivated meanwhile: activate again
                 try:
-                    queued = await hosted.runtime.submit(trigger, focus, payload, context)
+                    run_id, queued = await hosted.runtime.submit(
+                        trigger, focus, payload, context, idempotency_key=idempotency_key
+                    )
                 except StreamConflict:
                     self._stand_down(agent_id, hosted)
                     raise
-                self._enqueue(hosted, queued)
-                return str(queued.run_id)
+                if queued is not None:
+                    self._enqueue(hosted, queued)
+                return str(run_id)
 
-    async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
-        """Wait for an accepted run to end; its RunResult as a dict. A run that ended before
-        this host (re)started is answered from the ledger."""
+    async def fire(self, fire: TimerFire) -> FireOutcome:
+        """Judge a timer delivery; a fire's run joins the mailbox like any accepted run."""
+        while True:
+            hosted = await self._activate(fire.agent_id)
+            async with hosted.accepting:
+                if self._agents.get(fire.agent_id) is not hosted:
+                    continue
+                try:
+                    outcome, queued = await hosted.runtime.accept_fire(fire)
+                except StreamConflict:
+                    self._stand_down(fire.agent_id, hosted)
+                    raise
+                if queued is not None:
+                    self._enqueue(hosted, queued)
+                return outcome
+
+    async def result(self, agent_id: str, run_id: str) -> RunResult:
+        """Wait for an accepted run to end. A run that ended before this host (re)started is
+        answered from the ledger."""
         hosted = await self._activate(agent_id)
         future = hosted.results.get(run_id)
         if future is None:
             return await asyncio.to_thread(self._recorded_result, run_id)
         try:
-            result: RunResult = await asyncio.shield(future)
+            return await asyncio.shield(future)
         except RunCancelled:
             return await asyncio.to_thread(self._recorded_result, run_id)
-        return dataclasses.asdict(result)
+        except StreamConflict:  # this copy stood down: the run ended or is the new owner's
+            return await self.result(agent_id, run_id)
 
-    def _recorded_result(self, run_id: str) -> dict[str, Any]:
+    def _recorded_result(self, run_id: str) -> RunResult:
         run = self.ledger.load_run(uuid.UUID(run_id))  # UnknownRun if it does not exist
         if not run.state.ended:
             raise KeyError(f"run {run_id} is neither queued here nor ended")
-        return {
-            "run_id": run_id,
-            "status": run.state.status,
-            "iterations": run.state.llm_calls,
-            "tool_calls": run.state.tool_calls,
-            "tokens": run.state.tokens,
-            "cost_usd": run.state.cost_usd,
-        }
+        return RunResult.of(run)
 
-    async def fire(self, fire: TimerFire) -> FireOutcome:
-        hosted = await self._activate(fire.agent_id)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        hosted.mailbox.put_nowait(("fire", fire, future))
-        outcome: FireOutcome = await asyncio.shield(future)
-        return outcome
+    def events(self, run_id: str, *, timeout_s: float = 600.0) -> AsyncIterator[ev.LedgerEvent]:
+        return afollow_run(self.ledger, run_id, timeout_s=timeout_s)
 
     async def activate(self, agent_id: str) -> float:
         """Make the agent ready (rebuilt from the ledger if it was not); milliseconds taken."""
@@ -127,32 +144,34 @@ class AgentHost:
         await self._activate(agent_id)
         return (time.perf_counter() - began) * 1000
 
-    def cancel(self, agent_id: str, run_id: str) -> bool:
-        """Cancel the agent's running run; it ends with RunTerminated ("cancelled")."""
+    async def cancel(self, agent_id: str, run_id: str) -> bool:
+        return self.cancel_now(agent_id, run_id)
+
+    def cancel_now(self, agent_id: str, run_id: str) -> bool:
+        """Cancel the agent's running run from any thread (Ray's control group calls it)."""
         hosted = self._agents.get(agent_id)
         if hosted is None or hosted.running != run_id or hosted.current is None:
             return False
-        task = hosted.current  # may be called from another thread (Ray's control group)
+        task = hosted.current
         task.get_loop().call_soon_threadsafe(task.cancel)
         return True
 
-    def status(self, agent_id: str | None = None) -> dict[str, Any]:
+    async def status(self, agent_id: str | None = None) -> HostStatus:
+        return self.status_now(agent_id)
+
+    def status_now(self, agent_id: str | None = None) -> HostStatus:
         """What this host holds; answers while runs are in flight (reads plain fields only)."""
         agents = {
-            a: {
-                "queued": h.mailbox.qsize(),
-                "running": h.running,
-                "completed": h.completed,
-                "idle_s": round(time.monotonic() - h.last_active, 3),
-            }
+            a: AgentActivity(
+                queued=h.mailbox.qsize(),
+                running=h.running,
+                completed=h.completed,
+                idle_s=round(time.monotonic() - h.last_active, 3),
+            )
             for a, h in list(self._agents.items())
             if agent_id is None or a == agent_id
         }
-        return {
-            "agents": agents,
-            "activations": self.activations,
-            "passivations": self.passivations,
-        }
+        return HostStatus(agents, self.activations, self.passivations)
 
     # --- activation and passivation ---------------------------------------------------------
 
@@ -185,7 +204,7 @@ class AgentHost:
         self.activations += 1
         interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
         if interrupted is not None:
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
             hosted.results[str(interrupted)] = future
             hosted.mailbox.put_nowait(("resume", interrupted, future))
         for queued in await asyncio.to_thread(self.ledger.unstarted_runs, agent):
@@ -194,7 +213,7 @@ class AgentHost:
         return hosted
 
     def _enqueue(self, hosted: _Hosted, queued: ev.RunQueued) -> None:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         hosted.results[str(queued.run_id)] = future
         hosted.mailbox.put_nowait(("run", queued, future))
 
@@ -211,11 +230,9 @@ class AgentHost:
             if kind == "run":
                 hosted.running = str(message.run_id)
                 hosted.current = asyncio.create_task(hosted.runtime.run_queued(message))
-            elif kind == "resume":
+            else:
                 hosted.running = str(message)
                 hosted.current = asyncio.create_task(hosted.runtime.resume(message))
-            else:
-                hosted.current = asyncio.create_task(hosted.runtime.fire(message))
             try:
                 future.set_result(await hosted.current)
             except asyncio.CancelledError:
@@ -230,7 +247,7 @@ class AgentHost:
                 future.set_exception(error)
             finally:
                 hosted.running, hosted.current = None, None
-                hosted.completed += kind != "fire"
+                hosted.completed += 1
                 hosted.last_active = time.monotonic()
 
     def _stand_down(self, agent_id: str, hosted: _Hosted) -> None:

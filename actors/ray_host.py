@@ -15,9 +15,11 @@ import ray
 
 from actors.host import AgentHost
 from events import Ledger
+from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
-from owlclaw.timers.fires import TimerFire
+from owlclaw.runtime.loop import RunResult
+from owlclaw.timers.fires import FireOutcome, TimerFire
 
 
 @ray.remote(concurrency_groups={"control": 4}, max_restarts=-1)  # type: ignore[call-overload]
@@ -35,10 +37,18 @@ class AgentHostActor:
         focus: str | None = None,
         payload: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
-        return await self.host.submit(agent_id, trigger, focus, payload, context)
+        return await self.host.submit(
+            agent_id,
+            trigger,
+            focus=focus,
+            payload=payload,
+            context=context,
+            idempotency_key=idempotency_key,
+        )
 
-    async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
+    async def result(self, agent_id: str, run_id: str) -> RunResult:
         return await self.host.result(agent_id, run_id)
 
     async def run(
@@ -48,25 +58,26 @@ class AgentHostActor:
         focus: str | None = None,
         payload: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Accept and await a run in one round trip."""
-        run_id = await self.host.submit(agent_id, trigger, focus, payload, context)
+        run_id = await self.host.submit(
+            agent_id, trigger, focus=focus, payload=payload, context=context
+        )
         return await self.host.result(agent_id, run_id)
 
     async def activate(self, agent_id: str) -> float:
         return await self.host.activate(agent_id)
 
-    async def fire(self, fire: dict[str, Any]) -> dict[str, Any]:
-        outcome = await self.host.fire(msgspec.convert(fire, TimerFire))
-        return {"kind": outcome.kind, "reason": outcome.reason}
+    async def fire(self, fire: TimerFire) -> FireOutcome:
+        return await self.host.fire(fire)
 
     @ray.method(concurrency_group="control")
-    def status(self, agent_id: str | None = None) -> dict[str, Any]:
-        return self.host.status(agent_id)
+    def status(self, agent_id: str | None = None) -> HostStatus:
+        return self.host.status_now(agent_id)
 
     @ray.method(concurrency_group="control")
     def cancel(self, agent_id: str, run_id: str) -> bool:
-        return self.host.cancel(agent_id, run_id)
+        return self.host.cancel_now(agent_id, run_id)
 
     @ray.method(concurrency_group="control")
     def pid(self) -> int:

@@ -2,13 +2,16 @@
 
 Aggregates are plain objects whose state is a msgspec Struct (so a snapshot is that Struct).
 They change only by applying events: ``record`` builds the next event of the stream, applies it
-and keeps it pending until the ledger commits it.
+and keeps it pending until the ledger commits it. The domain operations (queue a run, judge a
+timer fire, start and end a run) are methods here, so every writer derives run numbers, idleness
+and verdicts the same way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 import msgspec
@@ -18,6 +21,16 @@ from events.catalog import LedgerEvent, Stream
 
 AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
 ENDED_SCHEDULES_KEPT = 1000
+IDEMPOTENCY_KEYS_KEPT = 1000
+"""Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
+HEARTBEAT = "heartbeat"
+"""The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
+FireVerdict = Literal["fire", "duplicate", "missed"]
+ENDED_REASONS = {
+    "cancelled": "the schedule was cancelled",
+    "fired": "this one-off schedule already fired",
+    "missed": "this one-off schedule was already recorded as missed",
+}
 
 
 def agent_stream_id(agent_id: str) -> UUID:
@@ -63,6 +76,8 @@ class AgentState(msgspec.Struct):
     budget_exceeded: int = 0
     pending_inbound: int = 0
     """Timer fires and inbound events since the agent's last run started."""
+    idempotency_keys: dict[str, UUID] = {}
+    """Idempotency key -> run id of recently accepted keyed runs (a retried trigger's run)."""
 
 
 class RunState(msgspec.Struct):
@@ -78,7 +93,9 @@ class RunState(msgspec.Struct):
     cost_usd: float = 0.0
     open_calls: dict[str, str] = {}
     """call_id -> tool for requested calls with no recorded outcome yet."""
+    tools_called: list[str] = []
     ended: bool = False
+    duration_ms: float = 0.0
 
 
 class _Aggregate:
@@ -125,6 +142,9 @@ class _Aggregate:
         return pending
 
 
+A = TypeVar("A", bound=_Aggregate)
+
+
 class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
     stream: ClassVar[Stream] = "agent"
     state: AgentState
@@ -138,7 +158,7 @@ class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
             state=aggregate.state,
         )
 
-    def mutate(self, aggregate: Any) -> Agent:
+    def restore(self) -> Agent:
         state = msgspec.convert(msgspec.to_builtins(self.state), AgentState)
         return Agent(self.originator_id, state, self.originator_version)
 
@@ -158,6 +178,78 @@ class Agent(_Aggregate):
 
     def run_ids(self) -> list[UUID]:
         return [run_stream_id(self.agent_id, n) for n in range(1, self.state.run_count + 1)]
+
+    def queue_run(
+        self,
+        trigger: str,
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> ev.RunQueued:
+        """Accept a run (RunQueued, pending): its number and id are fixed from here, and what it
+        needs to start is in the event, so a queued run survives a crash. A heartbeat with nothing
+        pending is queued ``idle`` (skipped without a model call)."""
+        run_no = self.state.run_count + 1
+        queued = self.record(
+            ev.RunQueued,
+            run_id=run_stream_id(self.agent_id, run_no),
+            run_no=run_no,
+            trigger=trigger,
+            focus=focus,
+            payload=payload or {},
+            context=context or {},
+            idle=trigger == HEARTBEAT and self.state.pending_inbound == 0,
+            idempotency_key=idempotency_key,
+        )
+        assert isinstance(queued, ev.RunQueued)
+        return queued
+
+    def run_for_key(self, idempotency_key: str) -> UUID | None:
+        """The run already accepted with this idempotency key, if the agent remembers one."""
+        return self.state.idempotency_keys.get(idempotency_key)
+
+    def receive_fire(
+        self, schedule_id: str, fire_time: datetime, missed: str | None = None
+    ) -> tuple[FireVerdict, str, ev.RunQueued | None]:
+        """Judge one delivery of a timer fire against this agent's schedules and record it: a
+        fire records TimerFired and queues its run (trigger ``schedule_<kind>``, the schedule's
+        focus); a second delivery of (schedule, fire time), or a fire of an ended schedule,
+        records TimerDeduplicated; a fire the misfire policy gave up records TimerMissed."""
+        verdict, reason = self._fire_verdict(schedule_id, fire_time, missed)
+        if verdict != "fire":
+            event = ev.TimerDeduplicated if verdict == "duplicate" else ev.TimerMissed
+            self.record(event, schedule_id=schedule_id, fire_time=fire_time, reason=reason)
+            return verdict, reason, None
+        schedule = self.state.schedules[schedule_id]
+        owner = schedule.owner_run_id
+        kind, focus = schedule.kind, schedule.focus
+        self.record(
+            ev.TimerFired,
+            schedule_id=schedule_id,
+            fire_time=fire_time,
+            run_id=run_stream_id(self.agent_id, self.state.run_count + 1),
+        )
+        context = {
+            "schedule_id": schedule_id,
+            "fire_time": fire_time.isoformat(),
+            "scheduled_by_run_id": str(owner) if owner else None,
+        }
+        return "fire", "", self.queue_run(f"schedule_{kind}", focus, None, context)
+
+    def _fire_verdict(
+        self, schedule_id: str, fire_time: datetime, missed: str | None
+    ) -> tuple[FireVerdict, str]:
+        schedule = self.state.schedules.get(schedule_id)
+        if schedule is None:
+            ended = self.state.ended_schedules.get(schedule_id)
+            return "duplicate", ENDED_REASONS.get(ended or "", "no such schedule of this agent")
+        if schedule.last_fire_time is not None and fire_time <= schedule.last_fire_time:
+            return "duplicate", f"already fired at {schedule.last_fire_time.isoformat()}"
+        if missed is not None:
+            return "missed", missed
+        return "fire", ""
 
     def _on_AgentRegistered(self, e: ev.AgentRegistered) -> None:
         self.state.agent_id = e.agent_id
@@ -179,6 +271,11 @@ class Agent(_Aggregate):
         self.state.run_count = e.run_no
         self.state.last_run_id = e.run_id
         self.state.pending_inbound = 0
+        if e.idempotency_key is not None:
+            keys = self.state.idempotency_keys
+            keys[e.idempotency_key] = e.run_id
+            while len(keys) > IDEMPOTENCY_KEYS_KEPT:
+                del keys[next(iter(keys))]
 
     def _on_InboundReceived(self, e: ev.InboundReceived) -> None:
         self.state.pending_inbound += 1
@@ -232,6 +329,27 @@ class Run(_Aggregate):
     def blank(cls, stream_id: UUID) -> Run:
         return cls(stream_id, RunState())
 
+    @classmethod
+    def start(cls, agent_id: str, queued: ev.RunQueued) -> Run:
+        """The run a RunQueued accepted, with its RunStarted pending."""
+        run = cls.blank(queued.run_id)
+        run.record(
+            ev.RunStarted,
+            agent_id=agent_id,
+            run_no=queued.run_no,
+            trigger=queued.trigger,
+            focus=queued.focus,
+            payload=dict(queued.payload),
+            context=dict(queued.context),
+        )
+        return run
+
+    def end(self, outcome: type[ev.RunEnded], **fields: Any) -> ev.LedgerEvent:
+        """Record the run's one end event; a second end is a bug, refused."""
+        if self.state.ended or any(isinstance(e, ev.RunEnded) for e in self._pending):
+            raise RuntimeError(f"run {self.id} already ended ({self.state.status})")
+        return self.record(outcome, **fields)
+
     def _on_RunStarted(self, e: ev.RunStarted) -> None:
         self.state.agent_id = e.agent_id
         self.state.run_no = e.run_no
@@ -248,6 +366,7 @@ class Run(_Aggregate):
     def _on_ToolCallRequested(self, e: ev.ToolCallRequested) -> None:
         self.state.tool_calls += 1
         self.state.open_calls[e.call_id] = e.tool
+        self.state.tools_called.append(e.tool)
 
     def _close_call(self, e: Any) -> None:
         self.state.open_calls.pop(e.call_id, None)
@@ -262,12 +381,25 @@ class Run(_Aggregate):
     def _on_RunResumed(self, e: ev.RunResumed) -> None:
         self.state.status = "running"
 
-    def _end(self, e: Any) -> None:
+    def _end(self, e: ev.RunEnded) -> None:
         self.state.status = type(e).__name__.removeprefix("Run").lower()
         self.state.ended = True
+        self.state.duration_ms = e.duration_ms
 
     _on_RunCompleted = _on_RunFailed = _on_RunTimedOut = _on_RunTerminated = _on_RunSkipped = _end
 
 
-def aggregate_class(stream: Stream) -> type[Agent] | type[Run]:
-    return Agent if stream == "agent" else Run
+def projector(cls: type[A]) -> Callable[[A | None, Iterable[Any]], A | None]:
+    """eventsourcing's projector for ``cls``: a snapshot restores the state, events apply."""
+
+    def project(aggregate: A | None, events: Iterable[Any]) -> A | None:
+        for event in events:
+            if isinstance(event, AgentSnapshot):
+                aggregate = event.restore()  # type: ignore[assignment]
+                continue
+            if aggregate is None:
+                aggregate = cls.blank(event.originator_id)
+            aggregate.apply(event)
+        return aggregate
+
+    return project

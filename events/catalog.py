@@ -42,15 +42,6 @@ class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True):
         if not cls.__name__.startswith("_"):
             EVENT_TYPES[cls.__name__] = cls
 
-    def mutate(self, aggregate: Any) -> Any:
-        """eventsourcing's projector hook: apply this event to its aggregate."""
-        from events.aggregates import aggregate_class
-
-        if aggregate is None:
-            aggregate = aggregate_class(self.stream).blank(self.originator_id)
-        aggregate.apply(self)
-        return aggregate
-
 
 class _AgentEvent(LedgerEvent, frozen=True, kw_only=True):
     stream: ClassVar[Stream] = "agent"
@@ -97,6 +88,8 @@ class RunQueued(_AgentEvent, frozen=True, kw_only=True):
     context: JSON = {}
     idle: bool = False
     """A heartbeat with nothing pending when it was queued: the run is skipped, no model call."""
+    idempotency_key: str | None = None
+    """The client's key for this trigger: a retry with the same key gets this run again."""
 
 
 MisfirePolicy = Literal["catch_up", "coalesce", "skip"]
@@ -301,6 +294,9 @@ class RunTerminated(_RunEnded, frozen=True, kw_only=True):
 class RunSkipped(_RunEnded, frozen=True, kw_only=True):
     reason: str
 
+
+RunEnded = _RunEnded
+"""The base of the end events: a run records exactly one of them."""
 
 TERMINAL_RUN_EVENTS: tuple[type[LedgerEvent], ...] = (
     RunCompleted,

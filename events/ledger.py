@@ -23,12 +23,14 @@ from eventsourcing.persistence import (
 )
 
 from events import catalog as ev
-from events.aggregates import Agent, Run, agent_stream_id, run_stream_id
+from events.aggregates import Agent, Run, agent_stream_id, projector, run_stream_id
 from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
 from events.recorder import OwlClawApplicationRecorder, postgres_env
 
 MAX_REBASES = 10
+_AGENT_PROJECTOR = projector(Agent)
+_RUN_PROJECTOR = projector(Run)
 _HEADER = {"originator_id", "originator_version", "timestamp"}
 
 
@@ -231,7 +233,9 @@ class Ledger:
     def load_agent(self, agent_id: str) -> Agent:
         """The agent's current state: its latest snapshot plus the events after it."""
         try:
-            agent: object = self._app.repository.get(agent_stream_id(agent_id))
+            agent: object = self._app.repository.get(
+                agent_stream_id(agent_id), projector_func=_AGENT_PROJECTOR
+            )
         except AggregateNotFoundError:
             raise UnknownAgent(agent_id) from None
         except LedgerDecodeError as e:
@@ -240,63 +244,6 @@ class Ledger:
             raise LedgerUnavailable(f"cannot load agent {agent_id!r}: {e}") from e
         assert isinstance(agent, Agent)
         return agent
-
-    def queue_run(
-        self,
-        agent: Agent,
-        trigger: str,
-        focus: str | None = None,
-        payload: dict[str, Any] | None = None,
-        context: dict[str, Any] | None = None,
-    ) -> Run:
-        """Record a new run of ``agent`` (RunQueued + RunStarted) as pending events.
-
-        Nothing is committed here; the caller appends ``agent`` and the returned run together.
-        """
-        return self.start_run(
-            agent.agent_id, self.enqueue_run(agent, trigger, focus, payload, context)
-        )
-
-    def enqueue_run(
-        self,
-        agent: Agent,
-        trigger: str,
-        focus: str | None = None,
-        payload: dict[str, Any] | None = None,
-        context: dict[str, Any] | None = None,
-        *,
-        idle: bool = False,
-    ) -> ev.RunQueued:
-        """Record RunQueued on ``agent`` (pending): the run's number and id are fixed from here,
-        and what it needs to start is in the event, so a queued run survives a crash."""
-        run_no = agent.state.run_count + 1
-        queued = agent.record(
-            ev.RunQueued,
-            run_id=run_stream_id(agent.agent_id, run_no),
-            run_no=run_no,
-            trigger=trigger,
-            focus=focus,
-            payload=payload or {},
-            context=context or {},
-            idle=idle,
-        )
-        assert isinstance(queued, ev.RunQueued)
-        return queued
-
-    @staticmethod
-    def start_run(agent_id: str, queued: ev.RunQueued) -> Run:
-        """The run of a RunQueued event, with its RunStarted pending."""
-        run = Run.blank(queued.run_id)
-        run.record(
-            ev.RunStarted,
-            agent_id=agent_id,
-            run_no=queued.run_no,
-            trigger=queued.trigger,
-            focus=queued.focus,
-            payload=dict(queued.payload),
-            context=dict(queued.context),
-        )
-        return run
 
     def interrupted_run(self, agent: Agent) -> UUID | None:
         """The agent's latest started run if it has no end event (its process stopped mid-run).
@@ -319,7 +266,7 @@ class Ledger:
 
     def load_run(self, run_id: UUID) -> Run:
         try:
-            run: object = self._app.repository.get(run_id)
+            run: object = self._app.repository.get(run_id, projector_func=_RUN_PROJECTOR)
         except AggregateNotFoundError:
             raise UnknownRun(f"unknown run {run_id}") from None
         except LedgerDecodeError as e:

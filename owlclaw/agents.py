@@ -1,77 +1,78 @@
-"""Agents in this process: one runtime per agent, its runs and timer fires strictly in order.
+"""Where agents live: one interface, two implementations.
 
-The actors of ``actors/`` give the same guarantee across a Ray cluster; this is the embedded,
-single-process placement used by the timer service, the demo and the tests.
+Everything that reaches an agent (a webhook trigger, a timer fire, a heartbeat) is a message to
+its one writer through ``Agents``: in this process (``actors.host.AgentHost``: a FIFO mailbox
+per agent) or on a Ray cluster (``actors.directory.AgentDirectory``: named actors hosting those
+mailboxes). Both accept a run once its RunQueued is committed and return the same typed results;
+``tests/integration/test_agents_conformance.py`` holds them to the same contract.
 """
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
 
-from events import Ledger, UnknownAgent
-from owlclaw.config import OwlClawConfig
-from owlclaw.llm.providers import litellm_with_offline_providers
-from owlclaw.llm.scripted import load_script_dir
-from owlclaw.runtime.capabilities import Registry
-from owlclaw.runtime.loop import AgentRuntime, FireOutcome, RunResult
-from owlclaw.timers.fires import TimerFire
-from projections.memory import MemoryStore
+import msgspec
+
+from events import catalog as ev
+from owlclaw.runtime.loop import RunResult
+from owlclaw.timers.fires import FireOutcome, TimerFire
 
 
-class LocalAgents:
-    def __init__(
+class AgentActivity(msgspec.Struct, frozen=True):
+    """One hosted agent as its host sees it now."""
+
+    queued: int
+    running: str | None
+    completed: int
+    idle_s: float
+
+
+class HostStatus(msgspec.Struct, frozen=True):
+    agents: dict[str, AgentActivity]
+    """Active (not passivated) agents."""
+    activations: int
+    passivations: int
+
+
+class Agents(Protocol):
+    async def submit(
         self,
-        ledger: Ledger,
-        config: OwlClawConfig | None = None,
+        agent_id: str,
+        trigger: str,
         *,
-        memory: MemoryStore | None = None,
-        registry: Registry | None = None,
-    ):
-        self.ledger = ledger
-        self.config = config or OwlClawConfig()
-        self.memory = memory
-        self.registry = registry
-        if self.config.runtime.scripts_dir:
-            load_script_dir(Path(self.config.runtime.scripts_dir))
-        litellm_with_offline_providers()  # seconds to import: at start-up, not in the first run
-        self._runtimes: dict[str, AgentRuntime] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        focus: str | None = None,
+        payload: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """Accept a run of a registered agent; its run id once RunQueued is committed (the run
+        is durable from then on). A key the agent already accepted returns that run's id."""
+        ...
 
-    def runtime(self, agent_id: str) -> AgentRuntime:
-        """The agent's runtime, with the app directory it was registered with (if any)."""
-        if agent_id not in self._runtimes:
-            self._runtimes[agent_id] = AgentRuntime(
-                self.ledger,
-                agent_id,
-                models=list(self.config.runtime.models),
-                app_dir=self._app_dir(agent_id),
-                registry=self.registry,
-                memory=self.memory,
-                limits=self.config.runtime,
-            )
-        return self._runtimes[agent_id]
+    async def result(self, agent_id: str, run_id: str) -> RunResult:
+        """Wait for an accepted run to end (answered from the ledger if it already has)."""
+        ...
 
-    def _app_dir(self, agent_id: str) -> Path | None:
-        try:
-            app_dir = self.ledger.load_agent(agent_id).state.app_dir
-        except UnknownAgent:
-            return None
-        return Path(app_dir) if app_dir else None
-
-    def _lock(self, agent_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(agent_id, asyncio.Lock())
-
-    async def run(self, agent_id: str, trigger: str, **kwargs: Any) -> RunResult:
-        async with self._lock(agent_id):
-            return await self.runtime(agent_id).run(trigger, **kwargs)
+    def events(self, run_id: str, *, timeout_s: float = 600.0) -> AsyncIterator[ev.LedgerEvent]:
+        """The run's events as they are committed, until its end event."""
+        ...
 
     async def fire(self, fire: TimerFire) -> FireOutcome:
-        async with self._lock(fire.agent_id):
-            return await self.runtime(fire.agent_id).fire(fire)
+        """Deliver a timer fire; returns once the agent's verdict is committed."""
+        ...
 
-    def close(self) -> None:
-        for runtime in self._runtimes.values():
-            runtime.close()
-        self._runtimes.clear()
+    async def status(self, agent_id: str | None = None) -> HostStatus: ...
+
+    async def cancel(self, agent_id: str, run_id: str) -> bool:
+        """Cancel the agent's running run (it ends with RunTerminated "cancelled")."""
+        ...
+
+    async def activate(self, agent_id: str) -> float:
+        """Make the agent ready (rebuilt from the ledger if it was not); milliseconds taken."""
+        ...
+
+    async def close(self) -> None:
+        """Stop hosting: a run in flight ends as cancelled (RunTerminated); runs accepted but not
+        started are durable and run on the agent's next activation."""
+        ...

@@ -5,13 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import msgspec
 
 from owlclaw.config import OwlClawConfig
+from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.webhook import server_token
+
+TRIGGER_ATTEMPTS = 3
 
 
 class ServerUnavailable(RuntimeError):
     """No ``owlclaw run`` answers at the configured address."""
+
+
+class ServerTimedOut(ServerUnavailable):
+    """The server did not answer in time; it may still have done what was asked."""
 
 
 class ServerRefused(RuntimeError):
@@ -40,9 +48,17 @@ class ServerClient:
     def __exit__(self, *exc: object) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         try:
-            response = self._http.request(method, path, json=body)
+            response = self._http.request(method, path, json=body, headers=headers)
+        except httpx.TimeoutException as e:
+            raise ServerTimedOut(f"`owlclaw run` at {self.url} did not answer in time ({e})") from e
         except httpx.TransportError as e:
             raise ServerUnavailable(f"no `owlclaw run` answers at {self.url} ({e})") from e
         if response.status_code >= 400:
@@ -54,11 +70,23 @@ class ServerClient:
         return response.json()
 
     def trigger(
-        self, agent_id: str, focus: str | None, payload: dict[str, Any], *, wait: bool = False
+        self,
+        agent_id: str,
+        focus: str | None,
+        payload: dict[str, Any],
+        *,
+        wait: bool = False,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         body = {"focus": focus, "payload": payload, "wait": wait}
-        result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/trigger", body)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/trigger", body, headers)
         return result
+
+    def fire(self, fire: TimerFire) -> FireOutcome:
+        """Deliver a timer fire to the agent hosted by the server."""
+        data = self._call("POST", f"/agents/{fire.agent_id}/fires", msgspec.to_builtins(fire))
+        return msgspec.convert(data, FireOutcome)
 
     def send_event(self, agent_id: str, source: str, payload: dict[str, Any]) -> dict[str, Any]:
         body = {"source": source, "payload": payload}

@@ -21,18 +21,20 @@ from typing import Any
 
 import msgspec
 
-from actors.host import AgentHost
 from events import Ledger, UnknownAgent
 from events import catalog as ev
+from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
-from owlclaw.timers.fires import TimerFire
+from owlclaw.runtime.loop import RunResult
+from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
-from owlclaw.timers.serve import start_timers
+from owlclaw.timers.serve import place_agents, start_timers
 from owlclaw.timers.service import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
-from projections import MemoryView, ProjectionRunner, open_views
+from owlclaw.wiring import open_views
+from projections import MemoryView, ProjectionRunner
 
 log = logging.getLogger(__name__)
 HATCHET_DATABASE = "owlclaw_hatchet"
@@ -59,8 +61,7 @@ class Service:
         self.progress = progress
         self.database: Database | None = None
         self.ledger: Ledger | None = None
-        self.agents: Any = None
-        """AgentHost (placement ``local``) or AgentDirectory: submit / result / fire."""
+        self._agents: Agents | None = None
         self.timer_backend = "builtin"
         self._runners: list[ProjectionRunner] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -91,7 +92,7 @@ class Service:
                 await asyncio.to_thread(view.embedder.embed, ["warm-up"])
         self._runners = [ProjectionRunner(self.ledger, view).start() for view in views]
         self.progress(f"agents ({self.config.runtime.placement} placement)")
-        self.agents = self._place_agents()  # Ray wants its driver set up on the main thread
+        self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
         for agent_id in self.apps:  # the first trigger should not wait for imports
             await self.agents.activate(agent_id)
         self.progress(f"timer service ({self.config.timers.backend})")
@@ -121,26 +122,26 @@ class Service:
             await asyncio.to_thread(self._hatchet_worker.wait, 30)
         if self._engine is not None:
             await asyncio.to_thread(self._engine.stop)
-        if isinstance(self.agents, AgentHost):
-            await self.agents.close()
-        elif self.agents is not None:
-            self.agents.shutdown()
+        if self._agents is not None:
+            await self._agents.close()
         for runner in self._runners:
             await asyncio.to_thread(runner.stop)
         if self.ledger is not None:
             self.ledger.close()
 
-    def _place_agents(self) -> Any:
+    def _place_agents(self) -> Agents:
         assert self.ledger is not None
-        if self.config.runtime.placement == "local":
-            return AgentHost(self.ledger, self.config, idle_s=300.0)
-        from actors.cluster import connect
-        from actors.directory import AgentDirectory
+        if self.config.runtime.placement != "local":
+            from actors.cluster import connect
 
-        connect(self.config, logging_level=logging.ERROR)
-        return AgentDirectory(
-            self.ledger, self._as_client(), placement=self.config.runtime.placement
-        )
+            connect(self.config, logging_level=logging.ERROR)
+        return place_agents(self.ledger, self._as_client(), owner=True)
+
+    @property
+    def agents(self) -> Agents:
+        if self._agents is None:
+            raise RuntimeError("the service has not placed its agents yet")
+        return self._agents
 
     def _as_client(self) -> OwlClawConfig:
         """The configuration for the processes this one starts (actors, the Hatchet worker):
@@ -193,7 +194,10 @@ class Service:
         """``owlclaw timers hatchet-worker`` as its own process (the SDK's worker owns its event
         loop and signals); it delivers fires to the same agents as this process."""
         env = {**env, "OWLCLAW_PLACEMENT": self.config.runtime.placement}
-        if self.config.runtime.placement != "local":
+        command = [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"]
+        if self.config.runtime.placement == "local":
+            command.append("--via-server")  # the agents' one writer is this process
+        else:
             import ray
 
             env["OWLCLAW_RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
@@ -202,7 +206,7 @@ class Service:
         env["OWLCLAW_DATABASE_NAME"] = client.database_name
         log_path = self.config.data_path / "hatchet-worker.log"
         return subprocess.Popen(
-            [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"],
+            command,
             env=env,
             stdout=log_path.open("ab"),
             stderr=subprocess.STDOUT,
@@ -230,17 +234,19 @@ class Service:
         trigger: str,
         focus: str | None = None,
         payload: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> str:
         """Accept a run; its id once RunQueued is committed."""
         self.served(agent_id)
-        run_id: str = await self.agents.submit(agent_id, trigger, focus=focus, payload=payload)
-        return run_id
+        return await self.agents.submit(
+            agent_id, trigger, focus=focus, payload=payload, idempotency_key=idempotency_key
+        )
 
-    async def result(self, agent_id: str, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.agents.result(agent_id, run_id)
-        return result
+    async def result(self, agent_id: str, run_id: str) -> RunResult:
+        return await self.agents.result(agent_id, run_id)
 
-    async def fire(self, fire: TimerFire) -> Any:
+    async def fire(self, fire: TimerFire) -> FireOutcome:
         return await self.agents.fire(fire)
 
     async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:

@@ -2,8 +2,11 @@
 
 - ``POST /agents/{id}/trigger`` ``{"focus"?, "payload"?, "wait"?}``: a run (trigger ``webhook``),
   answered once its RunQueued is committed (202), or when it ended with ``"wait": true`` (200);
+  an ``Idempotency-Key`` header makes a retry return the run that key already started;
 - ``POST /agents/{id}/events`` ``{"source"?, "payload"?}``: an InboundReceived for the agent's
   next heartbeat (202);
+- ``POST /agents/{id}/fires`` (a TimerFire): a timer delivery from the Hatchet worker when the
+  agents live in this process; answered with the agent's verdict (200);
 - ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token.
 
 Until the service has started, calls are answered 503 ``starting``.
@@ -14,6 +17,7 @@ Every other request carries ``Authorization: Bearer <token>``. Errors are JSON
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import secrets
 from collections.abc import AsyncIterator
@@ -26,9 +30,11 @@ from aiohttp import web
 from events import UnknownAgent
 from owlclaw.config import OwlClawConfig
 from owlclaw.service import NotServed, Service
+from owlclaw.timers.fires import TimerFire
 
 TOKEN_FILE = "server.token"
 MAX_BODY_BYTES = 1024 * 1024
+MAX_IDEMPOTENCY_KEY = 200
 
 
 class TriggerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -95,11 +101,29 @@ def make_app(service: Service, token: str) -> web.Application:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: TriggerBody = await body(request, TriggerBody)
-        run_id = await service.submit(agent_id, "webhook", data.focus, data.payload)
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY:
+            return _error(
+                400, "bad_request", f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} chars"
+            )
+        run_id = await service.submit(
+            agent_id, "webhook", data.focus, data.payload, idempotency_key=key
+        )
         if not data.wait:
             return web.json_response({"agent_id": agent_id, "run_id": run_id}, status=202)
-        result = await service.result(agent_id, run_id)
+        result = dataclasses.asdict(await service.result(agent_id, run_id))
         return web.json_response({"agent_id": agent_id, "run_id": run_id, "result": result})
+
+    async def fires(request: web.Request) -> web.Response:
+        agent_id = request.match_info["agent_id"]
+        service.served(agent_id)
+        fire: TimerFire = await body(request, TimerFire)
+        if fire.agent_id != agent_id:
+            return _error(
+                400, "bad_request", f"the fire is for {fire.agent_id!r}, not {agent_id!r}"
+            )
+        outcome = await service.fire(fire)
+        return web.json_response(msgspec.to_builtins(outcome))
 
     async def events(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
@@ -119,6 +143,7 @@ def make_app(service: Service, token: str) -> web.Application:
         [
             web.post("/agents/{agent_id}/trigger", trigger),
             web.post("/agents/{agent_id}/events", events),
+            web.post("/agents/{agent_id}/fires", fires),
             web.get("/status", status),
             web.get("/health", health),
         ]

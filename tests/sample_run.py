@@ -11,6 +11,7 @@ import hashlib
 
 from events import Ledger
 from events import catalog as ev
+from events.aggregates import Run
 
 AGENT_ID = "demo-trader"
 
@@ -37,7 +38,9 @@ def record_sample_run(ledger: Ledger) -> str:
         identity_sha256=_sha("## My Capabilities\n- entry checks"),
         skills={"entry-monitor": _sha("entry-monitor skill")},
     )
-    run = ledger.queue_run(agent, trigger="heartbeat", focus="check entry opportunities")
+    run = Run.start(
+        agent.agent_id, agent.queue_run(trigger="heartbeat", focus="check entry opportunities")
+    )
     run.record(
         ev.VisibleToolsResolved,
         tools=["query_state", "log_decision", "remember"],

@@ -60,7 +60,7 @@ def _register(ledger: Ledger, agents: list[str]) -> None:
 async def _run_all(directory: AgentDirectory, agents: list[str]) -> tuple[float, list[str]]:
     began = time.perf_counter()
     results = await asyncio.gather(*(directory.run(a, "webhook") for a in agents))
-    return time.perf_counter() - began, [str(r["run_id"]) for r in results]
+    return time.perf_counter() - began, [r.run_id for r in results]
 
 
 def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, A
     rss = [ray.get(directory.handle(n).rss_bytes.remote()) for n in names]
     time.sleep(1.5)  # idle_s passes: the agents are passivated inside their actors
     warm = [ray.get(directory.handle(n).activate.remote(n)) for n in names]
-    directory.shutdown()
+    asyncio.run(directory.close())
     per_agent = sum(rss) / len(rss)
     return {
         "agents_measured": agents,
@@ -110,7 +110,7 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
     rss_after = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
     time.sleep(3.0)  # idle_s passes: every agent is passivated
     warm = [ray.get(directory.handle(n).activate.remote(n)) for n in names[:200]]
-    directory.shutdown()
+    asyncio.run(directory.close())
     per_agent = max(1.0, (rss_after - rss_before) / len(cold))
     host_rss = rss_before / len(hosts)
     return {

@@ -17,7 +17,7 @@ from typing import Any
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent
+from events.aggregates import Agent, Run
 from events.codec import topic_of
 from owlclaw.bench import percentiles
 from projections import VIEWS, MemoryStore, MemoryView, ProjectionRunner
@@ -33,7 +33,7 @@ LESSONS = [
 
 
 def _record_run(ledger: Ledger, agent: Agent, n: int) -> None:
-    run = ledger.queue_run(agent, trigger="heartbeat", focus="check entry opportunities")
+    run = Run.start(agent.agent_id, agent.queue_run("heartbeat", "check entry opportunities"))
     for k in range(TOOLS_PER_RUN):
         run.record(
             ev.LLMResponded,
@@ -186,7 +186,7 @@ def measure_remember_to_recallable(ledger: Ledger, samples: int) -> dict[str, An
     try:
         for i in range(samples):
             content = f"Lesson {i}: {LESSONS[i % len(LESSONS)]}"
-            run = ledger.queue_run(agent, trigger="webhook")
+            run = Run.start(agent.agent_id, agent.queue_run("webhook"))
             run.record(
                 ev.MemoryRemembered,
                 agent_id=agent.agent_id,

@@ -20,13 +20,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
-from owlclaw.agents import LocalAgents
 from owlclaw.bench import percentiles
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.service import TimersView
 from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
@@ -64,9 +65,10 @@ def _lateness_ms(ledger: Ledger, agents: list[str]) -> list[float]:
     ]
 
 
-def _local(ledger: Ledger) -> LocalAgents:
+def _local(ledger: Ledger) -> AgentHost:
     register_script(SCRIPT, [{"content": "fired"}])
-    return LocalAgents(ledger, OwlClawConfig(runtime=RuntimeConfig(models=(f"scripted/{SCRIPT}",))))
+    config = OwlClawConfig(runtime=RuntimeConfig(models=(f"scripted/{SCRIPT}",)))
+    return AgentHost(ledger, config)
 
 
 def builtin_lateness(url: str, fires: int, agents: int) -> dict[str, Any]:
@@ -89,9 +91,9 @@ def builtin_lateness(url: str, fires: int, agents: int) -> dict[str, Any]:
                 await asyncio.sleep(0.5)
             stop.set()
             await task
+            await local.close()
 
         asyncio.run(until_done())
-        local.close()
         late = _lateness_ms(ledger, names)
     return {"fires": len(late), **percentiles(late)}
 
@@ -111,14 +113,27 @@ def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[st
             row = curs.execute(view.sql("SELECT count(*) AS n FROM {timers}")).fetchone()
         held = int(row["n"]) if row else 0
         local = _local(ledger)
-        worker = TimerWorker(view, local.fire, batch=500)
-        time.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()))
-        began = time.perf_counter()
-        delivered = 0
-        while delivered < due:
-            delivered += asyncio.run(worker.tick())
-        elapsed = time.perf_counter() - began
-        local.close()
+        fired: list[tuple[str, str]] = []
+
+        async def deliver(fire: TimerFire) -> FireOutcome:
+            outcome = await local.fire(fire)
+            if outcome.run_id is not None:
+                fired.append((fire.agent_id, outcome.run_id))
+            return outcome
+
+        async def deliver_all() -> float:
+            worker = TimerWorker(view, deliver, batch=500)
+            await asyncio.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()))
+            began = time.perf_counter()
+            delivered = 0
+            while delivered < due:
+                delivered += await worker.tick()
+            await asyncio.gather(*(local.result(a, r) for a, r in fired))  # each fire's run
+            elapsed = time.perf_counter() - began
+            await local.close()
+            return elapsed
+
+        elapsed = asyncio.run(deliver_all())
     return {
         "pending_timers_held": held,
         "due_fires": due,

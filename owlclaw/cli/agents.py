@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -139,6 +140,12 @@ def trigger(
         bool, typer.Option("--no-wait", help="Return once the run is accepted.")
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the run to end.")] = 600,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Key that makes a retried trigger return the same run (default: a new one)."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Start a run of a served agent; wait for it and show its steps (exit 1 if it failed)."""
@@ -147,7 +154,9 @@ def trigger(
     data = _payload(payload)
     config = load_config()
     with ServerClient(config) as client:
-        accepted = client.trigger(agent, focus, data)
+        accepted = client.trigger(
+            agent, focus, data, idempotency_key=idempotency_key or uuid.uuid4().hex
+        )
     run_id = accepted["run_id"]
     if no_wait:
         if as_json:
@@ -195,7 +204,8 @@ def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.
 def status(as_json: JsonOption = False) -> None:
     """Agents, active runs, projection lag, pending timers, database and server health."""
     from owlclaw.client import ServerClient, ServerUnavailable
-    from projections import RunsView, SchedulesView, open_views
+    from owlclaw.wiring import open_views
+    from projections import RunsView, SchedulesView
     from projections.runner import projection_status
 
     config = load_config()

@@ -217,7 +217,7 @@ def schedules(
 @handles_errors
 def projections_status(as_json: JsonOption = False) -> None:
     """Position and lag (events and seconds behind the log head) of every projection."""
-    from projections import open_views
+    from owlclaw.wiring import open_views
     from projections.runner import projection_status
 
     config = load_config()
@@ -273,7 +273,8 @@ def memory(
     as_json: JsonOption = False,
 ) -> None:
     """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories."""
-    from projections import MemoryStore, MemoryView, ProjectionRunner, view_options
+    from owlclaw.wiring import view_options
+    from projections import MemoryStore, MemoryView, ProjectionRunner
     from projections.memory import render_memory_files
 
     config = load_config()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
+
 from owlclaw.cli.common import (
     err,
     handles_errors,
@@ -25,10 +29,18 @@ def timers_serve() -> None:
 
 @timers_app.command("hatchet-worker")
 @handles_errors
-def timers_hatchet_worker() -> None:
+def timers_hatchet_worker(
+    via_server: Annotated[
+        bool,
+        typer.Option(
+            "--via-server",
+            help="deliver to the `owlclaw run` server that hosts the agents (local placement)",
+        ),
+    ] = False,
+) -> None:
     """Receive Hatchet's timer fires and deliver them to the agents (HATCHET_CLIENT_* env)."""
     from owlclaw.timers.serve import hatchet_worker
 
     config = load_config()
     with open_ledger(config) as (_, led):
-        hatchet_worker(led, config)
+        hatchet_worker(led, config, via_server=via_server)

@@ -34,7 +34,8 @@ from owlclaw.narrate import step_text
 from owlclaw.service import Service
 from owlclaw.timers.hatchet_engine import BINARIES
 from owlclaw.webhook import serving
-from projections import MemoryView, ProjectionRunner, view_options
+from owlclaw.wiring import view_options
+from projections import MemoryView, ProjectionRunner
 from projections.feed import afollow_run
 from projections.memory import render_memory_files
 

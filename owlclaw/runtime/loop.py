@@ -41,7 +41,7 @@ from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
 from owlclaw.runtime.capabilities import Capability, Registry, call_handler, load_registry
 from owlclaw.runtime.context import RECENT_RUNS, ContextItem, build_context, describe_run
 from owlclaw.runtime.governance import Governance, RateLimiter, spent_today
-from owlclaw.timers.fires import Kind, TimerFire, verdict
+from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.errors import ToolError, unknown_tool
 from projections.memory import MemoryStore
 
@@ -52,12 +52,14 @@ FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
     ev.AppAttached,
 )
 """Agent-stream events other writers append that the runtime's own facts commute with."""
-HEARTBEAT = "heartbeat"
 RETRY_BACKOFF_S = 0.05
 
 
 @dataclass(frozen=True)
 class RunResult:
+    """How a run ended, as its Run stream records it (so a result read back from the ledger
+    after a restart is the same as the one its process returned)."""
+
     run_id: str
     status: str
     iterations: int
@@ -67,12 +69,19 @@ class RunResult:
     tokens: int
     cost_usd: float
 
-
-@dataclass(frozen=True)
-class FireOutcome:
-    kind: Kind
-    reason: str
-    run: RunResult | None = None
+    @classmethod
+    def of(cls, run: Run) -> RunResult:
+        state = run.state
+        return cls(
+            run_id=str(run.id),
+            status=state.status,
+            iterations=state.llm_calls,
+            tool_calls=state.tool_calls,
+            tools_called=list(state.tools_called),
+            duration_ms=state.duration_ms,
+            tokens=state.tokens,
+            cost_usd=state.cost_usd,
+        )
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,7 @@ class Prompt:
 
 
 class _Stop(Exception):
-    def __init__(self, event: type[ev.LedgerEvent], **fields: Any):
+    def __init__(self, event: type[ev.RunEnded], **fields: Any):
         self.event = event
         self.fields = fields
 
@@ -153,56 +162,12 @@ class AgentRuntime:
         payload: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
     ) -> RunResult:
+        """Queue and execute a run at once (its RunQueued commits with the run's first step),
+        for callers that serialize the agent's runs themselves; hosts use ``submit``."""
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
-        return await self._start(agent, started, trigger, focus, payload, context)
-
-    async def fire(self, fire: TimerFire) -> FireOutcome:
-        """Deliver a timer fire: record TimerFired and run with the schedule's focus, or record
-        why not (TimerDeduplicated, TimerMissed). TimerFired is committed with the run's
-        RunQueued before the run goes on, so a fire is recorded at most once and never without
-        its run."""
-        started = time.perf_counter()
-        agent = await self._io_call(self._prepare_agent)
-        kind, reason = verdict(agent.state, fire)
-        if kind != "fire":
-            event = ev.TimerDeduplicated if kind == "duplicate" else ev.TimerMissed
-            agent.record(
-                event, schedule_id=fire.schedule_id, fire_time=fire.fire_time, reason=reason
-            )
-            await self._io_call(partial(self.ledger.append_rebasing, over=FOREIGN_FACTS), agent)
-            return FireOutcome(kind, reason)
-        schedule = agent.state.schedules[fire.schedule_id]
-        run_id = run_stream_id(self.agent_id, agent.state.run_count + 1)
-        agent.record(
-            ev.TimerFired, schedule_id=fire.schedule_id, fire_time=fire.fire_time, run_id=run_id
-        )
-        context = {
-            "schedule_id": fire.schedule_id,
-            "fire_time": fire.fire_time.isoformat(),
-            "scheduled_by_run_id": str(schedule.owner_run_id) if schedule.owner_run_id else None,
-        }
-        result = await self._start(
-            agent, started, f"schedule_{schedule.kind}", schedule.focus, None, context, early=True
-        )
-        return FireOutcome("fire", "", result)
-
-    async def _start(
-        self,
-        agent: Agent,
-        started: float,
-        trigger: str,
-        focus: str | None,
-        payload: dict[str, Any] | None,
-        context: dict[str, Any] | None,
-        *,
-        early: bool = False,
-    ) -> RunResult:
-        idle = trigger == HEARTBEAT and agent.state.pending_inbound == 0
-        queued = self.ledger.enqueue_run(agent, trigger, focus, payload, context, idle=idle)
-        state = _RunState(agent, self.ledger.start_run(self.agent_id, queued), started)
-        if early:
-            await self._commit(state)
+        queued = agent.queue_run(trigger, focus, payload, context)
+        state = _RunState(agent, Run.start(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
     async def submit(
@@ -211,20 +176,37 @@ class AgentRuntime:
         focus: str | None = None,
         payload: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
-    ) -> ev.RunQueued:
+        *,
+        idempotency_key: str | None = None,
+    ) -> tuple[UUID, ev.RunQueued | None]:
         """Accept a run: RunQueued is committed at once (its id is final and it survives a
-        crash); ``run_queued`` executes it later, in queue order."""
+        crash); ``run_queued`` executes it later, in queue order. With an idempotency key the
+        agent already accepted, nothing is recorded: the earlier run's id, and None."""
         agent = await self._io_call(self._prepare_agent)
-        idle = trigger == HEARTBEAT and agent.state.pending_inbound == 0
-        queued = self.ledger.enqueue_run(agent, trigger, focus, payload, context, idle=idle)
+        if idempotency_key is not None and (known := agent.run_for_key(idempotency_key)):
+            return known, None
+        queued = agent.queue_run(trigger, focus, payload, context, idempotency_key=idempotency_key)
+        await self._append(agent)
+        return queued.run_id, queued
+
+    async def accept_fire(self, fire: TimerFire) -> tuple[FireOutcome, ev.RunQueued | None]:
+        """Judge a timer delivery and commit the verdict: TimerFired with its run's RunQueued
+        (one commit: a fire is never recorded without its run, and at most once), or
+        TimerDeduplicated / TimerMissed. The run then executes through ``run_queued``."""
+        agent = await self._io_call(self._prepare_agent)
+        kind, reason, queued = agent.receive_fire(fire.schedule_id, fire.fire_time, fire.missed)
+        await self._append(agent)
+        run_id = str(queued.run_id) if queued is not None else None
+        return FireOutcome(kind, reason, run_id), queued
+
+    async def _append(self, agent: Agent) -> None:
         await self._io_call(partial(self.ledger.append_rebasing, over=FOREIGN_FACTS), agent)
-        return queued
 
     async def run_queued(self, queued: ev.RunQueued) -> RunResult:
-        """Execute a run accepted by ``submit``."""
+        """Execute a run accepted by ``submit`` or ``accept_fire``."""
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
-        state = _RunState(agent, self.ledger.start_run(self.agent_id, queued), started)
+        state = _RunState(agent, Run.start(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
     async def resume(self, run_id: UUID) -> RunResult:
@@ -238,8 +220,6 @@ class AgentRuntime:
         recorded = RecordedRun(run_id, await self._io_call(self.ledger.stream, run_id))
         state = _RunState(agent, run, started)
         state.resumed, state.replaying = recorded, deque(recorded.messages)
-        state.iterations, state.tool_calls = run.state.llm_calls, run.state.tool_calls
-        state.tokens, state.cost = run.state.tokens, run.state.cost_usd
         run.record(ev.RunInterrupted, reason="the process running it stopped")
         run.record(ev.RunResumed, from_version=run.version - 1)
         start = recorded.started
@@ -247,23 +227,23 @@ class AgentRuntime:
             await self._run_to_end(state, start.trigger, start.focus, dict(start.payload))
             span.set_attribute("owlclaw.status", run.state.status)
         self._remember_run(state)
-        return state.result()
+        return RunResult.of(state.run)
 
     async def _execute_run(self, state: _RunState, queued: ev.RunQueued) -> RunResult:
         run = state.run
         if queued.idle:  # heartbeat with nothing new: no LLM call, no cost
-            run.record(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
+            run.end(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
             await self._commit(state)
-            return state.result()
+            return RunResult.of(run)
         if self.app_error is not None:  # recorded, and the agent goes on serving
-            run.record(ev.RunFailed, error=self.app_error, **state.totals())
+            run.end(ev.RunFailed, error=self.app_error, **state.totals())
             await self._commit(state)
-            return state.result()
+            return RunResult.of(run)
         with tracing.run_trace(run.id, self.agent_id, queued.trigger, queued.focus) as span:
             await self._run_to_end(state, queued.trigger, queued.focus, dict(queued.payload))
             span.set_attribute("owlclaw.status", run.state.status)
         self._remember_run(state)
-        return state.result()
+        return RunResult.of(state.run)
 
     def reload(self, agent: Agent) -> bool:
         """Re-read the app directory and use what changed (identity, governance, models, code,
@@ -353,7 +333,7 @@ class AgentRuntime:
             self._recent.append(describe_run(state.events))
         if self._spent is not None and self._spent[0] == now().date():
             day, tokens, cost = self._spent
-            self._spent = (day, tokens + state.tokens, cost + state.cost)
+            self._spent = (day, tokens + state.run.state.tokens, cost + state.run.state.cost_usd)
 
     def _check_budget(self, state: _RunState) -> None:
         """Stop the run (RunTerminated + BudgetExceeded on the agent) once today's budget is
@@ -363,8 +343,8 @@ class AgentRuntime:
         _, tokens, cost = self._spent
         g = self.governance
         for budget, limit, spent in (
-            ("daily_tokens", g.daily_tokens, tokens + state.tokens),
-            ("daily_cost_usd", g.daily_cost_usd, cost + state.cost),
+            ("daily_tokens", g.daily_tokens, tokens + state.run.state.tokens),
+            ("daily_cost_usd", g.daily_cost_usd, cost + state.run.state.cost_usd),
         ):
             if limit is not None and spent >= limit:
                 state.agent.record(
@@ -397,17 +377,17 @@ class AgentRuntime:
             async with asyncio.timeout(self.limits.run_timeout_s):
                 await self._decide(state, trigger, focus, payload)
         except _Stop as stop:
-            run.record(stop.event, **stop.fields, **state.totals())
+            run.end(stop.event, **stop.fields, **state.totals())
         except TimeoutError:
-            run.record(ev.RunTimedOut, timeout_s=self.limits.run_timeout_s, **state.totals())
+            run.end(ev.RunTimedOut, timeout_s=self.limits.run_timeout_s, **state.totals())
         except asyncio.CancelledError:  # cancelled by its caller: still exactly one end event
-            run.record(ev.RunTerminated, reason="cancelled", **state.totals())
+            run.end(ev.RunTerminated, reason="cancelled", **state.totals())
             await asyncio.shield(self._commit(state))
             raise
         except StreamConflict:
             raise
         except Exception as e:
-            run.record(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
+            run.end(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)
 
     async def _stand_down(self, state: _RunState) -> None:
@@ -422,7 +402,7 @@ class AgentRuntime:
         if stored.version != state.committed:
             return
         state.run = stored
-        stored.record(
+        stored.end(
             ev.RunFailed,
             error="another host took over this agent; the run stopped at its last commit",
             **state.totals(),
@@ -523,13 +503,13 @@ class AgentRuntime:
             inputs = {}
             calls = message.get("tool_calls") or []
             if not calls:
-                state.run.record(
+                state.run.end(
                     ev.RunCompleted, answer=message.get("content") or "", **state.totals()
                 )
                 return
             messages.append(message)
             for call in calls:
-                if state.tool_calls >= self.limits.max_function_calls:
+                if state.run.state.tool_calls >= self.limits.max_function_calls:
                     raise _Stop(
                         ev.RunTerminated,
                         reason=(
@@ -584,9 +564,6 @@ class AgentRuntime:
                 }
                 cost = _cost(response)
                 tracing.record_generation(span, usage, cost, model)
-            state.iterations += 1
-            state.tokens += usage.get("total_tokens", 0)
-            state.cost += cost
             state.run.record(
                 ev.LLMResponded,
                 model=model,
@@ -603,7 +580,6 @@ class AgentRuntime:
     async def _call_tool(self, state: _RunState, call_id: str, name: str, arguments: str) -> Any:
         capability = self.registry.capabilities.get(name)
         spec = SPECS.get(name) or (capability.spec if capability else None)
-        state.tools_called.append(name)
         if state.resumed is not None:
             settled = state.resumed.settled(call_id)
             if settled is not None:
@@ -635,7 +611,6 @@ class AgentRuntime:
                 arguments_text=arguments[:2000],
             )
             return params
-        state.tool_calls += 1
         state.run.record(
             ev.ToolCallRequested, call_id=call_id, tool=name, arguments=msgspec.to_builtins(params)
         )
@@ -708,9 +683,6 @@ class _RunState:
         self.agent = agent
         self.run = run
         self.position = 0
-        self.iterations = 0
-        self.tool_calls = 0
-        self.tools_called: list[str] = []
         self.hidden: dict[str, str] = {}
         self.events: list[ev.LedgerEvent] = []
         """The run's events committed so far."""
@@ -720,27 +692,15 @@ class _RunState:
         """For a resumed run: what it recorded before its process stopped."""
         self.replaying: deque[dict[str, Any]] = deque()
         """Recorded model responses still to serve before asking a model again."""
-        self.tokens = 0
-        self.cost = 0.0
-
-    def result(self) -> RunResult:
-        return RunResult(
-            run_id=str(self.run.id),
-            status=self.run.state.status,
-            iterations=self.iterations,
-            tool_calls=self.tool_calls,
-            tools_called=self.tools_called,
-            duration_ms=round((time.perf_counter() - self.started) * 1000, 3),
-            tokens=self.tokens,
-            cost_usd=self.cost,
-        )
 
     def totals(self) -> dict[str, Any]:
+        """The end event's totals: the Run's own counters and the time since the run began."""
+        run = self.run.state
         return {
-            "iterations": self.iterations,
-            "tool_calls": self.tool_calls,
-            "tokens": self.tokens,
-            "cost_usd": self.cost,
+            "iterations": run.llm_calls,
+            "tool_calls": run.tool_calls,
+            "tokens": run.tokens,
+            "cost_usd": run.cost_usd,
             "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
         }
 

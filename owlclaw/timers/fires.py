@@ -1,32 +1,24 @@
-"""What a timer delivery means for an agent: fire, deduplicate, or record a miss.
+"""Timer deliveries: what one carries, what the agent made of it, and the misfire policy.
 
-Every delivery carries its idempotency key (schedule id, scheduled fire time). The verdict is
-taken against the agent's state by the agent's own writer and committed with expected version,
-so two deliveries of the same fire can never both start a run.
+Every delivery carries its idempotency key (schedule id, scheduled fire time). The verdict
+(``Agent.receive_fire``) is taken against the agent's state by the agent's own writer and
+committed with expected version, so two deliveries of the same fire can never both start a run.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
 
 import msgspec
 from croniter import croniter
 
-from events.aggregates import AgentState
+from events.aggregates import FireVerdict
 from projections.schedules import canonical_cron
 
 GRACE = timedelta(seconds=30)
 """A delivery later than this after its fire time counts as missed (the service was down)."""
 MAX_MISSED_LISTED = 1000
 """Missed cron fires enumerated after a downtime; older ones are summarised in one miss."""
-
-Kind = Literal["fire", "duplicate", "missed"]
-ENDED_REASONS = {
-    "cancelled": "the schedule was cancelled",
-    "fired": "this one-off schedule already fired",
-    "missed": "this one-off schedule was already recorded as missed",
-}
 
 
 class TimerFire(msgspec.Struct, frozen=True):
@@ -43,17 +35,13 @@ class TimerFire(msgspec.Struct, frozen=True):
         return f"{self.schedule_id}@{self.fire_time.isoformat()}"
 
 
-def verdict(state: AgentState, fire: TimerFire) -> tuple[Kind, str]:
-    """Whether this delivery fires, is a duplicate (or of an ended schedule), or is missed."""
-    schedule = state.schedules.get(fire.schedule_id)
-    if schedule is None:
-        ended = state.ended_schedules.get(fire.schedule_id)
-        return "duplicate", ENDED_REASONS.get(ended or "", "no such schedule of this agent")
-    if schedule.last_fire_time is not None and fire.fire_time <= schedule.last_fire_time:
-        return "duplicate", f"already fired at {schedule.last_fire_time.isoformat()}"
-    if fire.missed is not None:
-        return "missed", fire.missed
-    return "fire", ""
+class FireOutcome(msgspec.Struct, frozen=True):
+    """What the agent made of one delivery; returned once the verdict is committed (the fired
+    run, if any, then executes in the agent's mailbox)."""
+
+    kind: FireVerdict
+    reason: str = ""
+    run_id: str | None = None
 
 
 def cron_times(expression: str, after: datetime, until: datetime) -> list[datetime]:

@@ -86,6 +86,6 @@ def fire_task(
         raw = task_input.model_dump()
         fire = fire_of(raw, dict(ctx.additional_metadata or {}), datetime.now(UTC), grace)
         outcome = await deliver(fire)
-        return {"key": fire.key, "outcome": getattr(outcome, "kind", str(outcome))}
+        return {"key": fire.key, "outcome": outcome.kind, "run_id": outcome.run_id}
 
     return owlclaw_timer_fire

@@ -1,39 +1,40 @@
 """The timer service processes: ``owlclaw timers serve`` (registration + built-in worker) and
-``owlclaw timers hatchet-worker`` (the Hatchet task that receives fires). Fires go to the agents'
-Ray actors when ``runtime.placement`` is ``dedicated`` or ``shared``, else to agents hosted in
-the service's own process."""
+``owlclaw timers hatchet-worker`` (the Hatchet task that receives fires).
+
+Fires go to the agents' one writer through the ``Agents`` interface: the Ray actors when
+``runtime.placement`` is ``dedicated`` or ``shared``; with ``local`` placement, agents hosted in
+this process — or, for the Hatchet worker that ``owlclaw run`` starts, the server that hosts
+them (``via_server``), so no second process ever writes an agent a host owns.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable
 from datetime import timedelta
 
 from events import Ledger
-from owlclaw.agents import LocalAgents
+from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig
+from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
 from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker
-from projections import ProjectionRunner, open_memory
+from projections import ProjectionRunner
 
 
-def _deliver(ledger: Ledger, config: OwlClawConfig) -> tuple[Deliver, Callable[[], None]]:
-    """Where fires go: the agents' Ray actors, or agents hosted in this process."""
-    if config.runtime.placement != "local":
-        from actors.cluster import connect
-        from actors.directory import AgentDirectory
+def place_agents(ledger: Ledger, config: OwlClawConfig, *, owner: bool) -> Agents:
+    """The configured placement: the cluster's actors (``owner``: this process started them and
+    stops them), or agents hosted in this process."""
+    if config.runtime.placement == "local":
+        from actors.host import AgentHost
 
-        connect(config)
-        directory = AgentDirectory(ledger, config, placement=config.runtime.placement)
-        return directory.fire, lambda: None  # the actors are detached: they stay
-    agents = _agents(ledger, config)
-    return agents.fire, agents.close
+        return AgentHost(ledger, config, idle_s=300.0)
+    from actors.cluster import connect
+    from actors.directory import AgentDirectory
 
-
-def _agents(ledger: Ledger, config: OwlClawConfig) -> LocalAgents:
-    return LocalAgents(ledger, config, memory=open_memory(ledger, config))
+    connect(config)
+    return AgentDirectory(ledger, config, placement=config.runtime.placement, owner=owner)
 
 
 def _backend(config: OwlClawConfig) -> TimerBackend:
@@ -65,32 +66,43 @@ def start_timers(
 
 def serve(ledger: Ledger, config: OwlClawConfig) -> None:
     """Register schedules from the log and fire built-in timers until SIGINT/SIGTERM."""
-    deliver, close = _deliver(ledger, config)
-    worker, runner = start_timers(ledger, config, _backend(config), deliver)
 
     async def main() -> None:
+        agents = place_agents(ledger, config, owner=False)
+        worker, runner = start_timers(ledger, config, _backend(config), agents.fire)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await worker.run(stop)
+        try:
+            await worker.run(stop)
+        finally:
+            runner.stop()
+            await agents.close()
 
-    try:
-        asyncio.run(main())
-    finally:
-        runner.stop()
-        close()
+    asyncio.run(main())
 
 
-def hatchet_worker(ledger: Ledger, config: OwlClawConfig) -> None:
+def hatchet_worker(ledger: Ledger, config: OwlClawConfig, *, via_server: bool = False) -> None:
     """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals)."""
     from hatchet_sdk import Hatchet
 
     hatchet = Hatchet()
-    deliver, close = _deliver(ledger, config)
+    deliver: Deliver = (
+        _via_server(config) if via_server else place_agents(ledger, config, owner=False).fire
+    )
     retry = RetryPolicy(max_retries=config.timers.max_retries)
     task = fire_task(hatchet, deliver, retry, timedelta(seconds=config.timers.misfire_grace_s))
-    try:
-        hatchet.worker("owlclaw-timers", workflows=[task]).start()
-    finally:
-        close()
+    hatchet.worker("owlclaw-timers", workflows=[task]).start()
+
+
+def _via_server(config: OwlClawConfig) -> Deliver:
+    """Deliver fires to the ``owlclaw run`` server that hosts the agents (local placement)."""
+    from owlclaw.client import ServerClient
+
+    client = ServerClient(config)
+
+    async def deliver(fire: TimerFire) -> FireOutcome:
+        return await asyncio.to_thread(client.fire, fire)
+
+    return deliver

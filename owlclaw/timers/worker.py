@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from owlclaw.timers.fires import GRACE, TimerFire, cron_times, plan
+from owlclaw.timers.fires import GRACE, FireOutcome, TimerFire, cron_times, plan
 from owlclaw.timers.service import TimersView
 from projections.schedules import next_fire
 
 log = logging.getLogger(__name__)
-Deliver = Callable[[TimerFire], Awaitable[Any]]
+Deliver = Callable[[TimerFire], Awaitable[FireOutcome]]
+"""Hand a fire to its agent (``Agents.fire``); returns once the verdict is committed."""
 
 
 def utc_now() -> datetime:

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from events import Ledger
+from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
+from tests.conftest import missing_component
 
 
 @pytest.fixture
@@ -15,3 +17,19 @@ def ledger(fresh_db: Database) -> Iterator[Ledger]:
     """A ledger on a fresh, empty database."""
     with Ledger(fresh_db.url) as led:
         yield led
+
+
+@pytest.fixture
+def ray_cluster() -> None:
+    """A local Ray cluster, started by the first test that needs one and kept for the session
+    (a test that starts a cluster of its own shuts it down; the next one starts this again)."""
+    import ray
+
+    from actors.cluster import connect
+
+    if ray.is_initialized():
+        return
+    try:  # started the way a driver without OWLCLAW_RAY_ADDRESS starts one
+        connect(OwlClawConfig(), num_cpus=2, include_dashboard=False, log_to_driver=False)
+    except Exception as e:
+        missing_component("a local Ray cluster", e)

@@ -1,5 +1,6 @@
-"""Agents as Ray actors on a real local Ray cluster: mailbox order, parallel agents, both
-placements, unknown agents, two actors for one agent."""
+"""What only the Ray placement adds to the ``Agents`` contract (test_agents_conformance.py):
+parallel agents in both placements, two actors racing for one agent, a SIGKILLed actor that
+restarts and resumes, events streamed to another driver."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from itertools import pairwise
 from typing import Any
 
 import msgspec
@@ -18,27 +18,13 @@ import pytest
 
 from actors.directory import AgentDirectory
 from actors.ray_host import AgentHostActor
-from events import Ledger, UnknownAgent
+from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from tests.conftest import missing_component
+from owlclaw.runtime.loop import RunResult
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def ray_cluster(config: OwlClawConfig) -> Iterator[None]:
-    import ray
-
-    from actors.cluster import connect
-
-    try:  # a local cluster, started the way a driver without OWLCLAW_RAY_ADDRESS starts one
-        connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)
-    except Exception as e:
-        missing_component("a local Ray cluster", e)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -81,30 +67,6 @@ def runs_of(ledger: Ledger, agent_id: str) -> list[list[ev.LedgerEvent]]:
     return [ledger.stream(r) for r in ledger.list_runs(agent_id)]
 
 
-def test_runs_of_one_agent_execute_one_at_a_time_in_submission_order(
-    ray_cluster: None, ledger: Ledger, config: OwlClawConfig
-) -> None:
-    directory = AgentDirectory(ledger, config)
-    directory.register("ordered")
-
-    async def submit_all() -> list[dict[str, Any]]:
-        run_ids = await asyncio.gather(
-            *(directory.submit("ordered", "webhook", focus=f"n{i}") for i in range(100))
-        )
-        return list(await asyncio.gather(*(directory.result("ordered", r) for r in run_ids)))
-
-    results = asyncio.run(submit_all())
-    directory.shutdown()
-    assert [r["status"] for r in results] == ["completed"] * 100
-    runs = runs_of(ledger, "ordered")
-    assert len(runs) == 100
-    for earlier, later in pairwise(runs):
-        assert isinstance(later[0], ev.RunStarted) and later[0].timestamp >= earlier[-1].timestamp
-    ends = [r[-1] for r in runs]
-    assert all(isinstance(e, ev.RunCompleted) for e in ends)
-    assert [r[0].run_no for r in runs] == list(range(1, 101))  # type: ignore[attr-defined]
-
-
 @pytest.mark.parametrize("placement", ["dedicated", "shared"])
 def test_runs_of_different_agents_run_in_parallel(
     ray_cluster: None, ledger: Ledger, config: OwlClawConfig, placement: str
@@ -113,9 +75,9 @@ def test_runs_of_different_agents_run_in_parallel(
     directory = AgentDirectory(ledger, slow, placement=placement, pool_size=1)  # type: ignore[arg-type]
     agents = [f"{placement}-{i}" for i in range(4)]
     for agent_id in agents:
-        directory.register(agent_id)
+        ledger.register_agent(agent_id)
 
-    async def all_at_once() -> list[dict[str, Any]]:
+    async def all_at_once() -> list[RunResult]:
         return list(await asyncio.gather(*(directory.run(a, "webhook") for a in agents)))
 
     asyncio.run(all_at_once())  # actor start-up (a process importing litellm) outside the timing
@@ -126,19 +88,11 @@ def test_runs_of_different_agents_run_in_parallel(
     import ray
 
     host = ray.get(directory.handle(agents[0]).status.remote())  # everything on that host
-    directory.shutdown()
-    assert [r["status"] for r in results] == ["completed"] * 4
+    asyncio.run(directory.close())
+    assert [r.status for r in results] == ["completed"] * 4
     assert elapsed < 3.0, f"4 runs of 1 s each took {elapsed:.1f} s: agents were serialized"
     if placement == "shared":
-        assert set(agents) <= set(host["agents"])  # one host holds them all
-
-
-def test_unknown_agent_is_a_clear_error(
-    ray_cluster: None, ledger: Ledger, config: OwlClawConfig
-) -> None:
-    directory = AgentDirectory(ledger, config)
-    with pytest.raises(UnknownAgent, match="nobody"):
-        asyncio.run(directory.submit("nobody", "webhook"))
+        assert set(agents) <= set(host.agents)  # one host holds them all
 
 
 def test_two_actors_for_one_agent_never_fork_its_streams(
@@ -187,7 +141,7 @@ def test_a_killed_agent_actor_restarts_and_its_interrupted_run_resumes(
 
     paced = playing(config, "paced")
     directory = AgentDirectory(ledger, paced)
-    directory.register("phoenix")
+    ledger.register_agent("phoenix")
     run_id = asyncio.run(directory.submit("phoenix", "webhook", focus="three steps"))
 
     def decisions() -> int:
@@ -200,10 +154,10 @@ def test_a_killed_agent_actor_restarts_and_its_interrupted_run_resumes(
     os.kill(pid, signal.SIGKILL)  # mid-run: a model call is in flight
     result = asyncio.run(directory.result("phoenix", run_id))
     new_pid = ray.get(directory.handle("phoenix").pid.remote())
-    directory.shutdown()
+    asyncio.run(directory.close())
     events = ledger.stream(uuid.UUID(run_id))
     kinds = [type(e).__name__ for e in events]
-    assert result["status"] == "completed" and new_pid != pid
+    assert result.status == "completed" and new_pid != pid
     assert "RunResumed" in kinds
     assert kinds.count("DecisionLogged") == 3  # each step's effect exactly once
     succeeded = [e.call_id for e in events if isinstance(e, ev.ToolCallSucceeded)]
@@ -211,56 +165,12 @@ def test_a_killed_agent_actor_restarts_and_its_interrupted_run_resumes(
     assert sum(k in {c.__name__ for c in ev.TERMINAL_RUN_EVENTS} for k in kinds) == 1
 
 
-def test_timer_fires_are_delivered_to_the_agent_actor(
-    ray_cluster: None, ledger: Ledger, config: OwlClawConfig
-) -> None:
-    from datetime import timedelta
-
-    from owlclaw.timers.service import TimersView
-    from owlclaw.timers.worker import TimerWorker
-    from projections import ProjectionRunner
-
-    directory = AgentDirectory(ledger, config)
-    agent = ledger.register_agent("timed")
-    agent.record(
-        ev.ScheduleRequested,
-        schedule_id="sch_timed",
-        kind="once",
-        focus="check entry opportunities",
-        agent_id="timed",
-        delay_seconds=60,
-        fire_at=agent.state.registered_at + timedelta(seconds=60),  # type: ignore[operator]
-    )
-    ledger.append(agent)
-    view = TimersView(ledger.recorder.datastore, ledger=ledger)
-    view.create_table()
-    ProjectionRunner(ledger, view).catch_up()
-    later = agent.state.registered_at + timedelta(minutes=2)  # type: ignore[operator]
-    worker = TimerWorker(view, directory.fire, clock=lambda: later)
-    assert asyncio.run(worker.tick()) == 1
-    fired = [e for e in ledger.stream(agent.id) if isinstance(e, ev.TimerFired)]
-    assert len(fired) == 1 and fired[0].run_id is not None
-    deadline = time.monotonic() + 30
-    while not ledger.load_run(fired[0].run_id).state.ended and time.monotonic() < deadline:
-        time.sleep(0.1)
-    run = ledger.load_run(fired[0].run_id).state
-    assert (run.trigger, run.focus, run.status) == (
-        "schedule_once",
-        "check entry opportunities",
-        "completed",
-    )
-    import ray
-
-    assert "timed" in ray.get(directory.handle("timed").status.remote("timed"))["agents"]
-    directory.shutdown()
-
-
 def test_a_caller_streams_a_runs_events_while_it_runs(
     ray_cluster: None, ledger: Ledger, config: OwlClawConfig
 ) -> None:
     paced = playing(config, "paced")
     directory = AgentDirectory(ledger, paced)
-    directory.register("streamed")
+    ledger.register_agent("streamed")
 
     async def follow() -> list[tuple[str, float]]:
         run_id = await directory.submit("streamed", "webhook")
@@ -268,7 +178,7 @@ def test_a_caller_streams_a_runs_events_while_it_runs(
         return [(type(e).__name__, loop.time()) async for e in directory.events(run_id)]
 
     seen = asyncio.run(follow())
-    directory.shutdown()
+    asyncio.run(directory.close())
     kinds = [k for k, _ in seen]
     assert kinds[0] == "RunStarted" and kinds[-1] == "RunCompleted"
     assert kinds.count("DecisionLogged") == 3

@@ -24,6 +24,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.runtime.loop import RunResult
 from projections import AuditView, ProjectionRunner, RunsView, rebuild
 from projections.view import View
 from tests.conftest import missing_component
@@ -155,17 +156,17 @@ def test_killing_agent_hosts_at_random_loses_forks_and_doubles_nothing(setting: 
         directory = AgentDirectory(ledger, config, placement="shared", pool_size=4)
         agents = [f"chaos-{i}" for i in range(AGENTS)]
         for agent_id in agents:
-            directory.register(agent_id)
+            ledger.register_agent(agent_id)
         for agent_id in {directory.actor_name(a): a for a in agents}.values():
             asyncio.run(directory.run(agent_id, "webhook"))  # every host up before the storm
         accepted, kills = storm(directory, agents, random.Random(7))
 
-        async def results() -> list[dict[str, Any]]:
+        async def results() -> list[RunResult]:
             return list(await asyncio.gather(*(directory.result(a, r) for a, r in accepted)))
 
-        statuses = {r["status"] for r in asyncio.run(results())}
+        statuses = {r.status for r in asyncio.run(results())}
         settle(ledger, directory, agents)
-        directory.shutdown()
+        asyncio.run(directory.close())
         assert kills == KILLS and len(accepted) == AGENTS * RUNS_PER_AGENT
         assert statuses <= {"completed", "terminated", "failed"}
         assert assert_consistent(ledger, agents, accepted) >= AGENTS * RUNS_PER_AGENT

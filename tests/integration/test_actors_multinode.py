@@ -18,6 +18,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.runtime.loop import RunResult
 from tests.conftest import missing_component
 
 pytestmark = pytest.mark.integration
@@ -96,7 +97,7 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         agents = [f"spread-{i}" for i in range(6)]
         home = {a: (head_id, worker.node_id)[i % 2] for i, a in enumerate(agents)}
         for agent_id in agents:
-            directories[home[agent_id]].register(agent_id)
+            ledger.register_agent(agent_id)
         placed = {a: ray.get(directories[home[a]].handle(a).node.remote()) for a in agents}
         assert set(placed.values()) == {head_id, worker.node_id}  # agents on both nodes
         for agent_id in agents:  # activated (litellm imported) before the runs start
@@ -113,7 +114,7 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         killed_at = datetime.now(UTC)
         nodes.remove_node(worker)  # the worker node dies with its agents mid-run
 
-        async def results() -> list[dict[str, Any]]:
+        async def results() -> list[RunResult]:
             waits = (directories[home[a]].result(a, r) for a, r in run_ids.items())
             return list(await asyncio.gather(*waits))
 
@@ -121,10 +122,10 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         moved = [a for a in agents if placed[a] == worker.node_id]
         after = {a: ray.get(directories[home[a]].handle(a).node.remote()) for a in moved}
         for directory in directories.values():
-            directory.shutdown()
+            asyncio.run(directory.close())
         histories = {a: ledger.stream(uuid.UUID(r)) for a, r in run_ids.items()}
     pg_server.drop_database(str(db.params["dbname"]))
-    assert [o["status"] for o in outcomes] == ["completed"] * 6
+    assert [o.status for o in outcomes] == ["completed"] * 6
     assert moved and all(node != worker.node_id for node in after.values())
     for agent_id, events in histories.items():
         kinds = [type(e).__name__ for e in events]

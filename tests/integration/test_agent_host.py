@@ -1,4 +1,5 @@
-"""The agent host without Ray: passivation and re-activation, queued runs surviving their host."""
+"""The in-process host beyond the ``Agents`` contract (test_agents_conformance.py): what a resumed
+run re-executes, and an app directory that stops loading."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
+from events.aggregates import Run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.capabilities import Registry
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.loop import AgentRuntime, RunResult
 from tests.apps import make_app
 
 pytestmark = pytest.mark.integration
@@ -32,62 +34,12 @@ def config_with(model: str) -> OwlClawConfig:
     return OwlClawConfig(runtime=RuntimeConfig(models=(model,)))
 
 
-def test_an_idle_agent_is_passivated_and_reactivated_from_the_ledger(ledger: Ledger) -> None:
-    ledger.register_agent("sleepy")
-
-    async def scenario() -> tuple[dict[str, object], dict[str, object], str]:
-        host = AgentHost(ledger, config(), idle_s=0.2)
-        first = await host.submit("sleepy", "webhook")
-        await host.result("sleepy", first)
-        await asyncio.sleep(0.6)
-        passivated = host.status()
-        second = await host.submit("sleepy", "webhook")
-        result = await host.result("sleepy", second)
-        status = host.status()
-        await host.close()
-        return passivated, status, str(result["status"])
-
-    passivated, status, second_status = asyncio.run(scenario())
-    assert passivated["agents"] == {} and passivated["passivations"] == 1
-    assert status["activations"] == 2 and second_status == "completed"
-    assert [ledger.stream(r)[0].run_no for r in ledger.list_runs("sleepy")] == [1, 2]  # type: ignore[attr-defined]
-
-
-def test_runs_accepted_by_a_host_that_died_run_when_the_agent_is_next_activated(
-    ledger: Ledger,
-) -> None:
-    ledger.register_agent("orphaned")
-    accepted = AgentRuntime(ledger, "orphaned", models=["scripted/host-answer"])
-    register_script("host-answer", [{"content": "done"}])
-    queued = [asyncio.run(accepted.submit("webhook", focus=f"q{i}")) for i in range(3)]
-    accepted.close()  # the host dies here: RunQueued committed, nothing started
-
-    async def next_host() -> list[dict[str, object]]:
-        host = AgentHost(ledger, config())
-        fourth = await host.submit("orphaned", "webhook", focus="q3")
-        results = [await host.result("orphaned", str(q.run_id)) for q in queued]
-        results.append(await host.result("orphaned", fourth))
-        await host.close()
-        return results
-
-    results = asyncio.run(next_host())
-    assert [r["status"] for r in results] == ["completed"] * 4
-    starts = [ledger.stream(r)[0] for r in ledger.list_runs("orphaned")]
-    assert [(s.run_no, s.focus) for s in starts if isinstance(s, ev.RunStarted)] == [
-        (1, "q0"),
-        (2, "q1"),
-        (3, "q2"),
-        (4, "q3"),
-    ]
-    assert uuid.UUID(str(results[0]["run_id"])) == queued[0].run_id
-
-
 def interrupted_run(ledger: Ledger, agent_id: str, tool: str, arguments: dict[str, object]) -> str:
     """What a process leaves behind when it dies right after committing a tool request:
     the run's start, its first model response and the write-ahead ToolCallRequested."""
     agent = ledger.register_agent(agent_id)
-    queued = ledger.enqueue_run(agent, "webhook", focus="interrupted")
-    run = ledger.start_run(agent_id, queued)
+    queued = agent.queue_run("webhook", focus="interrupted")
+    run = Run.start(agent_id, queued)
     run.record(ev.VisibleToolsResolved, tools=["remember", "recall", "log_decision"])
     call = {"id": "c1", "type": "function", "function": {"name": tool, "arguments": "{}"}}
     run.record(
@@ -117,7 +69,7 @@ def test_an_interrupted_run_resumes_from_its_recorded_steps(
         [{"tool_calls": [{"name": tool, "arguments": arguments}]}, {"content": "recovered"}],
     )
 
-    async def activate() -> dict[str, object]:
+    async def activate() -> RunResult:
         host = AgentHost(ledger, config_with("scripted/resume"))
         result = await host.result("crashed", run_id)  # activation resumes it first
         await host.close()
@@ -125,7 +77,7 @@ def test_an_interrupted_run_resumes_from_its_recorded_steps(
 
     result = asyncio.run(activate())
     kinds = [type(e).__name__ for e in ledger.stream(uuid.UUID(run_id))]
-    assert result["status"] == "completed"
+    assert result.status == "completed"
     assert kinds.count("LLMResponded") == 2  # the recorded response was not asked again
     assert kinds.count("ToolOutcomeUnknown") == 1 and "RunResumed" in kinds
     assert sum(k in TERMINAL for k in kinds) == 1
@@ -165,7 +117,7 @@ def test_an_agent_whose_app_directory_became_invalid_fails_its_runs_and_the_host
     ledger.register_agent("healthy")
     (root / "SOUL.md").unlink()
 
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[RunResult]:
         host = AgentHost(ledger, config())
         results = [await host.result("broken", await host.submit("broken", "webhook"))]
         results.append(await host.result("healthy", await host.submit("healthy", "webhook")))
@@ -175,7 +127,7 @@ def test_an_agent_whose_app_directory_became_invalid_fails_its_runs_and_the_host
         return results
 
     failed, other, repaired = asyncio.run(scenario())
-    assert (failed["status"], other["status"], repaired["status"]) == (
+    assert (failed.status, other.status, repaired.status) == (
         "failed",
         "completed",
         "completed",
@@ -183,73 +135,3 @@ def test_an_agent_whose_app_directory_became_invalid_fails_its_runs_and_the_host
     [first] = ledger.list_runs("broken")[:1]
     [error] = [e for e in ledger.stream(first) if isinstance(e, ev.RunFailed)]
     assert "SOUL.md not found" in error.error
-
-
-def test_cancel_ends_the_running_run_and_the_mailbox_goes_on(ledger: Ledger) -> None:
-    ledger.register_agent("cancelled")
-    register_script("host-slow", {"steps": [], "latency_s": 1.5})
-
-    async def scenario() -> tuple[bool, dict[str, object], dict[str, object]]:
-        host = AgentHost(ledger, config_with("scripted/host-slow"))
-        slow = await host.submit("cancelled", "webhook", focus="slow")
-        await asyncio.sleep(0.5)
-        status = host.status("cancelled")["agents"]["cancelled"]  # type: ignore[index]
-        assert status["running"] == slow  # answers while the run is in flight
-        cancelled = host.cancel("cancelled", slow)
-        after = await host.submit("cancelled", "webhook", focus="next")
-        results = (await host.result("cancelled", slow), await host.result("cancelled", after))
-        await host.close()
-        return cancelled, *results
-
-    cancelled, first, second = asyncio.run(scenario())
-    assert cancelled and first["status"] == "terminated" and second["status"] == "completed"
-    first_run = ledger.stream(ledger.list_runs("cancelled")[0])
-    [ended] = [e for e in first_run if type(e).__name__ in TERMINAL]
-    assert isinstance(ended, ev.RunTerminated) and ended.reason == "cancelled"
-
-
-def test_a_run_whose_agent_another_host_took_over_ends_at_its_last_commit(
-    ledger: Ledger,
-) -> None:
-    """Host A runs run 1; host B accepts run 2 meanwhile, so A's next commit that touches the
-    agent's stream (the ScheduleRequested of schedule_once) loses. What A recorded since its
-    last good commit is not in the ledger; A ends run 1 right there and stands down."""
-    from events import StreamConflict
-    from events.aggregates import run_stream_id
-
-    register_script(
-        "takeover",
-        {
-            "latency_s": 0.3,
-            "steps": [
-                {"tool_calls": [{"name": "log_decision", "arguments": {"reasoning": "look"}}]},
-                {
-                    "tool_calls": [
-                        {"name": "schedule_once", "arguments": {"delay_seconds": 60, "focus": "x"}}
-                    ]
-                },
-                {"content": "scheduled"},
-            ],
-        },
-    )
-    a = AgentRuntime(ledger, "taken", models=["scripted/takeover"])
-    b = AgentRuntime(ledger, "taken", models=["scripted/takeover"])
-
-    async def scenario() -> None:
-        run = asyncio.create_task(a.run("webhook"))
-        await asyncio.sleep(0.45)  # A's first commit is in (~0.3 s), its second not yet
-        await b.submit("webhook")
-        with pytest.raises(StreamConflict):
-            await run
-
-    asyncio.run(scenario())
-    a.close()
-    b.close()
-    events = ledger.stream(run_stream_id("taken", 1))
-    assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
-    ended = [e for e in events if isinstance(e, ev.TERMINAL_RUN_EVENTS)]
-    assert len(ended) == 1 and ended[0] is events[-1] and isinstance(ended[0], ev.RunFailed)
-    assert "another host took over" in ended[0].error
-    agent_events = ledger.stream(ledger.load_agent("taken").id)
-    assert not any(isinstance(e, ev.ScheduleRequested) for e in agent_events)
-    assert [e.run_no for e in agent_events if isinstance(e, ev.RunQueued)] == [1, 2]

@@ -109,10 +109,11 @@ def test_memory_command_writes_memory_md_and_recalls(
     import uuid
 
     from events import catalog as ev
+    from events.aggregates import Run
 
     with Ledger(fresh_db.url) as ledger:
         agent = ledger.register_agent("trader")
-        run = ledger.queue_run(agent, trigger="webhook")
+        run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook"))
         for content in (
             "After sharp market drop, rebound signals are usually accurate within 2 hours",
             "The coffee machine is on the third floor",

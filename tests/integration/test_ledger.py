@@ -15,7 +15,7 @@ from eventsourcing.persistence import StoredEvent
 
 from events import Ledger, LedgerReadError, UnknownAgent, agent_stream_id
 from events import catalog as ev
-from events.aggregates import Agent
+from events.aggregates import Agent, Run, projector
 from events.catalog import LedgerEvent
 from owlclaw.database import Database
 from tests.integration.processes import contend_for_next_version
@@ -30,7 +30,9 @@ def ledger(fresh_db: Database) -> Iterator[Ledger]:
 
 
 def run_once(ledger: Ledger, agent: Agent, focus: str) -> uuid.UUID:
-    run = ledger.queue_run(agent, trigger="webhook", focus=focus, payload={"n": 1})
+    run = Run.start(
+        agent.agent_id, agent.queue_run(trigger="webhook", focus=focus, payload={"n": 1})
+    )
     run.record(ev.ToolCallRequested, call_id="c1", tool="remember", arguments={"content": focus})
     run.record(ev.ToolCallSucceeded, call_id="c1", tool="remember", result={"ok": True})
     run.record(ev.RunCompleted, tool_calls=1)
@@ -61,7 +63,7 @@ def test_runs_are_listed_and_history_is_in_log_order(ledger: Ledger) -> None:
 
 def test_one_append_is_one_transaction_with_consecutive_positions(ledger: Ledger) -> None:
     agent = ledger.register_agent("batch")
-    run = ledger.queue_run(agent, trigger="heartbeat")
+    run = Run.start(agent.agent_id, agent.queue_run(trigger="heartbeat"))
     for i in range(20):
         run.record(ev.DecisionLogged, decision_type="other", reasoning=str(i))
     positions = ledger.append(agent, run)
@@ -86,9 +88,8 @@ def test_loading_uses_the_latest_snapshot_and_equals_a_full_replay(
         ]
     assert versions and max(versions) >= 50
     loaded = ledger.load_agent("big")
-    replayed: Any = None
-    for event in ledger.stream(agent.id):
-        replayed = event.mutate(replayed)
+    replayed = projector(Agent)(None, ledger.stream(agent.id))
+    assert replayed is not None
     assert loaded.version == replayed.version == 58
     assert loaded.state == replayed.state
 

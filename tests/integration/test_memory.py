@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent
+from events.aggregates import Agent, Run
 from owlclaw.database import Database
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
 from projections.embedders import Embedder
@@ -52,7 +52,7 @@ def view(ledger: Ledger, local_embedder: Embedder) -> MemoryView:
 def remember(
     ledger: Ledger, agent: Agent, contents: Sequence[str], tags: Sequence[str] = ()
 ) -> int:
-    run = ledger.queue_run(agent, trigger="webhook")
+    run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook"))
     for content in contents:
         run.record(
             ev.MemoryRemembered,

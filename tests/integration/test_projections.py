@@ -14,9 +14,10 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent
+from events.aggregates import Agent, Run
 from owlclaw.database import Database
-from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, open_views, rebuild
+from owlclaw.wiring import open_views
+from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, rebuild
 from projections.feed import follow_projection
 from projections.runner import projection_status
 from tests.integration.processes import run_projection
@@ -32,7 +33,7 @@ def rows(db: Database, query: str) -> list[tuple[Any, ...]]:
 
 def record_runs(ledger: Ledger, agent: Agent, count: int, tools_per_run: int = 2) -> None:
     for n in range(count):
-        run = ledger.queue_run(agent, trigger="heartbeat", focus=f"run {n}")
+        run = Run.start(agent.agent_id, agent.queue_run(trigger="heartbeat", focus=f"run {n}"))
         for k in range(tools_per_run):
             run.record(
                 ev.LLMResponded,
@@ -63,7 +64,7 @@ def test_audit_and_runs_views_describe_each_tool_call_and_run(
 ) -> None:
     record_sample_run(ledger)
     agent = ledger.load_agent("demo-trader")
-    failing = ledger.queue_run(agent, trigger="webhook", focus="buy")
+    failing = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="buy"))
     failing.record(
         ev.ToolCallRejected,
         call_id="bad",
@@ -233,7 +234,7 @@ def test_view_survives_nul_and_maximum_size_memory_like_payloads(
     ledger: Ledger, fresh_db: Database
 ) -> None:
     agent = ledger.register_agent("odd")
-    run = ledger.queue_run(agent, trigger="webhook", focus="nul\x00focus")
+    run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="nul\x00focus"))
     for i, content in enumerate(["x" * 2000, "y" * 2001, "", "nul\x00inside", "\U0001f989"]):
         run.record(
             ev.ToolCallRequested,

@@ -7,26 +7,28 @@ everything else (rows, leases, ledger, runs) is real.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
-from owlclaw.agents import LocalAgents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.timers.fires import TimerFire
+from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.service import TimersView
-from owlclaw.timers.worker import RetryPolicy, TimerWorker, deliver_with_retries
+from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker, deliver_with_retries
 from projections import ProjectionRunner
 
 pytestmark = pytest.mark.integration
+T = TypeVar("T")
 
 
 class Clock:
@@ -44,17 +46,41 @@ def timers(ledger: Ledger) -> Iterator[tuple[TimersView, ProjectionRunner]]:
     yield view, ProjectionRunner(ledger, view)
 
 
-def agents(ledger: Ledger, script: str) -> LocalAgents:
-    config = OwlClawConfig(runtime=RuntimeConfig(models=(f"scripted/{script}",)))
-    return LocalAgents(ledger, config)
+def host(ledger: Ledger, script: str) -> AgentHost:
+    return AgentHost(ledger, OwlClawConfig(runtime=RuntimeConfig(models=(f"scripted/{script}",))))
+
+
+def delivering(ledger: Ledger, work: Callable[[Deliver], Awaitable[T]], script: str = "act") -> T:
+    """Run ``work`` with fires delivered to agents hosted here (playing ``scripted/<script>``);
+    returns once the runs those fires started have ended."""
+
+    async def main() -> T:
+        agents = host(ledger, script)
+        started: list[tuple[str, str]] = []
+
+        async def deliver(fire: TimerFire) -> FireOutcome:
+            outcome = await agents.fire(fire)
+            if outcome.run_id is not None:
+                started.append((fire.agent_id, outcome.run_id))
+            return outcome
+
+        try:
+            result = await work(deliver)
+            for agent_id, run_id in started:
+                await agents.result(agent_id, run_id)
+            return result
+        finally:
+            await agents.close()
+
+    return asyncio.run(main())
 
 
 def schedule(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> str:
     register_script("plan", [{"tool_calls": [{"name": tool, "arguments": arguments}]}])
     register_script("act", [{"content": "checked"}])
-    local = agents(ledger, "plan")
-    result = asyncio.run(local.run(agent_id, "webhook"))
-    local.close()
+    runtime = AgentRuntime(ledger, agent_id, models=["scripted/plan"])
+    result = asyncio.run(runtime.run("webhook"))
+    runtime.close()
     return result.run_id
 
 
@@ -62,9 +88,13 @@ def agent_events(ledger: Ledger, agent_id: str) -> list[ev.LedgerEvent]:
     return ledger.stream(ledger.load_agent(agent_id).id)
 
 
-def fired_runs(ledger: Ledger, agent_id: str) -> list[ev.RunStarted]:
-    runs = [ledger.stream(r)[0] for r in ledger.list_runs(agent_id)]
-    return [r for r in runs if isinstance(r, ev.RunStarted) and r.trigger.startswith("schedule_")]
+def fired_runs(ledger: Ledger, agent_id: str) -> list[ev.RunQueued]:
+    """The runs fires started, as the agent accepted them (durable from then on)."""
+    return [
+        e
+        for e in agent_events(ledger, agent_id)
+        if isinstance(e, ev.RunQueued) and e.trigger.startswith("schedule_")
+    ]
 
 
 def test_schedule_once_fires_a_run_with_its_focus(
@@ -76,18 +106,19 @@ def test_schedule_once_fires_a_run_with_its_focus(
     )
     runner.catch_up()
     clock = Clock()
-    local = agents(ledger, "act")
-    worker = TimerWorker(view, local.fire, clock=clock)
-    assert asyncio.run(worker.tick()) == 0  # not due yet
+
+    def tick(deliver: Deliver) -> Awaitable[int]:
+        return TimerWorker(view, deliver, clock=clock).tick()
+
+    assert delivering(ledger, tick) == 0  # not due yet
     [requested] = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.ScheduleRequested)]
     assert requested.fire_at is not None
     clock.now = requested.fire_at + timedelta(milliseconds=100)
-    assert asyncio.run(worker.tick()) == 1
-    assert asyncio.run(worker.tick()) == 0  # a one-off fires once
-    local.close()
+    assert delivering(ledger, tick) == 1
+    assert delivering(ledger, tick) == 0  # a one-off fires once
     [fired] = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.TimerFired)]
     [run] = fired_runs(ledger, "trader")
-    assert fired.fire_time == requested.fire_at and fired.run_id == run.originator_id
+    assert fired.fire_time == requested.fire_at and fired.run_id == run.run_id
     assert (run.trigger, run.focus) == ("schedule_once", "check entry opportunities")
     assert run.context["scheduled_by_run_id"] == owner
     registered = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.ScheduleRegistered)]
@@ -102,13 +133,10 @@ def test_cron_fires_at_consecutive_minutes(
     schedule(ledger, "watcher", "schedule_cron", cron_expression="* * * * *", focus="watch")
     runner.catch_up()
     clock = Clock()
-    local = agents(ledger, "act")
-    worker = TimerWorker(view, local.fire, clock=clock)
     first = clock.now.replace(second=0, microsecond=0) + timedelta(minutes=1)
     for minute in range(2):
         clock.now = first + timedelta(minutes=minute, milliseconds=50)
-        assert asyncio.run(worker.tick()) == 1
-    local.close()
+        assert delivering(ledger, lambda d: TimerWorker(view, d, clock=clock).tick()) == 1
     fires = [e.fire_time for e in agent_events(ledger, "watcher") if isinstance(e, ev.TimerFired)]
     assert fires == [first, first + timedelta(minutes=1)]
     assert len(fired_runs(ledger, "watcher")) == 2
@@ -126,13 +154,15 @@ def test_cancelled_schedule_never_starts_a_run(
     runner.catch_up()
     clock = Clock()
     clock.now += timedelta(minutes=5)
-    local = agents(ledger, "act")
-    assert asyncio.run(TimerWorker(view, local.fire, clock=clock).tick()) == 0
+    assert delivering(ledger, lambda d: TimerWorker(view, d, clock=clock).tick()) == 0
     # a backend that fires anyway (Hatchet may) is refused by the agent itself
     late = TimerFire("canceller", requested.schedule_id, requested.fire_at or clock.now)
-    outcome = asyncio.run(local.fire(late))
-    local.close()
-    assert (outcome.kind, outcome.reason) == ("duplicate", "the schedule was cancelled")
+    outcome = delivering(ledger, lambda deliver: deliver(late))
+    assert (outcome.kind, outcome.reason, outcome.run_id) == (
+        "duplicate",
+        "the schedule was cancelled",
+        None,
+    )
     assert fired_runs(ledger, "canceller") == []
 
 
@@ -142,18 +172,31 @@ def test_duplicate_delivery_from_two_processes_starts_exactly_one_run(
     schedule(ledger, "twice", "schedule_once", delay_seconds=30, focus="once only")
     [requested] = [e for e in agent_events(ledger, "twice") if isinstance(e, ev.ScheduleRequested)]
     fire = TimerFire("twice", requested.schedule_id, requested.fire_at or datetime.now(UTC))
-    first, second = agents(ledger, "act"), agents(ledger, "act")  # two independent writers
 
     async def both() -> None:
+        first, second = host(ledger, "act"), host(ledger, "act")  # two independent writers
+        outcomes: list[tuple[AgentHost, FireOutcome]] = []
+
+        def recording(agents: AgentHost) -> Deliver:
+            async def deliver(fire: TimerFire) -> FireOutcome:
+                outcomes.append((agents, await agents.fire(fire)))
+                return outcomes[-1][1]
+
+            return deliver
+
         policy = RetryPolicy(max_retries=3, backoff_s=0.01)
         await asyncio.gather(
-            deliver_with_retries(first.fire, fire, policy),
-            deliver_with_retries(second.fire, fire, policy),
+            deliver_with_retries(recording(first), fire, policy),
+            deliver_with_retries(recording(second), fire, policy),
         )
+        assert sorted(o.kind for _, o in outcomes) == ["duplicate", "fire"]
+        [(winner, outcome)] = [(h, o) for h, o in outcomes if o.run_id]
+        assert outcome.run_id is not None
+        await winner.result("twice", outcome.run_id)
+        await first.close()
+        await second.close()
 
     asyncio.run(both())
-    first.close()
-    second.close()
     events = agent_events(ledger, "twice")
     assert sum(isinstance(e, ev.TimerFired) for e in events) == 1
     assert sum(isinstance(e, ev.TimerDeduplicated) for e in events) == 1
@@ -183,9 +226,7 @@ def test_misfire_policy_after_the_service_was_down(
         [row] = curs.execute(view.sql("SELECT next_fire_at FROM {timers}")).fetchall()
     clock = Clock()
     clock.now = row["next_fire_at"] + timedelta(minutes=75, seconds=1)  # 8 fires were due
-    local = agents(ledger, "act")
-    assert asyncio.run(TimerWorker(view, local.fire, clock=clock).tick()) == 1
-    local.close()
+    assert delivering(ledger, lambda d: TimerWorker(view, d, clock=clock).tick()) == 1
     events = agent_events(ledger, agent_id)
     assert sum(isinstance(e, ev.TimerFired) for e in events) == fired
     reasons = [e.reason for e in events if isinstance(e, ev.TimerMissed)]
@@ -202,10 +243,11 @@ def test_property_17_failed_deliveries_are_retried_up_to_the_limit(
     more than the configured maximum (Hatchet runs the same policy as the task's ``retries``)."""
     attempts: list[int] = []
 
-    async def flaky(fire: TimerFire) -> None:
+    async def flaky(fire: TimerFire) -> FireOutcome:
         attempts.append(1)
         if len(attempts) <= failures:
             raise ConnectionError("ledger unavailable")
+        return FireOutcome("fire")
 
     fire = TimerFire("a", "s", datetime.now(UTC))
     policy = RetryPolicy(max_retries=retries, backoff_s=0.0)

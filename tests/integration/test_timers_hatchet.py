@@ -18,10 +18,9 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from owlclaw.agents import LocalAgents
-from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.hatchet_backend import TASK, HatchetBackend, fire_of
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.service import TimersView
@@ -118,9 +117,9 @@ def ledger(ledger_db: Database) -> Iterator[Ledger]:
 
 def plan(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> None:
     register_script("plan", [{"tool_calls": [{"name": tool, "arguments": arguments}]}])
-    local = LocalAgents(ledger, OwlClawConfig(runtime=RuntimeConfig(models=("scripted/plan",))))
-    asyncio.run(local.run(agent_id, "webhook"))
-    local.close()
+    runtime = AgentRuntime(ledger, agent_id, models=["scripted/plan"])
+    asyncio.run(runtime.run("webhook"))
+    runtime.close()
 
 
 def register(ledger: Ledger, hatchet: Any) -> TimersView:
@@ -154,6 +153,7 @@ def test_schedule_once_fires_through_hatchet(
     [fired] = events_of(ledger, "h-trader", ev.TimerFired)
     [requested] = events_of(ledger, "h-trader", ev.ScheduleRequested)
     assert fired.fire_time == requested.fire_at
+    assert wait_until(lambda: bool(ledger.stream(fired.run_id)), 30)  # the run, from the mailbox
     [run] = [e for e in ledger.stream(fired.run_id) if isinstance(e, ev.RunStarted)]
     assert (run.trigger, run.focus) == ("schedule_once", "check entry opportunities")
 

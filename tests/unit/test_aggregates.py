@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from functools import reduce
 from uuid import uuid4
 
 import pytest
@@ -11,12 +10,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events import catalog as ev
-from events.aggregates import Agent, AgentSnapshot, Run, agent_stream_id, run_stream_id
+from events.aggregates import (
+    IDEMPOTENCY_KEYS_KEPT,
+    Agent,
+    AgentSnapshot,
+    Run,
+    agent_stream_id,
+    projector,
+    run_stream_id,
+)
 from events.catalog import LedgerEvent
 
 
 def replay(events: list[LedgerEvent]) -> object:
-    return reduce(lambda agg, e: e.mutate(agg), events, None)
+    return projector(Agent)(None, events)
 
 
 def test_stream_ids_are_deterministic_per_agent_and_run() -> None:
@@ -80,7 +87,7 @@ def test_snapshot_restores_the_same_state_without_sharing_it() -> None:
     agent = Agent.blank(agent_stream_id("snap"))
     agent.record(ev.AgentRegistered, agent_id="snap")
     agent.record(ev.ScheduleRequested, schedule_id="s1", kind="cron", focus="f", cron="* * * * *")
-    restored = AgentSnapshot.take(agent).mutate(None)
+    restored = AgentSnapshot.take(agent).restore()
     assert restored.state == agent.state and restored.version == agent.version
     restored.state.schedules.clear()
     assert "s1" in agent.state.schedules
@@ -95,3 +102,69 @@ def test_run_tracks_open_tool_calls_until_an_outcome_is_recorded() -> None:
     assert run.state.open_calls == {"c2": "recall"}
     run.record(ev.RunCompleted)
     assert run.state.ended and run.state.status == "completed"
+
+
+def registered(agent_id: str) -> Agent:
+    agent = Agent.blank(agent_stream_id(agent_id))
+    agent.record(ev.AgentRegistered, agent_id=agent_id)
+    return agent
+
+
+def test_queue_run_numbers_runs_and_marks_an_idle_heartbeat() -> None:
+    agent = registered("q")
+    first = agent.queue_run("heartbeat")
+    agent.record(ev.InboundReceived, source="webhook")
+    second = agent.queue_run("heartbeat")
+    third = agent.queue_run("webhook")
+    assert [q.run_no for q in (first, second, third)] == [1, 2, 3]
+    assert [q.run_id for q in (first, second, third)] == [run_stream_id("q", n) for n in (1, 2, 3)]
+    assert (first.idle, second.idle, third.idle) == (True, False, False)
+
+
+def test_an_idempotency_key_names_its_run_and_old_keys_are_forgotten() -> None:
+    agent = registered("k")
+    queued = agent.queue_run("webhook", idempotency_key="key-0")
+    assert agent.run_for_key("key-0") == queued.run_id and agent.run_for_key("other") is None
+    for n in range(1, IDEMPOTENCY_KEYS_KEPT + 1):
+        agent.queue_run("webhook", idempotency_key=f"key-{n}")
+    assert agent.run_for_key("key-0") is None  # the oldest one
+    assert agent.run_for_key(f"key-{IDEMPOTENCY_KEYS_KEPT}") == agent.state.last_run_id
+    assert len(agent.state.idempotency_keys) == IDEMPOTENCY_KEYS_KEPT
+
+
+def test_a_fire_is_judged_then_queued_and_a_second_delivery_is_a_duplicate() -> None:
+    agent = registered("f")
+    owner = agent.queue_run("webhook").run_id
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    agent.record(
+        ev.ScheduleRequested, schedule_id="s", kind="once", focus="look", owner_run_id=owner
+    )
+    kind, reason, queued = agent.receive_fire("s", at)
+    assert (kind, reason) == ("fire", "") and queued is not None
+    assert (queued.trigger, queued.focus, queued.run_no) == ("schedule_once", "look", 2)
+    assert queued.context["scheduled_by_run_id"] == str(owner)
+    fired = [e for e in agent.pending_events if isinstance(e, ev.TimerFired)]
+    assert [f.run_id for f in fired] == [queued.run_id]
+    again = agent.receive_fire("s", at)
+    assert again == ("duplicate", "this one-off schedule already fired", None)
+    assert agent.receive_fire("nope", at) == ("duplicate", "no such schedule of this agent", None)
+    assert agent.state.run_count == 2
+
+
+def test_a_fire_the_misfire_policy_gave_up_is_recorded_as_missed() -> None:
+    agent = registered("m")
+    agent.record(ev.ScheduleRequested, schedule_id="s", kind="cron", focus="f", cron="* * * * *")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert agent.receive_fire("s", at, missed="skipped") == ("missed", "skipped", None)
+    assert isinstance(agent.pending_events[-1], ev.TimerMissed)
+    assert agent.state.run_count == 0
+
+
+def test_a_run_ends_once() -> None:
+    agent = registered("e")
+    run = Run.start("e", agent.queue_run("webhook", "focus"))
+    assert run.state.trigger == "webhook" and run.state.focus == "focus"
+    run.end(ev.RunCompleted, answer="done", duration_ms=5.0)
+    assert run.state.ended and run.state.duration_ms == 5.0
+    with pytest.raises(RuntimeError, match="already ended"):
+        run.end(ev.RunFailed, error="again")

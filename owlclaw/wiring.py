@@ -1,0 +1,42 @@
+"""The composition root of the read side: views and recall built from the configuration.
+
+``projections`` knows nothing of OwlClaw's configuration; this is where the two meet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events import Ledger
+from owlclaw.config import OwlClawConfig
+from projections import VIEWS, MemoryStore, MemoryView, View
+from projections.embedders import embedder_for
+
+
+def view_options(name: str, config: OwlClawConfig) -> dict[str, Any]:
+    """Constructor options of a view from the configuration."""
+    if name != MemoryView.name:
+        return {}
+    memory = config.memory
+    return {
+        "embedder": embedder_for(memory.embedding_model, memory.embedding_dimensions),
+        "size_limit": memory.memory_md_limit_bytes,
+    }
+
+
+def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
+    """Recall over the memory view (its tables created); the projection runner fills it."""
+    view = MemoryView(ledger.recorder.datastore, **view_options(MemoryView.name, config))
+    view.create_table()
+    return MemoryStore(view, half_life_days=config.memory.half_life_days)
+
+
+def open_views(ledger: Ledger, config: OwlClawConfig | None = None) -> list[View]:
+    """Every view, with its tables created (idempotent), on the ledger's database."""
+    config = config or OwlClawConfig()
+    views = [
+        cls(ledger.recorder.datastore, **view_options(name, config)) for name, cls in VIEWS.items()
+    ]
+    for view in views:
+        view.create_table()
+    return views

@@ -1,0 +1,449 @@
+"""The ``Agents`` contract, held against both implementations: the in-process mailbox host
+(``local``) and the Ray directory of host actors (``ray``, shared placement, one host actor).
+
+Like eventsourcing's recorder suites, every test here runs against each implementation: FIFO order
+of runs and fires, one end event per run, resume after a crash, fencing against a second writer,
+cancel and status during a run, passivation and reactivation, idempotent triggers, and accepting
+a trigger while another agent on the same host waits on a long tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+
+from events import Ledger, UnknownAgent
+from events import catalog as ev
+from events.aggregates import Run, run_stream_id
+from owlclaw.agents import Agents
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
+from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.timers.fires import FireOutcome, TimerFire
+from tests.apps import make_app
+
+pytestmark = pytest.mark.integration
+T = TypeVar("T")
+DECIDE = {"name": "log_decision", "arguments": {"reasoning": "ok", "decision_type": "other"}}
+SCRIPTS: dict[str, Any] = {
+    "answer": {"steps": [{"content": "done"}]},
+    "one_tool": {"steps": [{"tool_calls": [DECIDE]}]},
+    "slow": {"steps": [], "latency_s": 1.0},
+    "paced": {
+        "steps": [
+            {"tool_calls": [DECIDE]},
+            {
+                "tool_calls": [
+                    {"name": "schedule_once", "arguments": {"delay_seconds": 60, "focus": "x"}}
+                ]
+            },
+            {"content": "scheduled"},
+        ],
+        "latency_s": 0.7,
+    },
+    "resume": {"steps": [{"tool_calls": [DECIDE]}, {"content": "recovered"}]},
+    "wait_outside": {
+        "steps": [{"tool_calls": [{"name": "wait_outside", "arguments": {"seconds": 6}}]}]
+    },
+}
+SLOW_HANDLERS = """
+import asyncio
+
+from owlclaw import Registry
+
+registry = Registry()
+
+
+@registry.capability("Wait on a slow outside system.")
+async def wait_outside(seconds: float) -> dict[str, float]:
+    await asyncio.sleep(seconds)
+    return {"waited": seconds}
+"""
+
+
+@dataclass
+class Setting:
+    """One implementation under test: ``make(script, idle_s)`` builds an ``Agents`` whose agents
+    play ``scripted/<script>`` (call it inside the test's event loop)."""
+
+    name: str
+    ledger: Ledger
+    config: OwlClawConfig
+    make: Callable[[str, float | None], Agents]
+
+
+@pytest.fixture(scope="module")
+def db(pg_server: Database) -> Iterator[Database]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield pg_server.create_database(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def base_config(db: Database, tmp_path_factory: pytest.TempPathFactory) -> OwlClawConfig:
+    scripts = tmp_path_factory.mktemp("scripts")
+    for name, script in SCRIPTS.items():
+        (scripts / f"{name}.json").write_text(json.dumps(script))
+    return OwlClawConfig(
+        database_url=db.url,
+        database_name=str(db.params["dbname"]),
+        runtime=RuntimeConfig(models=("scripted/answer",), scripts_dir=str(scripts)),
+    )
+
+
+@pytest.fixture(scope="module")
+def module_ledger(db: Database) -> Iterator[Ledger]:
+    with Ledger(db.url) as led:
+        yield led
+
+
+@pytest.fixture(params=["local", "ray"])
+def setting(
+    request: pytest.FixtureRequest, module_ledger: Ledger, base_config: OwlClawConfig
+) -> Setting:
+    def playing(script: str) -> OwlClawConfig:
+        runtime = msgspec.structs.replace(base_config.runtime, models=(f"scripted/{script}",))
+        return msgspec.structs.replace(base_config, runtime=runtime)
+
+    if request.param == "local":
+        from actors.host import AgentHost
+
+        def make_local(script: str, idle_s: float | None) -> Agents:
+            return AgentHost(module_ledger, playing(script), idle_s=idle_s)
+
+        return Setting("local", module_ledger, base_config, make_local)
+    request.getfixturevalue("ray_cluster")
+    from actors.directory import AgentDirectory
+
+    def make_ray(script: str, idle_s: float | None) -> Agents:
+        namespace = {"namespace": f"conformance-{uuid.uuid4().hex[:8]}"}
+        return AgentDirectory(
+            module_ledger,
+            playing(script),
+            placement="shared",
+            pool_size=1,
+            idle_s=idle_s,
+            actor_options=namespace,
+        )
+
+    return Setting("ray", module_ledger, base_config, make_ray)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def hosted(
+    setting: Setting, script: str, scenario: Callable[[Agents], Awaitable[T]], idle_s: float = 300
+) -> T:
+    """Run ``scenario`` against a fresh Agents of the setting; always closed afterwards."""
+
+    async def main() -> T:
+        agents = setting.make(script, idle_s)
+        try:
+            return await scenario(agents)
+        finally:
+            await agents.close()
+
+    return asyncio.run(main())
+
+
+async def until(condition: Callable[[], Any], timeout: float = 30.0) -> None:
+    """Poll ``condition`` (ledger or status reads) until it holds; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(condition):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout:g} s")
+        await asyncio.sleep(0.02)
+
+
+def runs(ledger: Ledger, agent_id: str) -> list[list[ev.LedgerEvent]]:
+    return [ledger.stream(r) for r in ledger.list_runs(agent_id)]
+
+
+def assert_one_end_each_and_contiguous(ledger: Ledger, agent_id: str) -> None:
+    for events in runs(ledger, agent_id):
+        versions = [e.originator_version for e in events]
+        assert versions == list(range(1, len(versions) + 1))
+        ends = [e for e in events if isinstance(e, ev.TERMINAL_RUN_EVENTS)]
+        assert len(ends) <= 1 and (not ends or ends[0] is events[-1])
+
+
+def schedule(ledger: Ledger, agent_id: str, schedule_id: str, at: datetime) -> None:
+    agent = ledger.load_agent(agent_id)
+    agent.record(
+        ev.ScheduleRequested,
+        schedule_id=schedule_id,
+        kind="once",
+        focus=f"fire {schedule_id}",
+        agent_id=agent_id,
+        delay_seconds=60,
+        fire_at=at,
+    )
+    ledger.append(agent)
+
+
+# --- the contract ---------------------------------------------------------------------------
+
+
+def test_runs_and_fires_of_one_agent_execute_one_at_a_time_in_acceptance_order(
+    setting: Setting,
+) -> None:
+    ledger, agent_id = setting.ledger, unique("fifo")
+    ledger.register_agent(agent_id)
+    at = datetime.now(UTC) + timedelta(minutes=1)
+    schedule(ledger, agent_id, "sch-fifo", at)
+
+    async def scenario(agents: Agents) -> tuple[list[str], FireOutcome]:
+        first = [agents.submit(agent_id, "webhook", focus=f"n{i}") for i in range(10)]
+        accepted = list(await asyncio.gather(*first))
+        outcome = await agents.fire(TimerFire(agent_id, "sch-fifo", at))
+        assert outcome.run_id is not None
+        accepted.append(outcome.run_id)
+        accepted += [await agents.submit(agent_id, "webhook", focus=f"m{i}") for i in range(5)]
+        results = await asyncio.gather(*(agents.result(agent_id, r) for r in accepted))
+        assert [r.status for r in results] == ["completed"] * len(accepted)
+        return accepted, outcome
+
+    accepted, outcome = hosted(setting, "one_tool", scenario)
+    assert outcome.kind == "fire" and outcome.reason == ""
+    streams = runs(ledger, agent_id)  # in run number order, i.e. acceptance order
+    assert {str(s[0].originator_id) for s in streams} == set(accepted)
+    [fired] = [s[0] for s in streams if str(s[0].originator_id) == outcome.run_id]
+    assert isinstance(fired, ev.RunStarted) and fired.trigger == "schedule_once"
+    assert fired.context["schedule_id"] == "sch-fifo"
+    at_position = {
+        (logged.event.originator_id, logged.event.originator_version): logged.position
+        for logged in ledger.agent_history(agent_id)
+    }
+    spans = [
+        (
+            at_position[(s[0].originator_id, 1)],
+            at_position[(s[-1].originator_id, s[-1].originator_version)],
+        )
+        for s in streams
+    ]
+    for (_, ended), (started, _) in itertools.pairwise(spans):
+        assert ended < started  # one at a time, in acceptance order
+    assert_one_end_each_and_contiguous(ledger, agent_id)
+
+
+def test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run(setting: Setting) -> None:
+    ledger, agent_id = setting.ledger, unique("dup")
+    ledger.register_agent(agent_id)
+    at = datetime.now(UTC) + timedelta(minutes=1)
+    schedule(ledger, agent_id, "sch-dup", at)
+
+    async def scenario(agents: Agents) -> list[FireOutcome]:
+        fire = TimerFire(agent_id, "sch-dup", at)
+        first, second = await agents.fire(fire), await agents.fire(fire)
+        assert first.run_id is not None
+        await agents.result(agent_id, first.run_id)
+        return [first, second]
+
+    first, second = hosted(setting, "answer", scenario)
+    assert isinstance(first, FireOutcome) and isinstance(second, FireOutcome)
+    assert (second.kind, second.run_id) == ("duplicate", None)
+    assert len(ledger.list_runs(agent_id)) == 1
+
+
+def test_an_unknown_agent_is_a_clear_error(setting: Setting) -> None:
+    async def scenario(agents: Agents) -> None:
+        with pytest.raises(UnknownAgent, match="nobody-here"):
+            await agents.submit("nobody-here", "webhook")
+
+    hosted(setting, "answer", scenario)
+
+
+def test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run(
+    setting: Setting,
+) -> None:
+    ledger, agent_id = setting.ledger, unique("idem")
+    ledger.register_agent(agent_id)
+
+    async def scenario(agents: Agents) -> tuple[str, str, str]:
+        first = await agents.submit(agent_id, "webhook", focus="once", idempotency_key="k-1")
+        again = await agents.submit(agent_id, "webhook", focus="once", idempotency_key="k-1")
+        other = await agents.submit(agent_id, "webhook", focus="twice", idempotency_key="k-2")
+        await agents.result(agent_id, other)
+        return first, again, other
+
+    first, again, other = hosted(setting, "answer", scenario)
+    assert first == again != other
+    queued = [
+        e for e in ledger.stream(ledger.load_agent(agent_id).id) if isinstance(e, ev.RunQueued)
+    ]
+    assert [(q.idempotency_key, str(q.run_id)) for q in queued] == [("k-1", first), ("k-2", other)]
+
+
+def test_an_interrupted_run_resumes_first_then_runs_accepted_before_the_crash(
+    setting: Setting,
+) -> None:
+    """What a host leaves behind when its process dies mid-run: run 1 with a committed model
+    response and tool request but no outcome, runs 2 and 3 accepted but never started."""
+    ledger, agent_id = setting.ledger, unique("crash")
+    agent = ledger.register_agent(agent_id)
+    queued = agent.queue_run("webhook", focus="interrupted")
+    run = Run.start(agent_id, queued)
+    run.record(ev.VisibleToolsResolved, tools=["log_decision"])
+    call = {"id": "c1", "type": "function", "function": {"name": "log_decision", "arguments": "{}"}}
+    run.record(
+        ev.LLMResponded,
+        model="scripted/resume",
+        message={"role": "assistant", "content": None, "tool_calls": [call]},
+        usage={"total_tokens": 10},
+    )
+    run.record(
+        ev.ToolCallRequested, call_id="c1", tool="log_decision", arguments=DECIDE["arguments"]
+    )
+    later = [agent.queue_run("webhook", focus=f"later {i}") for i in range(2)]
+    ledger.append(agent, run)
+
+    async def scenario(agents: Agents) -> list[str]:
+        run_ids = [str(queued.run_id), *(str(q.run_id) for q in later)]
+        return [(await agents.result(agent_id, r)).status for r in run_ids]
+
+    assert hosted(setting, "resume", scenario) == ["completed"] * 3
+    first = [type(e).__name__ for e in ledger.stream(queued.run_id)]
+    assert "RunResumed" in first and first.count("LLMResponded") == 2  # recorded one not re-asked
+    assert first.count("DecisionLogged") == 1  # the lost effect happened exactly once
+    streams = runs(ledger, agent_id)
+    began = {
+        logged.event.originator_id: logged.position  # the last one: run 1's RunResumed
+        for logged in ledger.agent_history(agent_id)
+        if isinstance(logged.event, ev.RunResumed | ev.RunStarted)
+    }
+    assert began[queued.run_id] < began[later[0].run_id] < began[later[1].run_id]
+    assert len(streams) == 3
+    assert_one_end_each_and_contiguous(ledger, agent_id)
+
+
+def test_a_second_writer_fences_the_host_and_the_streams_never_fork(setting: Setting) -> None:
+    """While the host runs run 1, another writer queues run 2 on the agent's stream: the host's
+    next commit that touches the agent loses, run 1 ends at its last good commit, and run 2
+    is executed once the host next activates the agent."""
+    ledger, agent_id = setting.ledger, unique("fenced")
+    ledger.register_agent(agent_id)
+    intruder = AgentRuntime(ledger, agent_id, models=["scripted/answer"])
+
+    async def scenario(agents: Agents) -> tuple[str, str, str]:
+        first = await agents.submit(agent_id, "webhook", focus="first")
+        run_1 = uuid.UUID(first)
+
+        def first_step_committed() -> bool:
+            return any(isinstance(e, ev.DecisionLogged) for e in ledger.stream(run_1))
+
+        await until(first_step_committed)
+        second, _ = await intruder.submit("webhook", "from another writer")
+        assert (await agents.result(agent_id, first)).status == "failed"
+        return first, str(second), (await agents.result(agent_id, str(second))).status
+
+    first, second, second_status = hosted(setting, "paced", scenario)
+    intruder.close()
+    events = ledger.stream(uuid.UUID(first))
+    [ended] = [e for e in events if isinstance(e, ev.TERMINAL_RUN_EVENTS)]
+    assert isinstance(ended, ev.RunFailed) and "another host took over" in ended.error
+    agent_events = ledger.stream(ledger.load_agent(agent_id).id)
+    owners = [e.owner_run_id for e in agent_events if isinstance(e, ev.ScheduleRequested)]
+    assert uuid.UUID(first) not in owners  # run 1's lost commit is not in the ledger
+    assert [e.run_no for e in agent_events if isinstance(e, ev.RunQueued)] == [1, 2]
+    assert second == str(run_stream_id(agent_id, 2)) and second_status == "completed"
+    assert_one_end_each_and_contiguous(ledger, agent_id)
+
+
+def test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_on(
+    setting: Setting,
+) -> None:
+    ledger, agent_id = setting.ledger, unique("cancel")
+    ledger.register_agent(agent_id)
+
+    async def scenario(agents: Agents) -> tuple[bool, str, str]:
+        slow = await agents.submit(agent_id, "webhook", focus="slow")
+        after = await agents.submit(agent_id, "webhook", focus="next")
+        deadline = time.monotonic() + 30
+        while (await agents.status(agent_id)).agents.get(agent_id, None) is None or (
+            await agents.status(agent_id)
+        ).agents[agent_id].running != slow:
+            assert time.monotonic() < deadline, "the run never showed as running"
+            await asyncio.sleep(0.02)
+        activity = (await agents.status(agent_id)).agents[agent_id]
+        assert activity.queued == 1  # the next run waits behind it
+        cancelled = await agents.cancel(agent_id, slow)
+        first, second = await agents.result(agent_id, slow), await agents.result(agent_id, after)
+        return cancelled, first.status, second.status
+
+    cancelled, first, second = hosted(setting, "slow", scenario)
+    assert cancelled and (first, second) == ("terminated", "completed")
+    [ended] = [e for e in runs(ledger, agent_id)[0] if isinstance(e, ev.TERMINAL_RUN_EVENTS)]
+    assert isinstance(ended, ev.RunTerminated) and ended.reason == "cancelled"
+    assert_one_end_each_and_contiguous(ledger, agent_id)
+
+
+def test_an_idle_agent_is_passivated_and_reactivated_from_the_ledger(setting: Setting) -> None:
+    ledger, agent_id = setting.ledger, unique("sleepy")
+    ledger.register_agent(agent_id)
+
+    async def scenario(agents: Agents) -> tuple[int, int, str]:
+        await agents.result(agent_id, await agents.submit(agent_id, "webhook"))
+        deadline = time.monotonic() + 30
+        while agent_id in (await agents.status(agent_id)).agents:
+            assert time.monotonic() < deadline, "never passivated"
+            await asyncio.sleep(0.05)
+        before = await agents.status(agent_id)
+        result = await agents.result(agent_id, await agents.submit(agent_id, "webhook"))
+        after = await agents.status(agent_id)
+        return before.passivations, after.activations - before.activations, result.status
+
+    passivations, reactivations, status = hosted(setting, "answer", scenario, idle_s=0.3)
+    assert passivations >= 1 and reactivations == 1 and status == "completed"
+    assert [s[0].run_no for s in runs(ledger, agent_id)] == [1, 2]  # type: ignore[attr-defined]
+
+
+def test_a_trigger_is_accepted_at_once_while_another_agent_of_the_host_waits_on_a_tool(
+    setting: Setting, tmp_path: Path
+) -> None:
+    ledger = setting.ledger
+    busy, free = unique("busy"), unique("free")
+    app = make_app(tmp_path / "busy", config='[agent]\nmodels = ["scripted/wait_outside"]\n')
+    (app / "handlers.py").write_text(SLOW_HANDLERS)
+    ledger.register_agent(busy, str(app))
+    ledger.register_agent(free)
+
+    async def scenario(agents: Agents) -> tuple[float, str, str, int]:
+        await agents.activate(busy)
+        await agents.activate(free)
+        waiting = await agents.submit(busy, "webhook")
+
+        def in_the_tool() -> bool:
+            events = ledger.stream(uuid.UUID(waiting))
+            return any(isinstance(e, ev.ToolCallRequested) for e in events)
+
+        await until(in_the_tool)
+        began = time.perf_counter()
+        accepted = await agents.submit(free, "webhook", idempotency_key="retry-me")
+        took = time.perf_counter() - began
+        retried = await agents.submit(free, "webhook", idempotency_key="retry-me")
+        done = await agents.result(free, accepted)
+        assert not (await asyncio.to_thread(ledger.load_run, uuid.UUID(waiting))).state.ended
+        slow = await agents.result(busy, waiting)
+        assert slow.status == "completed" and slow.tools_called == ["wait_outside"]
+        queued = [
+            e for e in ledger.stream(ledger.load_agent(free).id) if isinstance(e, ev.RunQueued)
+        ]
+        assert retried == accepted
+        return took, done.status, slow.status, len(queued)
+
+    took, free_status, busy_status, free_queued = hosted(setting, "answer", scenario)
+    assert took < 1.0, f"accepting took {took:.2f} s"
+    assert (free_status, busy_status, free_queued) == ("completed", "completed", 1)
