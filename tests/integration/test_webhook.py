@@ -1,0 +1,136 @@
+"""The webhook of a real `owlclaw run` service (in this process, agents hosted locally): a retried
+trigger with the same Idempotency-Key gets the same run, through HTTP and through `owlclaw
+trigger`; a timer fire posted by the Hatchet worker reaches the agent's one writer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+import pytest
+
+from events import catalog as ev
+from owlclaw.app import load_app
+from owlclaw.client import ServerClient
+from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig
+from owlclaw.database import Database
+from owlclaw.service import Service
+from owlclaw.timers.fires import TimerFire
+from owlclaw.webhook import serving
+from tests.apps import make_app
+from tests.cli import free_port, owlclaw, user_env
+
+pytestmark = pytest.mark.integration
+T = TypeVar("T")
+
+
+def serve_and(
+    fresh_db: Database, tmp_path: Path, then: Callable[[Service, OwlClawConfig], Awaitable[T]]
+) -> T:
+    root = make_app(
+        tmp_path / "hooked", config='[agent]\nid = "hooked"\nmodels = ["scripted/hooked"]\n'
+    )
+    (root / "scripts").mkdir()
+    (root / "scripts" / "hooked.json").write_text(json.dumps({"steps": [{"content": "ok"}]}))
+    config = OwlClawConfig(
+        database_url=fresh_db.url,
+        database_name=str(fresh_db.params["dbname"]),
+        data_dir=str(tmp_path / "data"),
+        runtime=RuntimeConfig(placement="local"),
+        server=ServerConfig(port=free_port(), token="test-token"),
+    )
+    service = Service(config, [load_app(root)])
+
+    async def main() -> T:
+        async with serving(service, config):
+            return await then(service, config)
+
+    return asyncio.run(main())
+
+
+def queued(service: Service) -> list[ev.RunQueued]:
+    assert service.ledger is not None
+    agent = service.ledger.load_agent("hooked")
+    return [e for e in service.ledger.stream(agent.id) if isinstance(e, ev.RunQueued)]
+
+
+def test_a_trigger_retried_with_its_idempotency_key_returns_the_same_run(
+    fresh_db: Database, tmp_path: Path
+) -> None:
+    async def scenario(service: Service, config: OwlClawConfig) -> None:
+        url = f"http://127.0.0.1:{config.server.port}/agents/hooked/trigger"
+        headers = {"Authorization": "Bearer test-token", "Idempotency-Key": "order-42"}
+        async with httpx.AsyncClient(trust_env=False) as http:
+            first = await http.post(url, json={"focus": "once"}, headers=headers)
+            retry = await http.post(url, json={"focus": "once"}, headers=headers)
+            other = await http.post(
+                url, json={}, headers={**headers, "Idempotency-Key": "order-43"}
+            )
+            too_long = await http.post(
+                url, json={}, headers={**headers, "Idempotency-Key": "k" * 201}
+            )
+        assert (first.status_code, retry.status_code, other.status_code) == (202, 202, 202)
+        assert first.json()["run_id"] == retry.json()["run_id"] != other.json()["run_id"]
+        assert too_long.status_code == 400 and too_long.json()["code"] == "bad_request"
+        keys = [(q.idempotency_key, str(q.run_id)) for q in queued(service)]
+        assert keys == [("order-42", first.json()["run_id"]), ("order-43", other.json()["run_id"])]
+
+        env = user_env(tmp_path / "data", config.server.port, OWLCLAW_SERVER_TOKEN="test-token")
+
+        def trigger(*options: str) -> dict[str, str]:  # a CLI process, the server answers here
+            done = owlclaw(env, "trigger", "hooked", "--no-wait", "--json", *options, cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+            answer: dict[str, str] = json.loads(done.stdout)
+            return answer
+
+        keyed = [await asyncio.to_thread(trigger, "--idempotency-key", "cli-1") for _ in range(2)]
+        assert keyed[0]["run_id"] == keyed[1]["run_id"]
+        await asyncio.to_thread(trigger)
+        generated = [q.idempotency_key for q in queued(service)][-1]
+        assert generated and generated not in {"order-42", "order-43", "cli-1"}  # the CLI's own
+        assert len(queued(service)) == 4
+
+    serve_and(fresh_db, tmp_path, scenario)
+
+
+def test_a_fire_posted_to_the_server_is_judged_by_the_agent_it_hosts(
+    fresh_db: Database, tmp_path: Path
+) -> None:
+    async def scenario(service: Service, config: OwlClawConfig) -> None:
+        assert service.ledger is not None
+        ledger = service.ledger
+        at = datetime.now(UTC) + timedelta(minutes=5)
+        agent = ledger.load_agent("hooked")
+        agent.record(
+            ev.ScheduleRequested,
+            schedule_id="sch-hooked",
+            kind="once",
+            focus="posted",
+            agent_id="hooked",
+            delay_seconds=300,
+            fire_at=at,
+        )
+        ledger.append(agent)
+        fire = TimerFire("hooked", "sch-hooked", at)
+        with ServerClient(config) as client:
+            first = await asyncio.to_thread(client.fire, fire)
+            second = await asyncio.to_thread(client.fire, fire)
+        async with httpx.AsyncClient(trust_env=False) as http:
+            misrouted = await http.post(
+                f"http://127.0.0.1:{config.server.port}/agents/hooked/fires",
+                json={"agent_id": "other", "schedule_id": "s", "fire_time": at.isoformat()},
+                headers={"Authorization": "Bearer test-token"},
+            )
+        assert first.kind == "fire" and first.run_id is not None
+        assert (second.kind, second.run_id) == ("duplicate", None)
+        assert misrouted.status_code == 400 and "'other'" in misrouted.json()["error"]
+        result = await service.result("hooked", first.run_id)
+        assert result.status == "completed"
+        assert [q.trigger for q in queued(service)] == ["schedule_once"]
+
+    serve_and(fresh_db, tmp_path, scenario)
