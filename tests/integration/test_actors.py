@@ -232,7 +232,7 @@ def test_timer_fires_are_delivered_to_the_agent_actor(
         fire_at=agent.state.registered_at + timedelta(seconds=60),  # type: ignore[operator]
     )
     ledger.append(agent)
-    view = TimersView(ledger.recorder.datastore, ledger=ledger)
+    view = TimersView(ledger.datastore, ledger=ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     later = agent.state.registered_at + timedelta(minutes=2)  # type: ignore[operator]

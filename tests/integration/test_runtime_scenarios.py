@@ -67,7 +67,7 @@ def test_scenario_1_schedule_once_records_delay_and_focus(ledger: Ledger) -> Non
 def test_scenario_2_remember_then_recall_in_a_later_run(
     ledger: Ledger, local_embedder: Embedder
 ) -> None:
-    view = MemoryView(ledger.recorder.datastore, embedder=local_embedder)
+    view = MemoryView(ledger.datastore, embedder=local_embedder)
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     try:
@@ -320,7 +320,7 @@ def test_remember_refuses_beyond_the_per_agent_memory_limit(
     from owlclaw.runtime import builtin_tools
 
     monkeypatch.setattr(builtin_tools, "MAX_MEMORIES", 2)
-    view = MemoryView(ledger.recorder.datastore, embedder=local_embedder)
+    view = MemoryView(ledger.datastore, embedder=local_embedder)
     view.create_table()
     runner = ProjectionRunner(ledger, view)
     runtime = AgentRuntime(ledger, "hoarder", models=["scripted/none"], memory=MemoryStore(view))
