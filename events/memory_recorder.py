@@ -73,9 +73,10 @@ class InMemoryRecorder(POPOApplicationRecorder):
 
     def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains of every stream (or ``streams``)."""
-        return verify_rows(self._chain_rows(streams))
+        return verify_rows(self.chain_rows(streams))
 
-    def _chain_rows(self, streams: Sequence[UUID] | None) -> list[Row]:
+    def chain_rows(self, streams: Sequence[UUID] | None = None) -> list[Row]:
+        """The stored events with their hashes, ordered by stream and version (as verified)."""
         with self._database_lock:
             if streams is None:
                 streams = [UUID(s) for s, index in self._stored_events_index.items() if index]
