@@ -11,8 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder, Notification, StoredEvent
-from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    Notification,
+    StoredEvent,
+    Subscription,
+)
+from eventsourcing.popo import POPOApplicationRecorder, POPOFactory, POPOSubscription
 
 from events.hashchain import GENESIS_HASH, Row, VerifyReport, row_hash, verify_rows
 
@@ -50,6 +55,11 @@ class InMemoryRecorder(POPOApplicationRecorder):
             else max(filter(version.__gt__, index), default=None)
         )
         return GENESIS_HASH if below is None else self._links[index[below]][1]
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        return _Subscription(recorder=self, gt=gt, topics=topics)
 
     def _notify_listeners(self) -> None:
         for listener in list(self._listeners):  # a subscription may start meanwhile
@@ -89,6 +99,17 @@ class InMemoryRecorder(POPOApplicationRecorder):
                     prev_hash, hash_ = self._links[i]
                     rows.append((stream, version, s.topic, s.state, i + 1, prev_hash, hash_))
             return rows
+
+
+class _Subscription(POPOSubscription):
+    """POPOSubscription starts reading before it listens: an append in between woke nobody and
+    the subscription waited forever. Read once more after listening."""
+
+    def __init__(
+        self, recorder: POPOApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._has_been_notified.set()
 
 
 class InMemoryFactory(POPOFactory):

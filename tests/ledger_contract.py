@@ -156,7 +156,7 @@ class LedgerContract:
                 if len(received) == 5:
                     return
 
-        follower = threading.Thread(target=follow)
+        follower = threading.Thread(target=follow, daemon=True)
         follower.start()
         run_once(ledger, agent, "after")
         follower.join(timeout=10)
