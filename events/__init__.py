@@ -1,4 +1,5 @@
-"""The event ledger: domain events, aggregates, the OwlClaw recorder, hash chain, ledger API."""
+"""The event ledger: domain events, aggregates, the OwlClaw recorder (PostgreSQL or
+in memory), hash chain, ledger API."""
 
 from events.aggregates import Agent, Run, agent_stream_id, run_stream_id
 from events.ledger import (
@@ -7,6 +8,7 @@ from events.ledger import (
     LedgerReadError,
     LedgerUnavailable,
     LoggedEvent,
+    NoDatabase,
     StreamConflict,
     UnknownAgent,
     UnknownRun,
@@ -19,6 +21,7 @@ __all__ = [
     "LedgerReadError",
     "LedgerUnavailable",
     "LoggedEvent",
+    "NoDatabase",
     "Run",
     "StreamConflict",
     "UnknownAgent",

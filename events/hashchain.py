@@ -1,4 +1,4 @@
-"""Recomputes the per-stream hash chains written by the recorder's append function.
+"""Recomputes the per-stream hash chains the recorders write (PostgreSQL in SQL, in-memory here).
 
 Row hash = sha256(prev_hash || "<stream>:<version>:<topic>" || 0x00 || state); each row's
 ``prev_hash`` must equal the previous row's hash (32 zero bytes for a stream's first event).
@@ -15,7 +15,11 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
-from events.recorder import GENESIS_HASH
+GENESIS_HASH = bytes(32)
+"""The ``prev_hash`` of a stream's first event."""
+
+Row = tuple[UUID, int, str, bytes, int, bytes, bytes]
+"""stream, version, topic, state, log position, prev_hash, hash"""
 
 
 def row_hash(prev_hash: bytes, stream: UUID, version: int, topic: str, state: bytes) -> bytes:
@@ -48,9 +52,7 @@ class VerifyReport:
         return not self.breaks
 
 
-def verify_rows(
-    rows: Iterable[tuple[UUID, int, str, bytes, int, bytes, bytes]],
-) -> VerifyReport:
+def verify_rows(rows: Iterable[Row]) -> VerifyReport:
     """Check rows ordered by (stream, version); report the first break of each stream."""
     report = VerifyReport()
     current: UUID | None = None

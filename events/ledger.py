@@ -5,6 +5,9 @@ service and analytics jobs consume. Appends carry their expected version (the pr
 (stream, version)), so a second writer of a stream gets ``StreamConflict`` instead of forking it.
 
 The class is synchronous like eventsourcing; async callers run it in one worker thread per agent.
+
+``Ledger(database_url)`` is the PostgreSQL ledger; ``Ledger.in_memory()`` is the same API on
+eventsourcing's in-memory (POPO) recorders, for fast tests that need no read models.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from eventsourcing.persistence import (
     PersistenceError,
     StoredEvent,
 )
+from eventsourcing.postgres import PostgresDatastore
 
 from events import catalog as ev
 from events.aggregates import Agent, Run, agent_stream_id, projector, run_stream_id
 from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
+from events.hashchain import VerifyReport
+from events.memory_recorder import InMemoryRecorder
 from events.recorder import OwlClawApplicationRecorder, postgres_env
 
 MAX_REBASES = 10
@@ -69,6 +75,10 @@ class LedgerUnavailable(LedgerError):
         self.committed = committed
 
 
+class NoDatabase(LedgerError):
+    """The in-memory ledger was asked for its PostgreSQL database (which read models need)."""
+
+
 class LedgerReadError(LedgerError):
     """A stored event could not be read; names its stream, version and log position."""
 
@@ -108,12 +118,26 @@ class Ledger:
             "CREATE_TABLE": "y",
         }
         try:
-            self._app = _LedgerApplication(env=env)
+            self._open(env, snapshot_interval)
         except PersistenceError as e:
             raise LedgerUnavailable(f"cannot open the ledger: {e}") from e
+
+    @classmethod
+    def in_memory(cls, *, snapshot_interval: int = 100) -> Ledger:
+        """A ledger held in this process only: the same API, no database behind it."""
+        ledger = cls.__new__(cls)
+        env = {
+            "PERSISTENCE_MODULE": "events.memory_recorder:InMemoryFactory",
+            "IS_SNAPSHOTTING_ENABLED": "y",
+        }
+        ledger._open(env, snapshot_interval)
+        return ledger
+
+    def _open(self, env: dict[str, str], snapshot_interval: int) -> None:
+        self._app = _LedgerApplication(env=env)
         recorder = self._app.recorder
-        assert isinstance(recorder, OwlClawApplicationRecorder)
-        self._recorder = recorder
+        assert isinstance(recorder, OwlClawApplicationRecorder | InMemoryRecorder)
+        self._recorder: OwlClawApplicationRecorder | InMemoryRecorder = recorder
         self._mapper = self._app.mapper
         self.snapshot_interval = snapshot_interval
 
@@ -321,6 +345,36 @@ class Ledger:
             for n in subscription:
                 yield LoggedEvent(n.id, self._decode(n, n.id))
 
+    def is_held_back(self, after: int) -> bool:
+        """True while committed events above log position ``after`` are not yet readable
+        because an older transaction is still open (poll briefly instead of waiting for a
+        wake-up). Always False in memory."""
+        return self._recorder.is_held_back(after)
+
+    def verify(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
+        """Recompute the hash chains of every stream, or of ``streams``."""
+        return self._recorder.verify_chains(streams)
+
+    # --- the PostgreSQL database, for read models ---------------------------------------------
+
+    @property
+    def datastore(self) -> PostgresDatastore:
+        """The ledger's database (its connection pool), where views keep their tables."""
+        return self._postgres().datastore
+
+    @property
+    def notify_channel(self) -> str:
+        """The PostgreSQL channel appends are announced on (LISTEN to wait for new events)."""
+        return self._postgres().channel_name
+
+    def _postgres(self) -> OwlClawApplicationRecorder:
+        if not isinstance(self._recorder, OwlClawApplicationRecorder):
+            raise NoDatabase(
+                "the in-memory ledger has no PostgreSQL database: views, timers and memory "
+                "need Ledger(database_url)"
+            )
+        return self._recorder
+
     def _decode(self, stored: StoredEvent, position: int | None = None) -> LedgerEvent:
         try:
             event = self._mapper.to_domain_event(stored)
@@ -332,11 +386,14 @@ class Ledger:
         return event
 
     @property
-    def recorder(self) -> OwlClawApplicationRecorder:
+    def recorder(self) -> OwlClawApplicationRecorder | InMemoryRecorder:
+        """The underlying eventsourcing recorder, for tests that store raw rows (old event
+        versions, unknown types). Other code uses the methods above."""
         return self._recorder
 
     def close(self) -> None:
-        self._recorder.close_notifier()
+        if isinstance(self._recorder, OwlClawApplicationRecorder):
+            self._recorder.close_notifier()
         self._app.close()
 
     def __enter__(self) -> Ledger:

@@ -50,12 +50,14 @@ from eventsourcing.postgres import (
 )
 from eventsourcing.utils import retry
 from psycopg import Cursor
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
+from events.hashchain import VerifyReport, verify_ledger
+
 ADVISORY_LOCK_KEY = 0x0C1A_1ED6  # any constant shared by all writers of one database
 SCHEMA_LOCK_KEY = 0x0C1A_5C4E
-GENESIS_HASH = bytes(32)
 
 
 class OwlClawApplicationRecorder(PostgresApplicationRecorder):
@@ -252,6 +254,11 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
         self, gt: int | None = None, topics: Sequence[str] = ()
     ) -> Subscription[PostgresApplicationRecorder]:
         return WatermarkSubscription(recorder=self, gt=gt, topics=topics)
+
+    def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
+        """Recompute the hash chains the append function stored (every stream or ``streams``)."""
+        conninfo = make_conninfo("", **connect_kwargs(self.datastore))
+        return verify_ledger(conninfo, streams, self.events_table_name)
 
     def close_notifier(self) -> None:
         self._notifier.close()

@@ -35,7 +35,7 @@ def main() -> None:
     console = Console()
     config = load_config()
     with Ledger(open_database(config).url) as ledger:
-        view = RunsView(ledger.recorder.datastore)
+        view = RunsView(ledger.datastore)
         view.create_table()
         for logged in follow_projection(ledger, view, after=args.after):
             if not isinstance(logged.event, TERMINAL_RUN_EVENTS):

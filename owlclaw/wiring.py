@@ -26,7 +26,7 @@ def view_options(name: str, config: OwlClawConfig) -> dict[str, Any]:
 
 def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
     """Recall over the memory view (its tables created); the projection runner fills it."""
-    view = MemoryView(ledger.recorder.datastore, **view_options(MemoryView.name, config))
+    view = MemoryView(ledger.datastore, **view_options(MemoryView.name, config))
     view.create_table()
     return MemoryStore(view, half_life_days=config.memory.half_life_days)
 
@@ -34,9 +34,7 @@ def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
 def open_views(ledger: Ledger, config: OwlClawConfig | None = None) -> list[View]:
     """Every view, with its tables created (idempotent), on the ledger's database."""
     config = config or OwlClawConfig()
-    views = [
-        cls(ledger.recorder.datastore, **view_options(name, config)) for name, cls in VIEWS.items()
-    ]
+    views = [cls(ledger.datastore, **view_options(name, config)) for name, cls in VIEWS.items()]
     for view in views:
         view.create_table()
     return views

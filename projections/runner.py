@@ -143,14 +143,13 @@ class ProjectionRunner:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
-        recorder = self.ledger.recorder
         try:
-            with psycopg.connect(**connect_kwargs(recorder.datastore), autocommit=True) as conn:
-                conn.execute(SQL("LISTEN {}").format(Identifier(recorder.channel_name)))
+            with psycopg.connect(**connect_kwargs(self.ledger.datastore), autocommit=True) as conn:
+                conn.execute(SQL("LISTEN {}").format(Identifier(self.ledger.notify_channel)))
                 while not self._stop.is_set():
                     if self.step():
                         continue
-                    held = recorder.is_held_back(self.position)
+                    held = self.ledger.is_held_back(self.position)
                     wait = self.HELD_BACK_POLL_SECONDS if held else self.IDLE_WAKE_SECONDS
                     for _ in conn.notifies(timeout=wait, stop_after=1):
                         pass
@@ -213,7 +212,7 @@ def rebuild(
     which renames the new tables into place in one transaction under the projection's lock. A
     live runner then notices the moved tracking position and continues from it.
     """
-    datastore = ledger.recorder.datastore
+    datastore = ledger.datastore
     fresh = view_class(datastore, rebuilding=True, **view_options)
     with datastore.transaction(commit=True) as curs:
         fresh.drop_tables(curs)

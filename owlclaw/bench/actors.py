@@ -128,7 +128,7 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
 
 def registered(ledger: Ledger, count: int) -> dict[str, Any]:
     """Agents that exist only in the ledger (passivated), each with a pending built-in timer."""
-    view = TimersView(ledger.recorder.datastore, ledger=ledger)
+    view = TimersView(ledger.datastore, ledger=ledger)
     view.create_table()
     fire_at = datetime.now(UTC) + timedelta(days=1)
     began = time.perf_counter()

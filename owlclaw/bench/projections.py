@@ -78,7 +78,7 @@ def fill_ledger(ledger: Ledger, events: int, progress: Callable[[str], None]) ->
 
 
 def _count(ledger: Ledger, topics: list[str]) -> int:
-    with ledger.recorder.datastore.get_connection() as conn:
+    with ledger.datastore.get_connection() as conn:
         row = conn.execute(
             "SELECT count(*) AS n FROM ledger_events WHERE topic = ANY(%s)", (topics,)
         ).fetchone()
@@ -92,7 +92,7 @@ def measure_catch_up(
     results: dict[str, Any] = {}
     for name, view_class in VIEWS.items():
         progress(f"catching up the {name} view over {head:,} events")
-        view = view_class(ledger.recorder.datastore)
+        view = view_class(ledger.datastore)
         view.create_table()
         applied = _count(ledger, [topic_of(t) for t in view.events])
         if isinstance(view, MemoryView):
@@ -112,7 +112,7 @@ def measure_catch_up(
 def measure_recall(
     ledger: Ledger, memories: int, agents: int, per_agent: int, progress: Callable[[str], None]
 ) -> dict[str, Any]:
-    view = MemoryView(ledger.recorder.datastore)
+    view = MemoryView(ledger.datastore)
     view.create_table()
     store = MemoryStore(view)
     target = "bench-recall-target"
@@ -175,7 +175,7 @@ def measure_recall(
 
 
 def measure_remember_to_recallable(ledger: Ledger, samples: int) -> dict[str, Any]:
-    view = MemoryView(ledger.recorder.datastore)
+    view = MemoryView(ledger.datastore)
     view.create_table()
     store = MemoryStore(view)
     runner = ProjectionRunner(ledger, view)

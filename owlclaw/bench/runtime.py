@@ -83,7 +83,7 @@ def run(url: str, runs: int = 60) -> dict[str, Any]:
             for done, following in pairwise(responses):
                 next_request = following.timestamp - timedelta(milliseconds=following.latency_ms)
                 step_ms.append((next_request - done.timestamp).total_seconds() * 1000)
-            with ledger.recorder.datastore.get_connection() as conn:
+            with ledger.datastore.get_connection() as conn:
                 row = conn.execute(
                     "SELECT count(DISTINCT transaction_id) AS n FROM ledger_events"
                     " WHERE originator_id = %s",

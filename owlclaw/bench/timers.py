@@ -73,7 +73,7 @@ def _local(ledger: Ledger) -> AgentHost:
 
 def builtin_lateness(url: str, fires: int, agents: int) -> dict[str, Any]:
     with Ledger(url) as ledger:
-        view = TimersView(ledger.recorder.datastore, ledger=ledger)
+        view = TimersView(ledger.datastore, ledger=ledger)
         view.create_table()
         start = datetime.now(UTC) + timedelta(seconds=3)
         names = [f"late-{i}" for i in range(agents)]
@@ -100,7 +100,7 @@ def builtin_lateness(url: str, fires: int, agents: int) -> dict[str, Any]:
 
 def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[str, Any]:
     with Ledger(url) as ledger:
-        view = TimersView(ledger.recorder.datastore, ledger=ledger)
+        view = TimersView(ledger.datastore, ledger=ledger)
         view.create_table()
         now = datetime.now(UTC)
         far = now + timedelta(days=7)
@@ -187,9 +187,7 @@ def hatchet_lateness(
                 if time.monotonic() > deadline:
                     raise RuntimeError("the Hatchet worker did not register its task")
                 time.sleep(0.5)
-            view = TimersView(
-                ledger.recorder.datastore, backend=HatchetBackend(hatchet), ledger=ledger
-            )
+            view = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
             view.create_table()
             start = datetime.now(UTC) + timedelta(seconds=15)
             names = [f"hatchet-{i}" for i in range(agents)]

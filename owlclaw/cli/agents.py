@@ -221,7 +221,7 @@ def status(as_json: JsonOption = False) -> None:
         report["projections"] = [msgspec.to_builtins(projection_status(led, v)) for v in views]
         runs = next(v for v in views if isinstance(v, RunsView))
         schedules = next(v for v in views if isinstance(v, SchedulesView))
-        with led.recorder.datastore.transaction(commit=False) as curs:
+        with led.datastore.transaction(commit=False) as curs:
             report["agents"] = curs.execute(
                 runs.sql(
                     "SELECT agent_id, count(*) AS runs,"

@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from events.catalog import event_fields
-from events.hashchain import verify_ledger
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -76,12 +75,12 @@ def verify(
     as_json: JsonOption = False,
 ) -> None:
     """Recompute the hash chains; name the first altered event of each stream."""
-    with open_ledger() as (database, led):
+    with open_ledger() as (_, led):
         streams = None
         if agent is not None:
             loaded = led.load_agent(agent)
             streams = [loaded.id, *loaded.run_ids()]
-        report = verify_ledger(database.url, streams)
+        report = led.verify(streams)
     if as_json:
         print_json(
             {
@@ -180,7 +179,7 @@ def schedules(
     with open_ledger() as (_, led):
         if agent is not None:
             led.load_agent(agent)
-        view = SchedulesView(led.recorder.datastore)
+        view = SchedulesView(led.datastore)
         view.create_table()
         ProjectionRunner(led, view).catch_up()
         with view.datastore.transaction(commit=False) as curs:
@@ -280,7 +279,7 @@ def memory(
     config = load_config()
     with open_ledger(config) as (_, led):
         led.load_agent(agent)
-        view = MemoryView(led.recorder.datastore, **view_options(MemoryView.name, config))
+        view = MemoryView(led.datastore, **view_options(MemoryView.name, config))
         view.create_table()
         with err.status("updating the memory view…"):
             ProjectionRunner(led, view).catch_up()

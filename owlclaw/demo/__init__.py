@@ -26,7 +26,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from events import Ledger
 from events import catalog as ev
-from events.hashchain import verify_ledger
 from owlclaw.app import load_app
 from owlclaw.client import ServerClient
 from owlclaw.config import OwlClawConfig
@@ -109,9 +108,9 @@ class Demo:
                 f"{self.config.server.port}",
                 "green",
             )
-            assert service.ledger is not None and service.database is not None
+            assert service.ledger is not None
             await self.story(service, service.ledger)
-            self.finish(service.ledger, service.database.url)
+            self.finish(service.ledger)
         self.report.seconds = round(time.monotonic() - self.started, 1)
         return self.report
 
@@ -228,15 +227,15 @@ class Demo:
 
     # --- the end --------------------------------------------------------------------------
 
-    def finish(self, ledger: Ledger, database_url: str) -> None:
+    def finish(self, ledger: Ledger) -> None:
         self.scenario("What the ledger holds")
-        view = MemoryView(ledger.recorder.datastore, **view_options(MemoryView.name, self.config))
+        view = MemoryView(ledger.datastore, **view_options(MemoryView.name, self.config))
         ProjectionRunner(ledger, view).catch_up()
         memory_md, _ = render_memory_files(view, AGENT, self.config.data_path / "memory" / AGENT)
         self.report.memory_md = memory_md
         self.say(f"MEMORY.md written: {memory_md}")
         agent = ledger.load_agent(AGENT)
-        verified = verify_ledger(database_url, [agent.id, *agent.run_ids()])
+        verified = ledger.verify([agent.id, *agent.run_ids()])
         if not verified.ok:
             raise AssertionError(f"hash chains broken: {verified.breaks}")
         self.report.verified_events = verified.events

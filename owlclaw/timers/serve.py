@@ -50,7 +50,7 @@ def start_timers(
 ) -> tuple[TimerWorker, ProjectionRunner]:
     """The timer projection, running (it registers schedules with ``backend``, after moving
     timers other backends hold), and the worker that fires built-in timers to ``deliver``."""
-    view = TimersView(ledger.recorder.datastore, backend=backend, ledger=ledger)
+    view = TimersView(ledger.datastore, backend=backend, ledger=ledger)
     view.create_table()
     view.adopt()
     runner = ProjectionRunner(ledger, view).start()

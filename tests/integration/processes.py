@@ -52,6 +52,6 @@ def run_projection(url: str, view_name: str) -> None:
 
     runner_module.BATCH_SIZE = 200
     with Ledger(url) as ledger:
-        view = VIEWS[view_name](ledger.recorder.datastore)
+        view = VIEWS[view_name](ledger.datastore)
         view.create_table()
         runner_module.ProjectionRunner(ledger, view).catch_up()

@@ -141,12 +141,12 @@ def assert_consistent(ledger: Ledger, agents: list[str], accepted: list[tuple[st
 
 def assert_projections_equal_a_rebuild(ledger: Ledger) -> None:
     for view_class in (RunsView, AuditView):
-        live = view_class(ledger.recorder.datastore)
+        live = view_class(ledger.datastore)
         live.create_table()
         ProjectionRunner(ledger, live).catch_up()
         before = {t: rows(live, t) for t in view_class.tables}
         rebuild(ledger, view_class)
-        after = {t: rows(view_class(ledger.recorder.datastore), t) for t in view_class.tables}
+        after = {t: rows(view_class(ledger.datastore), t) for t in view_class.tables}
         assert before == after
 
 

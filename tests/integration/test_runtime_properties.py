@@ -67,7 +67,7 @@ def ledger(module_db: Database) -> Iterator[Ledger]:
 
 @pytest.fixture(scope="module")
 def memory(ledger: Ledger, local_embedder: Embedder) -> Iterator[MemoryStore]:
-    view = MemoryView(ledger.recorder.datastore, embedder=local_embedder)
+    view = MemoryView(ledger.datastore, embedder=local_embedder)
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     yield MemoryStore(view)
@@ -266,7 +266,7 @@ def small_memory(pg_server: Database, local_embedder: Embedder) -> Iterator[tupl
     name = f"p_{uuid.uuid4().hex[:12]}"
     db = pg_server.create_database(name)
     with Ledger(db.url) as led:
-        view = MemoryView(led.recorder.datastore, embedder=local_embedder, size_limit=2048)
+        view = MemoryView(led.datastore, embedder=local_embedder, size_limit=2048)
         view.create_table()
         yield led, view
     pg_server.drop_database(name)

@@ -41,7 +41,7 @@ class Clock:
 
 @pytest.fixture
 def timers(ledger: Ledger) -> Iterator[tuple[TimersView, ProjectionRunner]]:
-    view = TimersView(ledger.recorder.datastore, ledger=ledger)
+    view = TimersView(ledger.datastore, ledger=ledger)
     view.create_table()
     yield view, ProjectionRunner(ledger, view)
 
@@ -266,7 +266,7 @@ def test_timer_rows_survive_and_are_not_doubled_by_a_replayed_projection(
     for i in range(3):
         schedule(ledger, "many", "schedule_once", delay_seconds=100 + i, focus=f"f{i}")
     runner.catch_up()
-    again = ProjectionRunner(ledger, TimersView(ledger.recorder.datastore, ledger=ledger))
+    again = ProjectionRunner(ledger, TimersView(ledger.datastore, ledger=ledger))
     assert again.position == runner.position  # a second service resumes from the tracking
     again.catch_up()
     with view.datastore.transaction(commit=False) as curs:

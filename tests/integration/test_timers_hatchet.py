@@ -123,7 +123,7 @@ def plan(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> None:
 
 
 def register(ledger: Ledger, hatchet: Any) -> TimersView:
-    view = TimersView(ledger.recorder.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
+    view = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     return view
@@ -228,7 +228,7 @@ def test_a_schedule_made_while_hatchet_is_down_is_kept_and_moved_once_it_is_back
     plan(ledger, "h-down", "schedule_once", delay_seconds=8, focus="kept")
     view = register(ledger, unreachable)
     assert [r.backend for r in events_of(ledger, "h-down", ev.ScheduleRegistered)] == ["builtin"]
-    back = TimersView(ledger.recorder.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
+    back = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
     assert back.adopt() >= 1  # what `owlclaw timers serve` does at start (all kept timers)
     with view.datastore.transaction(commit=False) as curs:
         [row] = curs.execute(
@@ -247,7 +247,7 @@ def test_switching_from_hatchet_to_builtin_keeps_the_schedule(
 
     plan(ledger, "h-switch", "schedule_cron", cron_expression="0 0 1 1 *", focus="yearly")
     register(ledger, hatchet)
-    builtin = TimersView(ledger.recorder.datastore, backend=BuiltinBackend(), ledger=ledger)
+    builtin = TimersView(ledger.datastore, backend=BuiltinBackend(), ledger=ledger)
     assert builtin.adopt() >= 1
     with builtin.datastore.transaction(commit=False) as curs:
         [row] = curs.execute(

@@ -7,10 +7,7 @@ from uuid import UUID, uuid4
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.hashchain import row_hash, verify_rows
-from events.recorder import GENESIS_HASH
-
-Row = tuple[UUID, int, str, bytes, int, bytes, bytes]
+from events.hashchain import GENESIS_HASH, Row, row_hash, verify_rows
 
 
 def chain(stream: UUID, payloads: list[bytes], first_position: int = 1) -> list[Row]:

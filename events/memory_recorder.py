@@ -1,0 +1,134 @@
+"""The in-memory recorder of ``Ledger.in_memory()``: eventsourcing's POPO recorder plus what the
+OwlClaw recorder adds in PostgreSQL — the hash chain and the reads the ledger makes.
+
+For fast tests of code that needs a ledger but no read models: nothing is persisted, and there is
+no database for views, timers or memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    Notification,
+    StoredEvent,
+    Subscription,
+)
+from eventsourcing.popo import POPOApplicationRecorder, POPOFactory, POPOSubscription
+
+from events.hashchain import GENESIS_HASH, Row, VerifyReport, row_hash, verify_rows
+
+
+class InMemoryRecorder(POPOApplicationRecorder):
+    """POPO application recorder that hash-chains each stream the way the SQL append does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._links: list[tuple[bytes, bytes]] = []
+        """(prev_hash, hash) of each stored event, by log position - 1."""
+
+    def _update_table(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        # Called under the recorder's lock, after the uniqueness check.
+        links = []
+        previous, previous_stream = GENESIS_HASH, None
+        for s in stored_events:
+            if s.originator_id != previous_stream:
+                previous = self._hash_before(s.originator_id, s.originator_version)
+            current = row_hash(previous, _uuid(s), s.originator_version, s.topic, s.state)
+            links.append((previous, current))
+            previous, previous_stream = current, s.originator_id
+        ids = super()._update_table(stored_events, **kwargs)
+        self._links.extend(links)
+        return ids
+
+    def _hash_before(self, stream: UUID | str, version: int) -> bytes:
+        """The hash of the stream's latest event below ``version`` (genesis if none)."""
+        index = self._stored_events_index[str(stream)]
+        below = (
+            version - 1
+            if version - 1 in index
+            else max(filter(version.__gt__, index), default=None)
+        )
+        return GENESIS_HASH if below is None else self._links[index[below]][1]
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        return _Subscription(recorder=self, gt=gt, topics=topics)
+
+    def _notify_listeners(self) -> None:
+        for listener in list(self._listeners):  # a subscription may start meanwhile
+            listener.set()
+
+    def select_stream_notifications(self, originator_ids: Sequence[UUID]) -> list[Notification]:
+        """Every event of the given streams, in global log order."""
+        with self._database_lock:
+            positions = sorted(
+                i for o in originator_ids for i in self._stored_events_index[str(o)].values()
+            )
+            return [_notification(i + 1, self._stored_events[i]) for i in positions]
+
+    def has_event_once(self, originator_id: UUID, originator_version: int) -> bool:
+        with self._database_lock:
+            return originator_version in self._stored_events_index[str(originator_id)]
+
+    def is_held_back(self, after: int) -> bool:
+        """Never: appends are visible to readers in position order as they are made."""
+        return False
+
+    def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
+        """Recompute the hash chains of every stream (or ``streams``)."""
+        return verify_rows(self.chain_rows(streams))
+
+    def chain_rows(self, streams: Sequence[UUID] | None = None) -> list[Row]:
+        """The stored events with their hashes, ordered by stream and version (as verified)."""
+        with self._database_lock:
+            if streams is None:
+                streams = [UUID(s) for s, index in self._stored_events_index.items() if index]
+            rows = []
+            for stream in sorted(streams):
+                index = self._stored_events_index[str(stream)]
+                for version in sorted(index):
+                    i = index[version]
+                    s = self._stored_events[i]
+                    prev_hash, hash_ = self._links[i]
+                    rows.append((stream, version, s.topic, s.state, i + 1, prev_hash, hash_))
+            return rows
+
+
+class _Subscription(POPOSubscription):
+    """POPOSubscription starts reading before it listens: an append in between woke nobody and
+    the subscription waited forever. Read once more after listening."""
+
+    def __init__(
+        self, recorder: POPOApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._has_been_notified.set()
+
+
+class InMemoryFactory(POPOFactory):
+    """eventsourcing infrastructure factory whose application recorder is ``InMemoryRecorder``."""
+
+    def application_recorder(self) -> ApplicationRecorder:
+        return InMemoryRecorder()
+
+
+def _uuid(stored: StoredEvent) -> UUID:
+    o = stored.originator_id
+    return o if isinstance(o, UUID) else UUID(o)
+
+
+def _notification(position: int, s: StoredEvent) -> Notification:
+    return Notification(
+        id=position,
+        originator_id=s.originator_id,
+        originator_version=s.originator_version,
+        topic=s.topic,
+        state=s.state,
+    )
