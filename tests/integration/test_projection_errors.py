@@ -1,0 +1,149 @@
+"""A view that cannot apply an event parks it and goes on; a dropped database connection is
+raised instead, and the runner resumes from its tracked position."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from events import Ledger
+from events import catalog as ev
+from owlclaw.database import Database
+from projections import ProjectionRunner, RunsView, open_views
+from projections.runner import is_infrastructure, retry_parked
+from tests.cli import owlclaw as run_owlclaw
+from tests.integration.test_projections import record_runs, rows
+
+pytestmark = pytest.mark.integration
+
+
+def owlclaw(db: Database, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "OWLCLAW_DATABASE_URL": db.url,
+        "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
+    }
+    return run_owlclaw(env, *args, cwd=cwd, timeout=120)
+
+
+def execute(db: Database, statement: str) -> None:
+    with psycopg.connect(db.url, autocommit=True) as conn:
+        conn.execute(statement)
+
+
+def test_a_poison_event_is_parked_skipped_shown_and_applied_by_retry_after_the_fix(
+    ledger: Ledger, fresh_db: Database, tmp_path: Path
+) -> None:
+    agent = ledger.register_agent("poisoned")
+    views = {v.name: v for v in open_views(ledger)}
+    # The cause: the runs view cannot store a run that failed with error 'poison'.
+    execute(
+        fresh_db,
+        "ALTER TABLE runs ADD CONSTRAINT no_poison CHECK (error IS DISTINCT FROM 'poison')",
+    )
+    runs = ProjectionRunner(ledger, views["runs"]).start()
+    audit = ProjectionRunner(ledger, views["audit"]).start()
+    record_runs(ledger, agent, 1)
+    poisoned = ledger.queue_run(agent, trigger="webhook", focus="doomed")
+    poisoned.record(ev.RunFailed, error="poison")
+    *_, bad = ledger.append(agent, poisoned)
+    record_runs(ledger, agent, 2)
+    head = ledger.head()
+    assert runs.wait_for(head, timeout=10) and audit.wait_for(head, timeout=10)
+    runs.stop()
+    audit.stop()
+    assert runs.error is None and audit.error is None
+
+    [parked] = rows(
+        fresh_db,
+        "SELECT view_name, position, stream_id, topic, attempts, error FROM projection_errors",
+    )
+    assert parked[:5] == ("runs", bad, poisoned.id, "RunFailed", 4)
+    assert parked[5].startswith("CheckViolation: ") and "no_poison" in parked[5]
+    by_run = "SELECT focus, status, error FROM runs ORDER BY run_no"
+    assert rows(fresh_db, by_run) == [
+        ("run 0", "completed", None),
+        ("doomed", "running", None),  # its RunFailed is skipped, nothing else of it
+        ("run 0", "completed", None),
+        ("run 1", "completed", None),
+    ]
+    assert rows(fresh_db, "SELECT count(*) FROM audit_tool_calls") == [(3 * 2,)]
+
+    status = owlclaw(fresh_db, "projections", "status", "--json", cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    report: dict[str, Any] = {s["name"]: s for s in json.loads(status.stdout)}
+    assert report["runs"]["position"] == head and report["runs"]["parked_count"] == 1
+    [shown] = report["runs"]["parked"]
+    assert (shown["position"], shown["topic"], shown["stream_id"]) == (
+        bad,
+        "RunFailed",
+        str(poisoned.id),
+    )
+    assert report["audit"]["parked_count"] == 0 and report["audit"]["position"] == head
+
+    [still] = retry_parked(ledger, RunsView(ledger.recorder.datastore))
+    assert still.position == bad and still.error and "CheckViolation" in still.error
+    assert rows(fresh_db, "SELECT attempts FROM projection_errors") == [(5,)]
+
+    execute(fresh_db, "ALTER TABLE runs DROP CONSTRAINT no_poison")
+    retried = owlclaw(fresh_db, "projections", "retry", "runs", cwd=tmp_path)
+    assert retried.returncode == 0, retried.stderr
+    assert f"applied RunFailed at log position {bad}" in retried.stdout
+    assert rows(fresh_db, "SELECT count(*) FROM projection_errors") == [(0,)]
+    assert ("doomed", "failed", "poison") in rows(fresh_db, by_run)
+
+    unknown = owlclaw(fresh_db, "projections", "retry", "nope", cwd=tmp_path)
+    assert unknown.returncode == 3 and "unknown projection 'nope'" in unknown.stderr
+
+
+def test_a_dropped_connection_is_raised_not_parked_and_serve_resumes_exactly(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    agent = ledger.register_agent("steady")
+    view = RunsView(ledger.recorder.datastore)
+    view.create_table()
+    runner = ProjectionRunner(ledger, view)
+    raised: list[BaseException] = []
+
+    def serve(stop: threading.Event) -> threading.Thread:
+        def target() -> None:
+            try:
+                runner.serve(stop)
+            except Exception as e:
+                raised.append(e)
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        return thread
+
+    first = serve(threading.Event())
+    record_runs(ledger, agent, 5)
+    assert runner.wait_for(ledger.head(), timeout=10)
+    execute(
+        fresh_db,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    )
+    first.join(timeout=10)
+    assert not first.is_alive(), "serve must raise when its LISTEN connection drops"
+    [error] = raised
+    assert is_infrastructure(error)
+
+    record_runs(ledger, agent, 5)
+    stop = threading.Event()
+    second = serve(stop)
+    assert runner.wait_for(ledger.head(), timeout=10)
+    stop.set()
+    second.join(timeout=10)
+    assert len(raised) == 1
+    assert rows(
+        fresh_db, "SELECT count(*), min(tool_calls), max(tool_calls), max(iterations) FROM runs"
+    ) == [(10, 2, 2, 2)]
+    assert rows(fresh_db, "SELECT count(*) FROM projection_errors") == [(0,)]
