@@ -127,7 +127,10 @@ class ProjectionRunner:
         end = batch[-1].position if len(batch) == BATCH_SIZE else head
         for attempt in range(self.BATCH_ATTEMPTS):
             try:
-                return self._commit_batch(start, batch, end)
+                self.view.prepare(batch)
+                if not self._transact(start, end, lambda curs: self._apply(curs, batch)):
+                    return 0
+                break
             except Exception as e:
                 if is_infrastructure(e):
                     raise
@@ -141,12 +144,8 @@ class ProjectionRunner:
                 )
                 if attempt + 1 < self.BATCH_ATTEMPTS:
                     time.sleep(self.RETRY_BACKOFF_SECONDS * 2**attempt)
-        return self._isolate(start, batch, end)
-
-    def _commit_batch(self, start: int, batch: list[LoggedEvent], end: int) -> int:
-        self.view.prepare(batch)
-        if not self._transact(start, end, lambda curs: self._apply(curs, batch)):
-            return 0
+        else:
+            return self._isolate(start, batch, end)
         self.view.committed(batch)
         return end - start
 
@@ -288,8 +287,6 @@ class ProjectionRunner:
     def _run(self) -> None:
         try:
             self.serve(self._stop)
-        except ProjectionFailed as e:
-            self.error = e
         except Exception as e:
             self.error = ProjectionFailed(self.view.name, getattr(e, "position", None), e)
         finally:

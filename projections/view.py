@@ -66,7 +66,10 @@ class View(PostgresTrackingRecorder):
         return SQL(text).format(**self.t, **self.placeholders)
 
     def prepare(self, batch: list[LoggedEvent]) -> None:
-        """Work for a batch done before its transaction opens (e.g. computing embeddings)."""
+        """Work for a batch done before its transaction opens (e.g. computing embeddings).
+
+        Called again before each retry of a batch that failed and for each event applied alone,
+        so whatever a view gathers for ``committed`` starts afresh here."""
 
     def committed(self, batch: list[LoggedEvent]) -> None:
         """Work after a batch's transaction committed (e.g. recording what the view did)."""

@@ -83,6 +83,9 @@ class TimersView(View):
         self._registered: list[tuple[str, str, str, str]] = []
         super().__init__(datastore, rebuilding=rebuilding)
 
+    def prepare(self, batch: list[LoggedEvent]) -> None:
+        self._registered = []  # those of an attempt that rolled back were never stored
+
     def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
         e = logged.event
         if isinstance(e, ev.ScheduleRequested):

@@ -12,10 +12,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import Cursor
+from psycopg.rows import DictRow
 
 from events import Ledger
 from events import catalog as ev
+from events.ledger import LoggedEvent
 from owlclaw.database import Database
+from owlclaw.timers.service import TimersView
 from projections import ProjectionRunner, RunsView, open_views
 from projections.runner import is_infrastructure, retry_parked
 from tests.cli import owlclaw as run_owlclaw
@@ -103,11 +107,24 @@ def test_a_poison_event_is_parked_skipped_shown_and_applied_by_retry_after_the_f
     assert unknown.returncode == 3 and "unknown projection 'nope'" in unknown.stderr
 
 
-def test_a_dropped_connection_is_raised_not_parked_and_serve_resumes_exactly(
+class RunsViewKilledOnce(RunsView):
+    """The runs view, whose database connection is terminated once, while applying the first
+    event after ``kill_after``."""
+
+    kill_after: int | None = None
+
+    def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
+        if self.kill_after is not None and logged.position > self.kill_after:
+            self.kill_after = None
+            curs.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        super().apply(curs, logged)
+
+
+def test_a_killed_connection_is_raised_not_parked_and_serve_resumes_exactly(
     ledger: Ledger, fresh_db: Database
 ) -> None:
     agent = ledger.register_agent("steady")
-    view = RunsView(ledger.recorder.datastore)
+    view = RunsViewKilledOnce(ledger.recorder.datastore)
     view.create_table()
     runner = ProjectionRunner(ledger, view)
     raised: list[BaseException] = []
@@ -123,6 +140,14 @@ def test_a_dropped_connection_is_raised_not_parked_and_serve_resumes_exactly(
         thread.start()
         return thread
 
+    def tracked() -> int:
+        [(position,)] = rows(
+            fresh_db,
+            "SELECT notification_id FROM projection_tracking WHERE application_name = 'runs'",
+        )
+        return int(position)
+
+    # The LISTEN connection dropped while serve waits for the log.
     first = serve(threading.Event())
     record_runs(ledger, agent, 5)
     assert runner.wait_for(ledger.head(), timeout=10)
@@ -133,17 +158,64 @@ def test_a_dropped_connection_is_raised_not_parked_and_serve_resumes_exactly(
     )
     first.join(timeout=10)
     assert not first.is_alive(), "serve must raise when its LISTEN connection drops"
-    [error] = raised
-    assert is_infrastructure(error)
+    assert len(raised) == 1 and is_infrastructure(raised[0])
 
+    # The connection of a batch's transaction terminated while the view applies it.
+    before = tracked()
+    view.kill_after = before
     record_runs(ledger, agent, 5)
+    second = serve(threading.Event())
+    second.join(timeout=10)
+    assert not second.is_alive(), "serve must raise when its transaction's connection dies"
+    assert len(raised) == 2 and is_infrastructure(raised[1]) and view.kill_after is None
+    assert tracked() == before
+
     stop = threading.Event()
-    second = serve(stop)
+    third = serve(stop)
     assert runner.wait_for(ledger.head(), timeout=10)
     stop.set()
-    second.join(timeout=10)
-    assert len(raised) == 1
+    third.join(timeout=10)
+    assert len(raised) == 2
+    assert tracked() == ledger.head()
     assert rows(
         fresh_db, "SELECT count(*), min(tool_calls), max(tool_calls), max(iterations) FROM runs"
     ) == [(10, 2, 2, 2)]
     assert rows(fresh_db, "SELECT count(*) FROM projection_errors") == [(0,)]
+
+
+class TimersViewFailingOnCancel(TimersView):
+    """The timers view with a bug: it raises on every ScheduleCancelled."""
+
+    def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
+        super().apply(curs, logged)
+        if isinstance(logged.event, ev.ScheduleCancelled):
+            raise RuntimeError("cancel is broken")
+
+
+def test_a_retried_batch_records_each_timer_registration_once(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    agent = ledger.register_agent("timed")
+    for schedule_id in ("s-ok", "s-bad"):
+        agent.record(
+            ev.ScheduleRequested,
+            schedule_id=schedule_id,
+            kind="once",
+            focus="check",
+            delay_seconds=60,
+            agent_id="timed",
+        )
+    agent.record(ev.ScheduleCancelled, schedule_id="s-bad", reason="changed my mind")
+    *_, cancelled = ledger.append(agent)
+    view = TimersViewFailingOnCancel(ledger.recorder.datastore, ledger=ledger)
+    view.create_table()
+    head = ledger.head()
+    ProjectionRunner(ledger, view).catch_up(until=head)
+    assert rows(fresh_db, "SELECT view_name, position, topic, error FROM projection_errors") == [
+        ("timers", cancelled, "ScheduleCancelled", "RuntimeError: cancel is broken")
+    ]
+    registered = [
+        e.schedule_id for e in ledger.stream(agent.id) if isinstance(e, ev.ScheduleRegistered)
+    ]
+    assert registered == ["s-ok"]  # not once per failed attempt of the batch
+    assert rows(fresh_db, "SELECT schedule_id FROM timers ORDER BY 1") == [("s-bad",), ("s-ok",)]
