@@ -214,6 +214,11 @@ def schedules(
     out.print(table)
 
 
+def first_line(error: str) -> str:
+    """An error's headline (a database error goes on with DETAIL lines; --json has them)."""
+    return error.splitlines()[0] if error else error
+
+
 @projections_app.command("status")
 @handles_errors
 def projections_status(as_json: JsonOption = False) -> None:
@@ -243,20 +248,15 @@ def projections_status(as_json: JsonOption = False) -> None:
     out.print(table)
     parked = [p for s in statuses for p in s.parked]
     if parked:
-        errors = Table(title="parked events (`owlclaw projections retry NAME` after a fix)")
-        for column in ("view", "position", "event", "topic", "attempts", "last seen", "error"):
-            errors.add_column(column)
-        for p in parked:
-            errors.add_row(
-                p.view,
-                str(p.position),
-                f"{p.stream_id}@{p.version}",
-                p.topic,
-                str(p.attempts),
-                p.last_seen.strftime("%Y-%m-%d %H:%M:%S"),
-                escape(p.error),
-            )
-        out.print(errors)
+        out.print("parked events (fix the cause, then `owlclaw projections retry NAME`):")
+    for p in parked:
+        out.print(
+            f"  {p.view} at log position {p.position}: {p.topic} {p.stream_id}@{p.version},"
+            f" {p.attempts} attempts, last {p.last_seen:%Y-%m-%d %H:%M:%S}\n"
+            f"    {escape(first_line(p.error))}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @projections_app.command("retry")
@@ -292,7 +292,9 @@ def projections_retry(
             if o.error is None:
                 out.print(f"[green]applied[/] {what}")
             else:
-                out.print(f"[red]still fails[/] {what}: {escape(o.error)}")
+                out.print(
+                    f"[red]still fails[/] {what}: {escape(first_line(o.error))}", soft_wrap=True
+                )
     if any(o.error is not None for o in outcomes):
         raise typer.Exit(EXIT_FAILED)
 

@@ -59,8 +59,8 @@ def test_a_poison_event_is_parked_skipped_shown_and_applied_by_retry_after_the_f
     poisoned.record(ev.RunFailed, error="poison")
     *_, bad = ledger.append(agent, poisoned)
     record_runs(ledger, agent, 2)
-    head = ledger.head()
-    assert runs.wait_for(head, timeout=10) and audit.wait_for(head, timeout=10)
+    last = ledger.agent_history("poisoned")[-1].position
+    assert runs.wait_for(last, timeout=10) and audit.wait_for(last, timeout=10)
     runs.stop()
     audit.stop()
     assert runs.error is None and audit.error is None
@@ -83,14 +83,17 @@ def test_a_poison_event_is_parked_skipped_shown_and_applied_by_retry_after_the_f
     status = owlclaw(fresh_db, "projections", "status", "--json", cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     report: dict[str, Any] = {s["name"]: s for s in json.loads(status.stdout)}
-    assert report["runs"]["position"] == head and report["runs"]["parked_count"] == 1
+    assert report["runs"]["position"] == last and report["runs"]["parked_count"] == 1
     [shown] = report["runs"]["parked"]
     assert (shown["position"], shown["topic"], shown["stream_id"]) == (
         bad,
         "RunFailed",
         str(poisoned.id),
     )
-    assert report["audit"]["parked_count"] == 0 and report["audit"]["position"] == head
+    assert report["audit"]["parked_count"] == 0 and report["audit"]["position"] == last
+    human = owlclaw(fresh_db, "projections", "status", cwd=tmp_path)
+    assert f"runs at log position {bad}: RunFailed {poisoned.id}@" in human.stdout
+    assert "    CheckViolation: " in human.stdout and "DETAIL" not in human.stdout
 
     [still] = retry_parked(ledger, RunsView(ledger.recorder.datastore))
     assert still.position == bad and still.error and "CheckViolation" in still.error
@@ -150,7 +153,7 @@ def test_a_killed_connection_is_raised_not_parked_and_serve_resumes_exactly(
     # The LISTEN connection dropped while serve waits for the log.
     first = serve(threading.Event())
     record_runs(ledger, agent, 5)
-    assert runner.wait_for(ledger.head(), timeout=10)
+    assert runner.wait_for(ledger.agent_history("steady")[-1].position, timeout=10)
     execute(
         fresh_db,
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
@@ -172,11 +175,12 @@ def test_a_killed_connection_is_raised_not_parked_and_serve_resumes_exactly(
 
     stop = threading.Event()
     third = serve(stop)
-    assert runner.wait_for(ledger.head(), timeout=10)
+    last = ledger.agent_history("steady")[-1].position
+    assert runner.wait_for(last, timeout=10)
     stop.set()
     third.join(timeout=10)
     assert len(raised) == 2
-    assert tracked() == ledger.head()
+    assert tracked() == last
     assert rows(
         fresh_db, "SELECT count(*), min(tool_calls), max(tool_calls), max(iterations) FROM runs"
     ) == [(10, 2, 2, 2)]
@@ -209,8 +213,7 @@ def test_a_retried_batch_records_each_timer_registration_once(
     *_, cancelled = ledger.append(agent)
     view = TimersViewFailingOnCancel(ledger.recorder.datastore, ledger=ledger)
     view.create_table()
-    head = ledger.head()
-    ProjectionRunner(ledger, view).catch_up(until=head)
+    ProjectionRunner(ledger, view).catch_up(until=cancelled)
     assert rows(fresh_db, "SELECT view_name, position, topic, error FROM projection_errors") == [
         ("timers", cancelled, "ScheduleCancelled", "RuntimeError: cancel is broken")
     ]
