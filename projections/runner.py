@@ -33,6 +33,7 @@ from psycopg.sql import SQL, Identifier
 from events.ledger import Ledger, LedgerUnavailable, LoggedEvent
 from events.recorder import connect_kwargs
 from projections import parked as parking
+from projections.embedders import EmbeddingUnavailable
 from projections.parked import ParkedEvent, describe
 from projections.view import TRACKING_TABLE, View
 
@@ -47,8 +48,11 @@ INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
     persistence.InterfaceError,
     persistence.ConnectionPoolClosedError,
     LedgerUnavailable,
+    EmbeddingUnavailable,
 )
-"""Errors of the database connection, not of an event: raised, never parked."""
+"""Errors of a service the views depend on (the database, the embedding model), not of an
+event: raised, never parked, so that an outage delays a view instead of parking every event it
+meets; the view resumes once its runner is restarted and the service is back."""
 
 
 class ProjectionFailed(RuntimeError):

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,11 @@ from events import catalog as ev
 from events.ledger import LoggedEvent
 from owlclaw.database import Database
 from owlclaw.timers.service import TimersView
-from projections import ProjectionRunner, RunsView, open_views
+from projections import MemoryView, ProjectionRunner, RunsView, open_views
+from projections.embedders import EmbeddingUnavailable
 from projections.runner import is_infrastructure, retry_parked
 from tests.cli import owlclaw as run_owlclaw
+from tests.integration.test_memory import remember
 from tests.integration.test_projections import record_runs, rows
 
 pytestmark = pytest.mark.integration
@@ -222,3 +225,36 @@ def test_a_retried_batch_records_each_timer_registration_once(
     ]
     assert registered == ["s-ok"]  # not once per failed attempt of the batch
     assert rows(fresh_db, "SELECT schedule_id FROM timers ORDER BY 1") == [("s-bad",), ("s-ok",)]
+
+
+class OutageEmbedder:
+    """An embedding service that is down until ``down`` is cleared."""
+
+    model = "test/outage"
+    dimensions = 8
+
+    def __init__(self) -> None:
+        self.down = True
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.down and texts:
+            raise EmbeddingUnavailable("embedding model test/outage failed: connection refused")
+        return [[1.0] + [0.0] * (self.dimensions - 1) for _ in texts]
+
+
+def test_an_embedding_outage_delays_the_memory_view_and_parks_nothing(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    agent = ledger.register_agent("mindful")
+    embedder = OutageEmbedder()
+    view = MemoryView(ledger.recorder.datastore, embedder=embedder)
+    view.create_table()
+    last = remember(ledger, agent, ["the broker rate-limits", "rebounds within 2h"])
+    runner = ProjectionRunner(ledger, view)
+    with pytest.raises(EmbeddingUnavailable):
+        runner.catch_up(until=last)
+    assert runner.position < last
+    assert rows(fresh_db, "SELECT count(*) FROM projection_errors") == [(0,)]
+    embedder.down = False
+    assert runner.catch_up(until=last) >= last
+    assert rows(fresh_db, "SELECT count(*) FROM memories") == [(2,)]
