@@ -56,8 +56,8 @@ meets; the view resumes once its runner is restarted and the service is back."""
 
 
 class ProjectionFailed(RuntimeError):
-    """The projection's runner stopped (the database, an unreadable event); names the log
-    position."""
+    """The projection's runner stopped on an error it does not park (an outage, an unreadable
+    event); names the log position."""
 
     def __init__(self, name: str, position: int | None, cause: BaseException):
         where = f" at log position {position}" if position is not None else ""
@@ -347,11 +347,11 @@ def retry_parked(ledger: Ledger, view: View) -> list[RetryOutcome]:
 
     A retried event is applied after later events of the log, out of order. That is acceptable
     for these views: each event writes rows keyed by its own ids (a tool call, a run, a memory,
-    a schedule) with upserts, so applying it late gives the same rows in the common case of an
-    event whose entity no later event touched (a memory, a tool call, a schedule request). Where
-    a later event of the same entity was applied first (a run's end before its parked start),
-    the row can differ from log order; ``rebuild`` replays the whole log in order when that
-    matters.
+    a schedule) and records its log position, so applying it late gives the same rows whenever
+    no later event touched the same entity (a memory, a schedule request, a run's last event).
+    Where a later event of the same entity was applied first (a run's end before its parked
+    start), the row can differ from log order; ``rebuild`` replays the whole log in order when
+    that matters.
     """
     outcomes = []
     lock = lock_key(view)
