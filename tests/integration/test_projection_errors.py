@@ -21,7 +21,7 @@ from events import catalog as ev
 from events.ledger import LoggedEvent
 from owlclaw.database import Database
 from owlclaw.timers.service import TimersView
-from projections import MemoryView, ProjectionRunner, RunsView, open_views
+from projections import MemoryView, ProjectionRunner, RunsView, open_views, rebuild
 from projections.embedders import EmbeddingUnavailable
 from projections.runner import is_infrastructure, retry_parked
 from tests.cli import owlclaw as run_owlclaw
@@ -258,3 +258,34 @@ def test_an_embedding_outage_delays_the_memory_view_and_parks_nothing(
     embedder.down = False
     assert runner.catch_up(until=last) >= last
     assert rows(fresh_db, "SELECT count(*) FROM memories") == [(2,)]
+
+
+class RunsViewRejectingPoison(RunsView):
+    """The runs view with a bug: it raises on a run that failed with error 'poison'."""
+
+    def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
+        if isinstance(logged.event, ev.RunFailed) and logged.event.error == "poison":
+            raise ValueError("cannot handle poison")
+        super().apply(curs, logged)
+
+
+def test_a_rebuild_replaces_the_parked_events_of_the_view_it_replaces(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    agent = ledger.register_agent("rebuilt")
+    record_runs(ledger, agent, 1)
+    poisoned = ledger.queue_run(agent, trigger="webhook", focus="doomed")
+    poisoned.record(ev.RunFailed, error="poison")
+    *_, bad = ledger.append(agent, poisoned)
+    view = RunsViewRejectingPoison(ledger.recorder.datastore)
+    view.create_table()
+    ProjectionRunner(ledger, view).catch_up(until=bad)
+    parked = "SELECT view_name, position, error FROM projection_errors"
+    expected = [("runs", bad, "ValueError: cannot handle poison")]
+    assert rows(fresh_db, parked) == expected
+
+    rebuild(ledger, RunsViewRejectingPoison)  # the bug still there: parked again, as `runs`
+    assert rows(fresh_db, parked) == expected
+    rebuild(ledger, RunsView)  # fixed
+    assert rows(fresh_db, parked) == []
+    assert ("doomed", "failed") in rows(fresh_db, "SELECT focus, status FROM runs")
