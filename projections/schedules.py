@@ -40,7 +40,8 @@ def canonical_cron(expression: str) -> str:
 
 
 FIRE_HORIZON_YEARS = 5
-"""A 5-field expression that fires at all fires within 4 years (Feb 29): 5 is a safe bound."""
+"""A 5-field expression that fires at all fires within 4 years (Feb 29; only around 2100, not a
+leap year, is the gap 8): an expression without a fire in 5 years never fires."""
 
 
 class NeverFires(ValueError):

@@ -267,9 +267,9 @@ def projections_retry(
 ) -> None:
     """Re-apply a projection's parked events in log order, after their cause is fixed.
 
-    A retried event is applied after later events of the log (out of order); see
-    projections.runner.retry_parked for why that is acceptable, and `projections rebuild` to
-    replay the log in order.
+    A retried event is applied after later events of the log (out of order): the same rows as in
+    log order when no later event changed the same run, tool call, memory or schedule;
+    `projections rebuild NAME` replays the log in order.
     """
     from projections import VIEWS, view_options
     from projections.runner import retry_parked
