@@ -1,13 +1,21 @@
-"""Runs a view over the ledger: catch up, follow, report lag, rebuild and switch over.
+"""Runs a view over the ledger: catch up, follow, report lag, park poison events, rebuild.
 
 Each batch of events is applied and tracked in one transaction under the projection's advisory
 lock, after re-reading the tracked position inside that transaction. So two runners of one
 projection (a restarted process, a rebuild switching over) never apply an event twice, and a
 crash at any point leaves the view exactly at a batch boundary.
+
+A batch the view cannot apply (its ``prepare`` or ``apply`` raises anything but an
+infrastructure error) is retried a few times, then applied one event at a time: an event that
+still fails is parked in ``projection_errors`` (projections.parked) in the transaction that
+tracks past it, and the view goes on. An infrastructure error (the database unreachable, the
+LISTEN connection dropped) is never parked: it is raised, and the runner resumes from its tracked
+position once restarted.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -16,20 +24,40 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from eventsourcing import persistence
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
-from events.ledger import Ledger, LedgerError, LoggedEvent
+from events.ledger import Ledger, LedgerUnavailable, LoggedEvent
 from events.recorder import connect_kwargs
+from projections import parked as parking
+from projections.embedders import EmbeddingUnavailable
+from projections.parked import ParkedEvent, describe
 from projections.view import TRACKING_TABLE, View
 
 BATCH_SIZE = 1000
 
+log = logging.getLogger(__name__)
+
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    persistence.OperationalError,
+    persistence.InterfaceError,
+    persistence.ConnectionPoolClosedError,
+    LedgerUnavailable,
+    EmbeddingUnavailable,
+)
+"""Errors of a service the views depend on (the database, the embedding model), not of an
+event: raised, never parked, so that an outage delays a view instead of parking every event it
+meets; the view resumes once its runner is restarted and the service is back."""
+
 
 class ProjectionFailed(RuntimeError):
-    """The projection stopped at an event it cannot apply; names the log position."""
+    """The projection's runner stopped on an error it does not park (an outage, an unreadable
+    event); names the log position."""
 
     def __init__(self, name: str, position: int | None, cause: BaseException):
         where = f" at log position {position}" if position is not None else ""
@@ -47,17 +75,39 @@ class ProjectionStatus:
     lag_seconds: float
     running: bool
     error: str | None
+    parked_count: int
+    parked: tuple[ParkedEvent, ...]
+
+
+@dataclass(frozen=True)
+class RetryOutcome:
+    """What re-applying one parked event did: ``error`` is None when it is now in the view."""
+
+    position: int
+    topic: str
+    error: str | None
 
 
 def channel(name: str) -> str:
     return f"owlclaw_projection_{name}"
 
 
+def is_infrastructure(error: BaseException) -> bool:
+    return isinstance(error, INFRASTRUCTURE_ERRORS)
+
+
+def lock_key(view: View) -> str:
+    """The advisory lock under which a view's rows and tracking position change."""
+    return f"owlclaw-projection:{view.name}"
+
+
 class ProjectionRunner:
-    """Applies the ledger to one view, in batches, in a thread of its own."""
+    """Applies the ledger to one view, in batches; ``serve`` follows the log until stopped."""
 
     HELD_BACK_POLL_SECONDS = 0.005
     IDLE_WAKE_SECONDS = 1.0
+    BATCH_ATTEMPTS = 3
+    RETRY_BACKOFF_SECONDS = 0.05
 
     def __init__(self, ledger: Ledger, view: View):
         self.ledger = ledger
@@ -67,7 +117,7 @@ class ProjectionRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._advanced = threading.Condition()
-        self.lock_key = f"owlclaw-projection:{view.name}"
+        self.lock_key = lock_key(view)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -79,10 +129,94 @@ class ProjectionRunner:
             return 0
         batch = self.ledger.read(after=start, limit=BATCH_SIZE, up_to=head, types=self.view.events)
         end = batch[-1].position if len(batch) == BATCH_SIZE else head
+        for attempt in range(self.BATCH_ATTEMPTS):
+            try:
+                self.view.prepare(batch)
+                if not self._transact(start, end, lambda curs: self._apply(curs, batch)):
+                    return 0
+                break
+            except Exception as e:
+                if is_infrastructure(e):
+                    raise
+                log.warning(
+                    "projection %s: batch after log position %d failed (attempt %d of %d): %s",
+                    self.view.name,
+                    start,
+                    attempt + 1,
+                    self.BATCH_ATTEMPTS,
+                    describe(e),
+                )
+                if attempt + 1 < self.BATCH_ATTEMPTS:
+                    time.sleep(self.RETRY_BACKOFF_SECONDS * 2**attempt)
+        else:
+            return self._isolate(start, batch, end)
+        self.view.committed(batch)
+        return end - start
+
+    def _apply(self, curs: Cursor[DictRow], batch: list[LoggedEvent]) -> None:
+        with curs.connection.pipeline():
+            for logged in batch:
+                self.view.apply(curs, logged)
+
+    def _isolate(self, start: int, batch: list[LoggedEvent], end: int) -> int:
+        """Apply the batch one event at a time, parking each event that still fails."""
+        for index, logged in enumerate(batch):
+            upto = end if index == len(batch) - 1 else logged.position
+            if not self._apply_or_park(self.position, upto, logged):
+                break
+        return max(0, self.position - start)
+
+    def _apply_or_park(self, start: int, end: int, logged: LoggedEvent) -> bool:
+        """Apply one event, or park it, and track ``end``; False when another runner moved
+        the tracked position."""
+        failure = self._prepare_one(logged)
+
+        def work(curs: Cursor[DictRow]) -> None:
+            nonlocal failure
+            if failure is None:
+                failure = self._apply_one(curs, logged)
+            if failure is not None:
+                parking.park(
+                    curs, self.view.tracking_name, logged, failure, self.BATCH_ATTEMPTS + 1
+                )
+
+        if not self._transact(start, end, work):
+            return False
+        if failure is None:
+            self.view.committed([logged])
+        else:
+            log.error(
+                "projection %s: parked %s at log position %d: %s",
+                self.view.name,
+                type(logged.event).__name__,
+                logged.position,
+                describe(failure),
+            )
+        return True
+
+    def _prepare_one(self, logged: LoggedEvent) -> Exception | None:
         try:
-            self.view.prepare(batch)
+            self.view.prepare([logged])
         except Exception as e:
-            raise ProjectionFailed(self.view.name, batch[0].position, e) from e
+            if is_infrastructure(e):
+                raise
+            return e
+        return None
+
+    def _apply_one(self, curs: Cursor[DictRow], logged: LoggedEvent) -> Exception | None:
+        """Apply one event in a savepoint: on failure the view's rows are as before it."""
+        try:
+            with curs.connection.transaction():
+                self.view.apply(curs, logged)
+        except Exception as e:
+            if is_infrastructure(e):
+                raise
+            return e
+        return None
+
+    def _transact(self, start: int, end: int, work: Callable[[Cursor[DictRow]], None]) -> bool:
+        """Do ``work`` and track ``end`` in one transaction under the projection's lock; False
+        (and nothing done) when another runner moved the tracked position off ``start``."""
         with self.view.datastore.transaction(commit=True) as curs:
             curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.lock_key,))
             tracked = curs.execute(
@@ -94,25 +228,14 @@ class ProjectionRunner:
             current = tracked["notification_id"] if tracked else 0
             if current != start:  # another runner or a switch-over moved it: resume from there
                 self.position = current
-                return 0
-            self._apply(curs, batch)
+                return False
+            work(curs)
             self.view._insert_tracking(curs, Tracking(self.view.tracking_name, end))
             curs.execute("SELECT pg_notify(%s, %s)", (channel(self.view.name), str(end)))
         self.position = end
-        self.view.committed(batch)
         with self._advanced:
             self._advanced.notify_all()
-        return end - start
-
-    def _apply(self, curs: Cursor[DictRow], batch: list[LoggedEvent]) -> None:
-        logged: LoggedEvent | None = None
-        try:
-            with curs.connection.pipeline():
-                for logged in batch:
-                    self.view.apply(curs, logged)
-        except Exception as e:
-            position = logged.position if logged else None
-            raise ProjectionFailed(self.view.name, position, e) from e
+        return True
 
     def catch_up(
         self, until: int | None = None, progress: Callable[[int, int], None] | None = None
@@ -126,7 +249,30 @@ class ProjectionRunner:
                 progress(self.position, target)
         return self.position
 
+    def serve(self, stop: threading.Event) -> None:
+        """Catch up, then follow the log (woken by LISTEN/NOTIFY) until ``stop`` is set.
+
+        Blocking. An infrastructure error (database unreachable, the LISTEN connection dropped)
+        is raised, for the caller to restart ``serve`` after a backoff: it resumes from the
+        tracked position, so no event is lost or applied twice.
+        """
+        ledger = self.ledger
+        self.position = self.view.max_tracking_id(self.view.tracking_name) or 0
+        with psycopg.connect(**connect_kwargs(ledger.datastore), autocommit=True) as conn:
+            conn.execute(SQL("LISTEN {}").format(Identifier(ledger.notify_channel)))
+            while not stop.is_set():
+                if self.step():
+                    continue
+                held = ledger.is_held_back(self.position)
+                wait = self.HELD_BACK_POLL_SECONDS if held else self.IDLE_WAKE_SECONDS
+                for _ in conn.notifies(timeout=wait, stop_after=1):
+                    pass
+
     def start(self) -> ProjectionRunner:
+        """Serve in a thread of its own (for tests and scripts); an error ends it, kept in
+        ``error``."""
+        self.error = None
+        self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"projection-{self.view.name}", daemon=True
         )
@@ -144,18 +290,8 @@ class ProjectionRunner:
 
     def _run(self) -> None:
         try:
-            with psycopg.connect(**connect_kwargs(self.ledger.datastore), autocommit=True) as conn:
-                conn.execute(SQL("LISTEN {}").format(Identifier(self.ledger.notify_channel)))
-                while not self._stop.is_set():
-                    if self.step():
-                        continue
-                    held = self.ledger.is_held_back(self.position)
-                    wait = self.HELD_BACK_POLL_SECONDS if held else self.IDLE_WAKE_SECONDS
-                    for _ in conn.notifies(timeout=wait, stop_after=1):
-                        pass
-        except ProjectionFailed as e:
-            self.error = e
-        except (LedgerError, psycopg.Error) as e:
+            self.serve(self._stop)
+        except Exception as e:
             self.error = ProjectionFailed(self.view.name, getattr(e, "position", None), e)
         finally:
             with self._advanced:
@@ -183,6 +319,8 @@ def projection_status(
 ) -> ProjectionStatus:
     position = view.max_tracking_id(view.tracking_name) or 0
     head = ledger.head()
+    with view.datastore.transaction() as curs:
+        errors = parking.parked(curs, view.tracking_name)
     lag_seconds = 0.0
     if head > position:
         oldest = ledger.read(after=position, limit=1)
@@ -197,7 +335,57 @@ def projection_status(
         lag_seconds=round(lag_seconds, 3),
         running=running,
         error=str(error) if error else None,
+        parked_count=len(errors),
+        parked=tuple(errors),
     )
+
+
+def retry_parked(ledger: Ledger, view: View) -> list[RetryOutcome]:
+    """Re-apply the events ``view`` parked, in log order, each in its own transaction under
+    the projection's lock: one that applies leaves ``projection_errors``, one that fails again
+    stays there with its new error, last_seen and attempts.
+
+    A retried event is applied after later events of the log, out of order. That is acceptable
+    for these views: each event writes rows keyed by its own ids (a tool call, a run, a memory,
+    a schedule) and records its log position, so applying it late gives the same rows whenever
+    no later event touched the same entity (a memory, a schedule request, a run's last event).
+    Where a later event of the same entity was applied first (a run's end before its parked
+    start), the row can differ from log order; ``rebuild`` replays the whole log in order when
+    that matters.
+    """
+    outcomes = []
+    lock = lock_key(view)
+    with view.datastore.transaction() as curs:
+        pending = parking.parked(curs, view.tracking_name)
+    for entry in pending:
+        [logged] = ledger.read(after=entry.position - 1, limit=1, up_to=entry.position)
+        failure: Exception | None = None
+        try:
+            view.prepare([logged])
+        except Exception as e:
+            if is_infrastructure(e):
+                raise
+            failure = e
+        with view.datastore.transaction(commit=True) as curs:
+            curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
+            if failure is None:
+                try:
+                    with curs.connection.transaction():
+                        view.apply(curs, logged)
+                except Exception as e:
+                    if is_infrastructure(e):
+                        raise
+                    failure = e
+            if failure is None:
+                parking.unpark(curs, view.tracking_name, entry.position)
+            else:
+                parking.park(curs, view.tracking_name, logged, failure, attempts=1)
+        if failure is None:
+            view.committed([logged])
+        outcomes.append(
+            RetryOutcome(entry.position, entry.topic, describe(failure) if failure else None)
+        )
+    return outcomes
 
 
 def rebuild(
@@ -210,16 +398,19 @@ def rebuild(
 
     The serving tables keep answering (and a live runner keeps updating them) until the switch,
     which renames the new tables into place in one transaction under the projection's lock. A
-    live runner then notices the moved tracking position and continues from it.
+    live runner then notices the moved tracking position and continues from it. The events the
+    rebuild parked replace the live view's.
     """
     datastore = ledger.datastore
     fresh = view_class(datastore, rebuilding=True, **view_options)
+    fresh.create_table()
     with datastore.transaction(commit=True) as curs:
         fresh.drop_tables(curs)
         curs.execute(
             SQL("DELETE FROM {} WHERE application_name = %s").format(Identifier(TRACKING_TABLE)),
             (fresh.tracking_name,),
         )
+        parking.forget(curs, fresh.tracking_name)
     fresh.create_table()
     runner = ProjectionRunner(ledger, fresh)
     runner.catch_up(progress=progress)
@@ -238,4 +429,5 @@ def rebuild(
             ),
             (live.tracking_name, fresh.tracking_name),
         )
+        parking.move(curs, fresh.tracking_name, live.tracking_name)
     return runner.position

@@ -7,7 +7,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from psycopg import Cursor
 
 from events import catalog as ev
@@ -39,10 +39,37 @@ def canonical_cron(expression: str) -> str:
     return " ".join(fields)
 
 
+FIRE_HORIZON_YEARS = 5
+"""A 5-field expression that fires at all fires within 4 years (Feb 29; only around 2100, not a
+leap year, is the gap 8): an expression without a fire in 5 years never fires."""
+
+
+class NeverFires(ValueError):
+    """A cron expression without a fire time in the next FIRE_HORIZON_YEARS (e.g. Feb 30)."""
+
+
 def next_fire(cron: str, after: datetime) -> datetime:
-    """The first fire strictly after ``after`` for a 5-field cron expression (UTC)."""
-    fire: datetime = croniter(canonical_cron(cron), after).get_next(datetime)
+    """The first fire strictly after ``after`` for a 5-field cron expression (UTC); raises
+    NeverFires when there is none within FIRE_HORIZON_YEARS."""
+    it = croniter(canonical_cron(cron), after, max_years_between_matches=FIRE_HORIZON_YEARS)
+    try:
+        fire: datetime = it.get_next(datetime)
+    except CroniterError as e:
+        raise NeverFires(
+            f"cron expression {cron!r} never fires: no fire time in the next "
+            f"{FIRE_HORIZON_YEARS} years"
+        ) from e
     return fire
+
+
+def next_fire_if_any(cron: str, after: datetime) -> datetime | None:
+    """``next_fire``, or None when the expression never fires or croniter cannot read it: such
+    an expression, accepted by an older schedule_cron, stays in the log for good, and a view
+    must not stop on it."""
+    try:
+        return next_fire(cron, after)
+    except (NeverFires, CroniterError):
+        return None
 
 
 class SchedulesView(View):
@@ -78,14 +105,15 @@ class SchedulesView(View):
             )
         elif isinstance(e, ev.ScheduleRequested):
             if e.kind == "cron" and e.cron:
-                first = next_fire(e.cron, e.timestamp)
+                first = next_fire_if_any(e.cron, e.timestamp)
             else:
                 first = e.fire_at or e.timestamp + timedelta(seconds=e.delay_seconds or 0)
             curs.execute(
                 self.sql(
                     "INSERT INTO {schedules} (schedule_id, agent_id, kind, focus, owner_run_id,"
-                    " cron, delay_seconds, status, next_fire_at, requested_at, position)"
-                    " SELECT %s, a.agent_id, %s, %s, %s, %s, %s, 'requested', %s, %s, %s"
+                    " cron, delay_seconds, status, next_fire_at, last_outcome, requested_at,"
+                    " position)"
+                    " SELECT %s, a.agent_id, %s, %s, %s, %s, %s, 'requested', %s, %s, %s, %s"
                     " FROM {schedule_agents} a WHERE a.stream_id = %s"
                     " ON CONFLICT (schedule_id) DO NOTHING"
                 ),
@@ -97,6 +125,7 @@ class SchedulesView(View):
                     text(e.cron),
                     e.delay_seconds,
                     first,
+                    "never fires" if first is None else None,
                     e.timestamp,
                     pos,
                     e.originator_id,
@@ -135,7 +164,7 @@ class SchedulesView(View):
             return
         kind, cron = row["kind"], row["cron"]
         outcome = "fired" if isinstance(e, ev.TimerFired) else f"missed: {e.reason}"
-        following = next_fire(cron, e.fire_time) if kind == "cron" and cron else None
+        following = next_fire_if_any(cron, e.fire_time) if kind == "cron" and cron else None
         curs.execute(
             self.sql(
                 "UPDATE {schedules} SET last_fire_at = %s, last_outcome = %s,"

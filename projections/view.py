@@ -19,6 +19,7 @@ from psycopg.sql import SQL, Composable, Composed, Identifier
 from events.catalog import LedgerEvent
 from events.ledger import LoggedEvent
 from events.recorder import schema_lock
+from projections.parked import ERRORS_DDL
 
 TRACKING_TABLE = "projection_tracking"
 REBUILD_SUFFIX = "__rebuild"
@@ -49,6 +50,7 @@ class View(PostgresTrackingRecorder):
             name: Identifier(name + self.suffix) for name in (*self.tables, *self.indexes)
         }
         self.sql_create_statements.extend(self.sql(ddl) for ddl in self.ddl)
+        self.sql_create_statements.append(SQL(ERRORS_DDL).format())
 
     def create_table(self) -> None:
         with schema_lock(self.datastore):
@@ -64,7 +66,10 @@ class View(PostgresTrackingRecorder):
         return SQL(text).format(**self.t, **self.placeholders)
 
     def prepare(self, batch: list[LoggedEvent]) -> None:
-        """Work for a batch done before its transaction opens (e.g. computing embeddings)."""
+        """Work for a batch done before its transaction opens (e.g. computing embeddings).
+
+        Called again before each retry of a batch that failed and for each event applied alone,
+        so whatever a view gathers for ``committed`` starts afresh here."""
 
     def committed(self, batch: list[LoggedEvent]) -> None:
         """Work after a batch's transaction committed (e.g. recording what the view did)."""

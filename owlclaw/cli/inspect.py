@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from events.catalog import event_fields
@@ -212,10 +213,16 @@ def schedules(
     out.print(table)
 
 
+def first_line(error: str) -> str:
+    """An error's headline (a database error goes on with DETAIL lines; --json has them)."""
+    return error.splitlines()[0] if error else error
+
+
 @projections_app.command("status")
 @handles_errors
 def projections_status(as_json: JsonOption = False) -> None:
-    """Position and lag (events and seconds behind the log head) of every projection."""
+    """Position, lag (events and seconds behind the log head) and parked events of every
+    projection."""
     from owlclaw.wiring import open_views
     from projections.runner import projection_status
 
@@ -226,13 +233,70 @@ def projections_status(as_json: JsonOption = False) -> None:
         print_json(statuses)
         return
     table = Table(title="projections")
-    for column in ("name", "position", "head", "lag events", "lag seconds"):
+    for column in ("name", "position", "head", "lag events", "lag seconds", "parked"):
         table.add_column(column, justify="left" if column == "name" else "right")
     for s in statuses:
         table.add_row(
-            s.name, str(s.position), str(s.head), str(s.lag_events), f"{s.lag_seconds:.3f}"
+            s.name,
+            str(s.position),
+            str(s.head),
+            str(s.lag_events),
+            f"{s.lag_seconds:.3f}",
+            str(s.parked_count),
         )
     out.print(table)
+    parked = [p for s in statuses for p in s.parked]
+    if parked:
+        out.print("parked events (fix the cause, then `owlclaw projections retry NAME`):")
+    for p in parked:
+        out.print(
+            f"  {p.view} at log position {p.position}: {p.topic} {p.stream_id}@{p.version},"
+            f" {p.attempts} attempts, last {p.last_seen:%Y-%m-%d %H:%M:%S}\n"
+            f"    {escape(first_line(p.error))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@projections_app.command("retry")
+@handles_errors
+def projections_retry(
+    name: Annotated[str, typer.Argument(help="Projection name (see `projections status`).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Re-apply a projection's parked events in log order, after their cause is fixed.
+
+    A retried event is applied after later events of the log (out of order): the same rows as in
+    log order when no later event changed the same run, tool call, memory or schedule;
+    `projections rebuild NAME` replays the log in order.
+    """
+    from owlclaw.wiring import view_options
+    from projections import VIEWS
+    from projections.runner import retry_parked
+
+    view_class = VIEWS.get(name)
+    if view_class is None:
+        fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        view = view_class(led.datastore, **view_options(name, config))
+        view.create_table()
+        outcomes = retry_parked(led, view)
+    if as_json:
+        print_json({"name": name, "retried": outcomes})
+    elif not outcomes:
+        out.print(f"{name}: no parked events")
+    else:
+        for o in outcomes:
+            what = f"{o.topic} at log position {o.position}"
+            if o.error is None:
+                out.print(f"[green]applied[/] {what}")
+            else:
+                out.print(
+                    f"[red]still fails[/] {what}: {escape(first_line(o.error))}", soft_wrap=True
+                )
+    if any(o.error is not None for o in outcomes):
+        raise typer.Exit(EXIT_FAILED)
 
 
 @projections_app.command("rebuild")

@@ -21,7 +21,7 @@ from events import Ledger
 from events import catalog as ev
 from events.catalog import LedgerEvent
 from events.ledger import LoggedEvent
-from projections.schedules import next_fire
+from projections.schedules import next_fire, next_fire_if_any
 from projections.sqlvalues import text
 from projections.view import View
 
@@ -83,6 +83,9 @@ class TimersView(View):
         self._registered: list[tuple[str, str, str, str]] = []
         super().__init__(datastore, rebuilding=rebuilding)
 
+    def prepare(self, batch: list[LoggedEvent]) -> None:
+        self._registered = []  # those of an attempt that rolled back were never stored
+
     def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
         e = logged.event
         if isinstance(e, ev.ScheduleRequested):
@@ -101,8 +104,13 @@ class TimersView(View):
                     )
 
     def _register(self, curs: Cursor[DictRow], e: ev.ScheduleRequested) -> None:
+        """Create the timer; a cron expression that never fires gets none (it would never be
+        due), only a warning."""
         if e.kind == "cron" and e.cron:
-            first = next_fire(e.cron, e.timestamp)
+            first = next_fire_if_any(e.cron, e.timestamp)
+            if first is None:
+                log.warning("schedule %s: cron %r never fires, no timer", e.schedule_id, e.cron)
+                return
         else:
             first = e.fire_at or e.timestamp + timedelta(seconds=e.delay_seconds or 0)
         row: dict[str, Any] = {

@@ -141,7 +141,17 @@ def test_exactly_2000_characters_are_accepted_and_huge_arguments_refused() -> No
 
 
 @pytest.mark.parametrize(
-    "expression", ["* * * * *", "*/5 * * * *", "0 9 * * 1-5", "30 14 1,15 * *"]
+    "expression",
+    [
+        "* * * * *",
+        "*/5 * * * *",
+        "0 9 * * 1-5",
+        "30 14 1,15 * *",
+        "0 0 29 2 *",  # every leap year: within the 5-year horizon
+        "0 0 30 2 1",  # Feb 30 or any Monday in February: day fields are ORed
+        "0 8 1 jan-mar mon-fri",
+        "5-5 1-23/2 * * 7",
+    ],
 )
 def test_standard_cron_expressions_are_accepted(expression: str) -> None:
     p.check_cron(expression)
@@ -155,6 +165,18 @@ def test_standard_cron_expressions_are_accepted(expression: str) -> None:
         ("61 * * * *", "invalid"),
         ("a b c d e", "invalid"),
         ("", "5 fields"),
+        ("0 0 * * * 2030", "seconds field"),
+        ("0 0 * * * * 2030", "5 fields"),
+        ("0 0 30 2 *", "never fires: no fire time in the next 5 years"),
+        ("0 0 31 4,6,9,11 *", "never fires"),
+        ("0 0 L * *", "day-of-month field 'L' is not standard cron"),
+        ("0 0 1W * *", "day-of-month field '1W' is not standard cron"),
+        ("0 0 * * 1#2", "day-of-week field '1#2' is not standard cron"),
+        ("0 0 * * 5L", "day-of-week field '5L' is not standard cron"),
+        ("0 0 ? * 1", "day-of-month field '\\?' is not standard cron"),
+        ("H 0 * * *", "minute field 'H' is not standard cron"),
+        ("R 0 * * *", "minute field 'R' is not standard cron"),
+        ("0 0 1 jan-mar thu#1", "day-of-week field"),
     ],
 )
 def test_invalid_and_too_frequent_cron_expressions_are_refused(
