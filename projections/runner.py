@@ -21,7 +21,7 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
-from events.ledger import Ledger, LedgerError, LoggedEvent
+from events.ledger import Ledger, LoggedEvent
 from events.recorder import connect_kwargs
 from projections.view import TRACKING_TABLE, View
 
@@ -126,7 +126,30 @@ class ProjectionRunner:
                 progress(self.position, target)
         return self.position
 
+    def serve(self, stop: threading.Event) -> None:
+        """Catch up, then follow the log (woken by LISTEN/NOTIFY) until ``stop`` is set.
+
+        Blocking. An infrastructure error (database unreachable, the LISTEN connection dropped)
+        is raised, for the caller to restart ``serve`` after a backoff: it resumes from the
+        tracked position, so no event is lost or applied twice.
+        """
+        recorder = self.ledger.recorder
+        self.position = self.view.max_tracking_id(self.view.tracking_name) or 0
+        with psycopg.connect(**connect_kwargs(recorder.datastore), autocommit=True) as conn:
+            conn.execute(SQL("LISTEN {}").format(Identifier(recorder.channel_name)))
+            while not stop.is_set():
+                if self.step():
+                    continue
+                held = recorder.is_held_back(self.position)
+                wait = self.HELD_BACK_POLL_SECONDS if held else self.IDLE_WAKE_SECONDS
+                for _ in conn.notifies(timeout=wait, stop_after=1):
+                    pass
+
     def start(self) -> ProjectionRunner:
+        """Serve in a thread of its own (for tests and scripts); an error ends it, kept in
+        ``error``."""
+        self.error = None
+        self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"projection-{self.view.name}", daemon=True
         )
@@ -143,20 +166,11 @@ class ProjectionRunner:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
-        recorder = self.ledger.recorder
         try:
-            with psycopg.connect(**connect_kwargs(recorder.datastore), autocommit=True) as conn:
-                conn.execute(SQL("LISTEN {}").format(Identifier(recorder.channel_name)))
-                while not self._stop.is_set():
-                    if self.step():
-                        continue
-                    held = recorder.is_held_back(self.position)
-                    wait = self.HELD_BACK_POLL_SECONDS if held else self.IDLE_WAKE_SECONDS
-                    for _ in conn.notifies(timeout=wait, stop_after=1):
-                        pass
+            self.serve(self._stop)
         except ProjectionFailed as e:
             self.error = e
-        except (LedgerError, psycopg.Error) as e:
+        except Exception as e:
             self.error = ProjectionFailed(self.view.name, getattr(e, "position", None), e)
         finally:
             with self._advanced:
