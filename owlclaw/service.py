@@ -36,7 +36,6 @@ from owlclaw.timers.service import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
 from projections import MemoryView, ProjectionRunner, open_views
 
-log = logging.getLogger(__name__)
 HATCHET_DATABASE = "owlclaw_hatchet"
 WORKER_START_S = 60.0
 
