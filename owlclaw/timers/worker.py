@@ -97,6 +97,11 @@ class TimerWorker:
         except Exception as error:  # the lease expires and a worker tries again
             log.error("timer %s not delivered: %s", row["schedule_id"], error)
             return 0
+        await asyncio.to_thread(self._advance, row, now, due[-1])
+        return 1
+
+    def _advance(self, row: dict[str, Any], now: datetime, last_due: datetime) -> None:
+        """The row's fires are delivered: move a cron row to its next fire, delete a one-off."""
         with self.view.datastore.transaction(commit=True) as curs:
             if row["kind"] == "cron":
                 curs.execute(
@@ -104,30 +109,46 @@ class TimerWorker:
                         "UPDATE {timers} SET next_fire_at = %s, leased_until = NULL,"
                         " attempts = 0 WHERE schedule_id = %s"
                     ),
-                    (next_fire(row["cron"], max(now, due[-1])), row["schedule_id"]),
+                    (next_fire(row["cron"], max(now, last_due)), row["schedule_id"]),
                 )
             else:
                 curs.execute(
                     self.view.sql("DELETE FROM {timers} WHERE schedule_id = %s"),
                     (row["schedule_id"],),
                 )
-        return 1
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver due timers until ``stop`` is set. Rows are delivered concurrently (fires of
         one agent still queue behind each other in its mailbox), so one slow run does not make
-        other agents' fires late."""
+        other agents' fires late.
+
+        A database error (claiming rows, or advancing one after its fires were delivered) is
+        raised once the deliveries under way have ended, for a supervisor to restart the
+        worker. Nothing is lost or doubled: an unclaimed row is claimed again, and a claimed
+        row that did not advance is delivered again when its lease expires (the agent
+        deduplicates its fires)."""
         delivering: set[asyncio.Task[int]] = set()
-        while not stop.is_set():
-            now = self.clock()
-            rows = self._claim(now)
-            for row in rows:
-                task = asyncio.create_task(self._handle(row, now))
-                delivering.add(task)
-                task.add_done_callback(delivering.discard)
-            if not rows:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.POLL_S)
-            else:
-                await asyncio.sleep(0)
-        await asyncio.gather(*delivering)
+        errors: list[BaseException] = []
+
+        def delivered(task: asyncio.Task[int]) -> None:
+            delivering.discard(task)
+            if not task.cancelled() and (error := task.exception()) is not None:
+                errors.append(error)
+
+        try:
+            while not stop.is_set() and not errors:
+                now = self.clock()
+                rows = await asyncio.to_thread(self._claim, now)
+                for row in rows:
+                    task = asyncio.create_task(self._handle(row, now))
+                    delivering.add(task)
+                    task.add_done_callback(delivered)
+                if not rows:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), self.POLL_S)
+                else:
+                    await asyncio.sleep(0)
+        finally:
+            await asyncio.gather(*delivering, return_exceptions=True)
+        if errors:
+            raise errors[0]

