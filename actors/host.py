@@ -29,8 +29,8 @@ from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.loop import AgentRuntime, RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.wiring import open_memory
 from projections.feed import afollow_run
+from projections.memory import MemoryStore
 
 Message = tuple[str, Any, "asyncio.Future[RunResult]"]
 """("run", RunQueued, result) or ("resume", run id, result)."""
@@ -55,14 +55,21 @@ class _Hosted:
 
 
 class AgentHost:
-    def __init__(self, ledger: Ledger, config: OwlClawConfig, *, idle_s: float | None = None):
+    def __init__(
+        self,
+        ledger: Ledger,
+        config: OwlClawConfig,
+        *,
+        idle_s: float | None = None,
+        memory: MemoryStore | None = None,
+    ):
         self.ledger = ledger
         self.config = config
         self.idle_s = idle_s
         if config.runtime.scripts_dir:
             load_script_dir(Path(config.runtime.scripts_dir))
-        self.memory = open_memory(ledger, config)
-        """Recall for the hosted agents; the embedding model loads on the first real recall."""
+        self.memory = memory
+        """Recall for the hosted agents (None: recall answers MEMORY_UNAVAILABLE)."""
         litellm_with_offline_providers()  # seconds to import: at start-up, not in the first run
         self._agents: dict[str, _Hosted] = {}
         self._activating: dict[str, asyncio.Lock] = {}
@@ -238,6 +245,8 @@ class AgentHost:
             except asyncio.CancelledError:
                 if not hosted.current.cancelled():
                     raise
+                if kind == "run":  # cancelled before its first step: it still ends once
+                    await hosted.runtime.end_cancelled(message)
                 future.set_exception(RunCancelled(f"{kind} {message} was cancelled"))
             except StreamConflict as error:  # another actor writes this agent: stop here
                 future.set_exception(error)

@@ -20,6 +20,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.wiring import open_memory
 
 
 @ray.remote(concurrency_groups={"control": 4}, max_restarts=-1)  # type: ignore[call-overload]
@@ -28,7 +29,8 @@ class AgentHostActor:
         self.config = msgspec.convert(config, OwlClawConfig)
         database = open_database(self.config)
         self.ledger = Ledger(database.url, snapshot_interval=self.config.ledger.snapshot_interval)
-        self.host = AgentHost(self.ledger, self.config, idle_s=idle_s)
+        memory = open_memory(self.ledger, self.config)
+        self.host = AgentHost(self.ledger, self.config, idle_s=idle_s, memory=memory)
 
     async def submit(
         self,

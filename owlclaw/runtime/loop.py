@@ -209,6 +209,16 @@ class AgentRuntime:
         state = _RunState(agent, Run.start(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
+    async def end_cancelled(self, queued: ev.RunQueued) -> None:
+        """A run cancelled before it recorded anything still ends once: RunStarted, then
+        RunTerminated ("cancelled"). One that recorded steps ended itself when cancelled."""
+        if await self._io_call(self.ledger.stream, queued.run_id):
+            return
+        agent = await self._io_call(self.ledger.load_agent, self.agent_id)
+        state = _RunState(agent, Run.start(self.agent_id, queued), time.perf_counter())
+        state.run.end(ev.RunTerminated, reason="cancelled", **state.totals())
+        await self._commit(state)
+
     async def resume(self, run_id: UUID) -> RunResult:
         """Finish a run whose process stopped mid-run: its recorded model responses are served
         again without calling a model, tools whose outcome is recorded are not repeated, a call

@@ -29,8 +29,9 @@ def place_agents(ledger: Ledger, config: OwlClawConfig, *, owner: bool) -> Agent
     stops them), or agents hosted in this process."""
     if config.runtime.placement == "local":
         from actors.host import AgentHost
+        from owlclaw.wiring import open_memory
 
-        return AgentHost(ledger, config, idle_s=300.0)
+        return AgentHost(ledger, config, idle_s=300.0, memory=open_memory(ledger, config))
     from actors.cluster import connect
     from actors.directory import AgentDirectory
 
