@@ -19,6 +19,7 @@ from events import catalog as ev
 from events.aggregates import Agent
 from owlclaw.database import Database
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
+from projections.current import ViewBehind, catch_up_to_committed
 from projections.embedders import Embedder
 from projections.memory import render_memory_files
 from projections.sqlvalues import text
@@ -142,6 +143,23 @@ def test_recall_right_after_remember_sees_it(ledger: Ledger, view: MemoryView) -
         ]
     finally:
         runner.stop()
+
+
+def test_catching_up_reaches_what_was_committed_behind_an_open_transaction(
+    fresh_db: Database, ledger: Ledger, view: MemoryView
+) -> None:
+    agent = ledger.register_agent("held")
+    with psycopg.connect(fresh_db.url) as older:
+        older.execute("SELECT pg_current_xact_id()")  # began before the memory's commit
+        position = remember(ledger, agent, [LESSON])
+        assert ledger.head() < position == ledger.last_committed()
+        with pytest.raises(ViewBehind, match=f"short of {position} committed") as behind:
+            catch_up_to_committed(ledger, view, stall_timeout_s=0.2)
+        assert behind.value.position < position
+        older.commit()
+    assert catch_up_to_committed(ledger, view) == position
+    recalled = MemoryStore(view).recall("held", "market rebound after a drop").memories
+    assert [m.content for m in recalled] == [LESSON]
 
 
 def test_recall_degrades_to_empty_with_a_warning_when_the_index_is_gone(
