@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -20,11 +20,12 @@ def wait_for(check: Callable[[], T], what: str, timeout_s: float = 60.0, poll_s:
 
 
 async def await_for(
-    check: Callable[[], Awaitable[T]], what: str, timeout_s: float = 60.0, poll_s: float = 0.1
+    check: Callable[[], T], what: str, timeout_s: float = 60.0, poll_s: float = 0.1
 ) -> T:
-    """``wait_for`` for asyncio tests: the event loop keeps running while it waits."""
+    """``wait_for`` for asyncio tests: the event loop runs between checks (each check is a
+    short blocking call in the loop's thread, so it never shares an object with another one)."""
     deadline = time.monotonic() + timeout_s
-    while not (result := await check()):
+    while not (result := check()):
         assert time.monotonic() < deadline, f"timed out after {timeout_s:g} s waiting for {what}"
         await asyncio.sleep(poll_s)
     return result
