@@ -22,8 +22,8 @@ def wait_for(check: Callable[[], T], what: str, timeout_s: float = 60.0, poll_s:
 async def await_for(
     check: Callable[[], T], what: str, timeout_s: float = 60.0, poll_s: float = 0.1
 ) -> T:
-    """``wait_for`` for asyncio tests: the event loop runs between checks (each check is a
-    short blocking call in the loop's thread, so it never shares an object with another one)."""
+    """``wait_for`` for asyncio tests: the event loop runs between checks, and each check runs
+    in the loop's thread (a short blocking call), like the code under test."""
     deadline = time.monotonic() + timeout_s
     while not (result := check()):
         assert time.monotonic() < deadline, f"timed out after {timeout_s:g} s waiting for {what}"
