@@ -339,6 +339,15 @@ class Ledger:
         """The position of the last event readers can see (0 for an empty ledger)."""
         return self._recorder.max_notification_id() or 0
 
+    def last_committed(self) -> int:
+        """The position of the last committed event, also while an older open transaction
+        holds it back from readers: what a reader must reach to have seen every event committed
+        so far (``head`` reaches it once that transaction ends)."""
+        try:
+            return self._recorder.max_committed_notification_id() or 0
+        except PersistenceError as e:
+            raise LedgerUnavailable(f"cannot read the ledger: {e}") from e
+
     def subscribe(self, after: int = 0) -> Generator[LoggedEvent]:
         """Follow the log from ``after``, woken by LISTEN/NOTIFY; runs until closed."""
         with self._recorder.subscribe(gt=after) as subscription:

@@ -81,6 +81,10 @@ class InMemoryRecorder(POPOApplicationRecorder):
         """Never: appends are visible to readers in position order as they are made."""
         return False
 
+    def max_committed_notification_id(self) -> int | None:
+        """The head: nothing committed is ever held back here."""
+        return self.max_notification_id()
+
     def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains of every stream (or ``streams``)."""
         return verify_rows(self.chain_rows(streams))

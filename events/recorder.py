@@ -112,6 +112,9 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
             "SELECT max(notification_id) FROM {schema}.{table} "
             "WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())"
         ).format(**names)
+        self.sql_max_committed = SQL("SELECT max(notification_id) FROM {schema}.{table}").format(
+            **names
+        )
         self.sql_held_back = SQL(
             "SELECT EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id > %s "
             "AND transaction_id >= pg_snapshot_xmin(pg_current_snapshot())) AS held"
@@ -242,6 +245,14 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
                 )
         except psycopg.Error:
             return None
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def max_committed_notification_id(self) -> int | None:
+        """The highest notification id committed, also when the watermark still holds it back."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.sql_max_committed)
+            row = curs.fetchone()
+            return row["max"] if row else None
 
     def is_held_back(self, after: int) -> bool:
         """True while committed rows above ``after`` wait for an older transaction to end."""

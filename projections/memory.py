@@ -225,39 +225,53 @@ class MemoryStore:
     def _nearest(self, agent_id: str, query: str, candidates: int) -> list[tuple[Any, ...]]:
         """Embed the query in the serving index's vector space and search it.
 
-        One transaction that first locks the view's tables (in the order a switch-over drops
-        them), so a model switch cannot swap the index between reading its model and querying.
+        The search runs in one transaction that first locks the view's tables (in the order a
+        switch-over drops them), so a model switch cannot swap the index between reading its
+        model and querying. The query is embedded outside that transaction: loading the model (a
+        fresh ``owlclaw memory`` process) or calling an embedding API can take longer than the
+        datastore lets a transaction sit idle, and PostgreSQL then ended the search with nothing.
+        So the first pass only reads the index's model; the query is embedded with it; the
+        second pass searches if the model is still the one the query was embedded with (after a
+        switch in between, it embeds again).
         """
         view = self.view
-        with view.datastore.get_connection() as conn, conn.transaction():
-            cur = conn.cursor(row_factory=psycopg.rows.tuple_row)
-            cur.execute(view.sql("LOCK TABLE {memories}, {memory_index_meta} IN ACCESS SHARE MODE"))
-            cur.execute(
-                view.sql(
-                    "SELECT EXISTS (SELECT FROM {memories} WHERE agent_id = %s AND NOT archived)"
-                ),
-                (agent_id,),
-            )
-            exists = cur.fetchone()
-            if exists is None or not exists[0]:
-                return []  # nothing to rank: no need to load the model and embed the query
-            cur.execute(view.sql("SELECT model, dimensions FROM {memory_index_meta}"))
-            meta = cur.fetchone()
+        embedded: tuple[str, str] | None = None  # (model, query vector)
+        while True:
+            with view.datastore.get_connection() as conn, conn.transaction():
+                cur = conn.cursor(row_factory=psycopg.rows.tuple_row)
+                cur.execute(
+                    view.sql("LOCK TABLE {memories}, {memory_index_meta} IN ACCESS SHARE MODE")
+                )
+                cur.execute(
+                    view.sql(
+                        "SELECT EXISTS (SELECT FROM {memories} WHERE agent_id = %s"
+                        " AND NOT archived)"
+                    ),
+                    (agent_id,),
+                )
+                exists = cur.fetchone()
+                if exists is None or not exists[0]:
+                    return []  # nothing to rank: no need to load the model and embed the query
+                cur.execute(view.sql("SELECT model, dimensions FROM {memory_index_meta}"))
+                meta = cur.fetchone()
+                model, dimensions = meta or (view.embedder.model, view.embedder.dimensions)
+                if embedded is not None and embedded[0] == model:
+                    cur.execute(
+                        view.sql(
+                            "WITH nearest AS (SELECT memory_id,"
+                            "  embedding <=> %(q)s::halfvec AS distance"
+                            "  FROM {memories} WHERE agent_id = %(a)s AND NOT archived"
+                            "  ORDER BY distance LIMIT %(k)s)"
+                            " SELECT m.memory_id, m.content, m.tags, m.created_at, 1 - n.distance"
+                            " FROM nearest n JOIN {memories} m USING (memory_id)"
+                        ),
+                        {"q": embedded[1], "a": agent_id, "k": candidates},
+                    )
+                    return cur.fetchall()
             embedder = view.embedder
-            if meta is not None and meta[0] != embedder.model:
-                embedder = embedder_for(meta[0], meta[1])
-            query_vector = _vector(embedder.embed([query])[0])
-            cur.execute(
-                view.sql(
-                    "WITH nearest AS (SELECT memory_id, embedding <=> %(q)s::halfvec AS distance"
-                    "  FROM {memories} WHERE agent_id = %(a)s AND NOT archived"
-                    "  ORDER BY distance LIMIT %(k)s)"
-                    " SELECT m.memory_id, m.content, m.tags, m.created_at, 1 - n.distance"
-                    " FROM nearest n JOIN {memories} m USING (memory_id)"
-                ),
-                {"q": query_vector, "a": agent_id, "k": candidates},
-            )
-            return cur.fetchall()
+            if model != embedder.model:
+                embedder = embedder_for(model, dimensions)
+            embedded = (model, _vector(embedder.embed([query])[0]))
 
     def count(self, agent_id: str) -> int:
         """How many memories (active and archived) the view holds for the agent."""

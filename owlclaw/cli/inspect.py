@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from events import Ledger
 from events.catalog import event_fields
 from owlclaw.cli.common import (
     EXIT_FAILED,
@@ -25,7 +26,7 @@ from owlclaw.cli.common import (
     summary,
 )
 from owlclaw.config import load_config
-from projections.runner import ProjectionRunner
+from projections.view import View
 
 
 @app.command()
@@ -182,7 +183,7 @@ def schedules(
             led.load_agent(agent)
         view = SchedulesView(led.datastore)
         view.create_table()
-        ProjectionRunner(led, view).catch_up()
+        behind = bring_up_to_date(led, view)
         with view.datastore.transaction(commit=False) as curs:
             rows = curs.execute(
                 view.sql(
@@ -194,6 +195,8 @@ def schedules(
                 ),
                 {"agent": agent, "every": every},
             ).fetchall()
+    if behind:
+        err.print(f"[yellow]warning:[/] {behind}")
     if as_json:
         print_json(rows)
         return
@@ -216,6 +219,18 @@ def schedules(
 def first_line(error: str) -> str:
     """An error's headline (a database error goes on with DETAIL lines; --json has them)."""
     return error.splitlines()[0] if error else error
+
+
+def bring_up_to_date(led: Ledger, view: View) -> str | None:
+    """Read-your-writes: apply every event committed before this command to ``view``; the
+    warning to show when an open transaction kept it from getting there."""
+    from projections.current import ViewBehind, catch_up_to_committed
+
+    try:
+        catch_up_to_committed(led, view)
+    except ViewBehind as e:
+        return str(e)
+    return None
 
 
 @projections_app.command("status")
@@ -337,7 +352,7 @@ def memory(
 ) -> None:
     """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories."""
     from owlclaw.wiring import view_options
-    from projections import MemoryStore, MemoryView, ProjectionRunner
+    from projections import MemoryStore, MemoryView
     from projections.memory import render_memory_files
 
     config = load_config()
@@ -346,7 +361,7 @@ def memory(
         view = MemoryView(led.datastore, **view_options(MemoryView.name, config))
         view.create_table()
         with err.status("updating the memory view…"):
-            ProjectionRunner(led, view).catch_up()
+            behind = bring_up_to_date(led, view)
         memory_md, archive = render_memory_files(view, agent, config.data_path / "memory" / agent)
         store = MemoryStore(view, half_life_days=config.memory.half_life_days)
         result = store.recall(agent, recall, limit=limit) if recall is not None else None
@@ -356,6 +371,7 @@ def memory(
                 "agent": agent,
                 "memory_md": str(memory_md),
                 "archive": str(archive),
+                "warning": behind,
                 "recall": None
                 if result is None
                 else {
@@ -366,6 +382,8 @@ def memory(
             }
         )
         return
+    if behind:
+        err.print(f"[yellow]warning:[/] {behind}")
     if result is not None:
         table = Table(title=f"{agent} recalls: {recall!r}")
         for column in ("relevance", "similarity", "when", "tags", "content"):

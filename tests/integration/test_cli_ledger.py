@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from events import Ledger
+from events import catalog as ev
+from events.aggregates import Run
 from owlclaw.database import Database
+from projections import MemoryView, ProjectionRunner
+from projections.embedders import Embedder
 from tests.cli import owlclaw as run_owlclaw
 from tests.sample_run import AGENT_ID, record_sample_run
 
@@ -103,29 +108,29 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
     assert unknown.returncode == 3 and "unknown projection 'nope'" in unknown.stderr
 
 
+LESSON = "After sharp market drop, rebound signals are usually accurate within 2 hours"
+
+
+def remember(ledger: Ledger, agent_id: str, *contents: str) -> int:
+    """One run of ``agent_id`` that remembers ``contents``; the log position of its last event."""
+    agent = ledger.register_agent(agent_id)
+    run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook"))
+    for content in contents:
+        run.record(
+            ev.MemoryRemembered,
+            agent_id=agent_id,
+            memory_id=uuid.uuid4(),
+            content=content,
+            tags=["trading"],
+        )
+    return ledger.append(agent, run)[-1]
+
+
 def test_memory_command_writes_memory_md_and_recalls(
     fresh_db: Database, tmp_path: Path, local_embedder: object
 ) -> None:
-    import uuid
-
-    from events import catalog as ev
-    from events.aggregates import Run
-
     with Ledger(fresh_db.url) as ledger:
-        agent = ledger.register_agent("trader")
-        run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook"))
-        for content in (
-            "After sharp market drop, rebound signals are usually accurate within 2 hours",
-            "The coffee machine is on the third floor",
-        ):
-            run.record(
-                ev.MemoryRemembered,
-                agent_id="trader",
-                memory_id=uuid.uuid4(),
-                content=content,
-                tags=["trading"],
-            )
-        ledger.append(agent, run)
+        remember(ledger, "trader", LESSON, "The coffee machine is on the third floor")
     result = owlclaw(
         fresh_db,
         "memory",
@@ -140,9 +145,52 @@ def test_memory_command_writes_memory_md_and_recalls(
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     [memory] = data["recall"]["memories"]
-    assert memory["content"].startswith("After sharp market drop")
+    assert memory["content"] == LESSON
+    assert data["warning"] is None
     memory_md = Path(data["memory_md"]).read_text()
     assert "The coffee machine is on the third floor" in memory_md
     assert memory_md.startswith("# MEMORY.md — trader")
     bad = owlclaw(fresh_db, "memory", "trader", "--limit", "21", cwd=tmp_path)
     assert bad.returncode == 2
+
+
+def test_memory_command_recalls_what_was_committed_before_it_was_called(
+    fresh_db: Database, tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recall-after-trigger race, made deterministic. A transaction older than the run's
+    commit (another process's projection batch, say) holds the log's readable head below the
+    memory, and ends only once the command has read that head; the command must still recall it."""
+    from typer.testing import CliRunner
+
+    from owlclaw.cli import app
+
+    with psycopg.connect(fresh_db.url) as older, Ledger(fresh_db.url) as ledger:
+        ledger.register_agent("trader")
+        served = MemoryView(ledger.datastore, embedder=local_embedder)
+        served.create_table()
+        ProjectionRunner(ledger, served).catch_up()  # the served view is at the readable head
+        older.execute("SELECT pg_current_xact_id()")
+        position = remember(ledger, "trader", LESSON)
+        assert ledger.head() < position
+
+        readable_head = Ledger.head
+
+        def head_then_older_ends(self: Ledger) -> int:
+            head = readable_head(self)
+            older.commit()
+            return head
+
+        monkeypatch.setattr(Ledger, "head", head_then_older_ends)
+        result = CliRunner().invoke(
+            app,
+            ["memory", "trader", "--recall", "market rebound", "--json"],
+            env={
+                "OWLCLAW_DATABASE_URL": fresh_db.url,
+                "OWLCLAW_DATABASE_NAME": str(fresh_db.params["dbname"]),
+                "OWLCLAW_DATA_DIR": str(tmp_path / "data"),
+            },
+        )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [m["content"] for m in data["recall"]["memories"]] == [LESSON]
+    assert data["warning"] is None and data["recall"]["warning"] is None

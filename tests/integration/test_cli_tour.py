@@ -5,10 +5,10 @@ plus the webhook's own contract and a clean Ctrl-C."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.cli import free_port, owlclaw, owlclaw_json, runs_of, tools_called, user_env
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -29,9 +30,45 @@ def escalate(ticket_id: str) -> dict[str, object]:
 
 
 class Tour:
-    def __init__(self, home: Path, env: dict[str, str], server: subprocess.Popen[str]):
-        self.home, self.env, self.server = home, env, server
+    """The user's home with the app, and its `owlclaw run` server, started on demand."""
+
+    def __init__(self, home: Path, env: dict[str, str]):
+        self.home, self.env = home, env
         self.url = f"http://127.0.0.1:{env['OWLCLAW_SERVER_PORT']}"
+        self.server: subprocess.Popen[str] | None = None
+        self.starts = 0
+
+    @property
+    def log(self) -> Path:
+        return self.home / f"run-{self.starts}.log"
+
+    def serve(self) -> Tour:
+        """Start `owlclaw run my-agent` unless it serves already (a test may have stopped it)."""
+        if self.server is not None and self.server.poll() is None:
+            return self
+        self.starts += 1
+        with self.log.open("w") as log:
+            self.server = subprocess.Popen(
+                [sys.executable, "-m", "owlclaw", "run", "my-agent"],
+                env=self.env,
+                cwd=self.home,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        server = self.server
+        wait_for(
+            lambda: "serving" in self.log.read_text() or server.poll() is not None,
+            "`owlclaw run` to serve",
+            timeout_s=180,
+        )
+        assert server.poll() is None, self.log.read_text()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None and self.server.poll() is None:
+            self.server.kill()
+            self.server.wait()
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         return owlclaw(self.env, *args, cwd=self.home)
@@ -39,54 +76,89 @@ class Tour:
     def json(self, *args: str) -> Any:
         return owlclaw_json(self.env, *args, cwd=self.home)
 
+    def ledger(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = self.json("ledger", "my-agent", "--limit", "10000")
+        return events
+
     def token(self) -> str:
         return (self.home / ".owlclaw" / "server.token").read_text().strip()
 
 
 @pytest.fixture(scope="module")
-def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tour]:
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tour]:
+    """`owlclaw init my-agent` in a fresh home; its server is stopped after the module."""
     home = tmp_path_factory.mktemp("tour-user")
     env = user_env(home / ".owlclaw", free_port())
     made = owlclaw(env, "init", "my-agent", cwd=home)
     assert made.returncode == 0, made.stderr
-    log = (home / "run.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "owlclaw", "run", "my-agent"],
-        env=env,
-        cwd=home,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    t = Tour(home, env, server)
-    deadline = time.monotonic() + 180
-    while "serving" not in (home / "run.log").read_text():
-        assert server.poll() is None, (home / "run.log").read_text()
-        assert time.monotonic() < deadline, (home / "run.log").read_text()
-        time.sleep(0.5)
+    t = Tour(home, env)
     yield t
-    if server.poll() is None:
-        server.kill()
-        server.wait()
+    t.stop()
 
 
-def test_init_scaffolds_a_loadable_app(tour: Tour) -> None:
-    app = tour.home / "my-agent"
+@pytest.fixture
+def tour(home: Tour) -> Tour:
+    return home.serve()
+
+
+@pytest.fixture(scope="module")
+def first_run(home: Tour) -> subprocess.CompletedProcess[str]:
+    """The tour's first run (the app as `init` made it), as `owlclaw trigger` printed it."""
+    result = home.serve()("trigger", "my-agent", "--focus", "check the ticket queue")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def escalating_run(home: Tour, first_run: object) -> dict[str, Any]:
+    """After the first run, the user adds a capability to handlers.py: the next run's result."""
+    handlers = home.home / "my-agent" / "handlers.py"
+    handlers.write_text(handlers.read_text() + ESCALATE)
+    run: dict[str, Any] = home.serve().json(
+        "trigger", "my-agent", "--focus", "check the ticket queue"
+    )
+    return run
+
+
+@pytest.fixture(scope="module")
+def scheduling_run(home: Tour, escalating_run: object) -> dict[str, Any]:
+    """A run (with today's code) that schedules a follow-up; returned once it is registered."""
+    run: dict[str, Any] = home.serve().json("trigger", "my-agent", "--focus", "follow up later")
+    [schedule_id] = [
+        e["data"]["schedule_id"]
+        for e in home.ledger()
+        if e["type"] == "ScheduleRequested" and e["data"]["owner_run_id"] == run["run_id"]
+    ]
+    wait_for(
+        lambda: any(
+            e["type"] == "ScheduleRegistered" and e["data"]["schedule_id"] == schedule_id
+            for e in home.ledger()
+        ),
+        f"ScheduleRegistered of {schedule_id}",
+    )
+    return run
+
+
+def test_init_scaffolds_a_loadable_app(home: Tour) -> None:
+    app = home.home / "my-agent"
     for name in ("SOUL.md", "IDENTITY.md", "owlclaw.toml", "handlers.py"):
         assert (app / name).is_file()
     assert (app / "capabilities" / "notify_team" / "SKILL.md").is_file()
     assert (app / "scripts" / "my-agent.json").is_file()
-    again = tour("init", "my-agent")
+    again = home("init", "my-agent")
     assert again.returncode == 5
     assert "already exists" in again.stderr
 
 
-def test_trigger_runs_the_agent_and_the_ledger_shows_it(tour: Tour) -> None:
-    result = tour("trigger", "my-agent", "--focus", "check the ticket queue")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "→ notify_team(" in result.stdout and "completed:" in result.stdout
-    ledger = tour.json("ledger", "my-agent")
-    [run] = runs_of(ledger).values()
+def test_trigger_runs_the_agent_and_the_ledger_shows_it(
+    tour: Tour, first_run: subprocess.CompletedProcess[str]
+) -> None:
+    assert "→ notify_team(" in first_run.stdout and "completed:" in first_run.stdout
+    started = re.search(r"run (\d+) started by webhook", first_run.stdout)
+    assert started, first_run.stdout
+    [run] = [
+        r for r in runs_of(tour.ledger()).values() if r[0]["data"]["run_no"] == int(started[1])
+    ]
     assert run[0]["data"]["trigger"] == "webhook"
     assert run[0]["data"]["focus"] == "check the ticket queue"
     assert tools_called(run) == ["query_state", "notify_team", "remember", "log_decision"]
@@ -97,36 +169,34 @@ def test_trigger_runs_the_agent_and_the_ledger_shows_it(tour: Tour) -> None:
     assert run[-1]["type"] == "RunCompleted"
 
 
-def test_memory_recalls_what_the_run_remembered(tour: Tour) -> None:
-    tour("trigger", "my-agent", "--focus", "check the ticket queue")
+def test_memory_recalls_what_the_run_remembered(tour: Tour, first_run: object) -> None:
     memory = tour.json("memory", "my-agent", "--recall", "ticket queue")
     contents = [m["content"] for m in memory["recall"]["memories"]]
     assert "A queue above 10 tickets with a 40+ minute wait needed a team ping." in contents
+    assert memory["warning"] is None
     assert "needed a team ping" in Path(memory["memory_md"]).read_text()
 
 
-def test_a_capability_added_to_handlers_is_visible_to_the_next_run(tour: Tour) -> None:
-    handlers = tour.home / "my-agent" / "handlers.py"
-    handlers.write_text(handlers.read_text() + ESCALATE)
-    result = tour.json("trigger", "my-agent", "--focus", "check the ticket queue")
-    assert result["status"] == "completed"
-    visible = next(s for s in result["steps"] if s["type"] == "VisibleToolsResolved")
+def test_a_capability_added_to_handlers_is_visible_to_the_next_run(
+    tour: Tour, escalating_run: dict[str, Any]
+) -> None:
+    assert escalating_run["status"] == "completed"
+    visible = next(s for s in escalating_run["steps"] if s["type"] == "VisibleToolsResolved")
     assert "escalate" in visible["tools"] and "notify_team" in visible["tools"]
-    identities = [e for e in tour.json("ledger", "my-agent") if e["type"] == "IdentityLoaded"]
+    identities = [e for e in tour.ledger() if e["type"] == "IdentityLoaded"]
     assert len(identities) == 2
     assert identities[0]["data"]["code_sha256"] != identities[1]["data"]["code_sha256"]
 
 
-def test_schedule_then_replay(tour: Tour) -> None:
-    result = tour.json("trigger", "my-agent", "--focus", "follow up later")
-    assert [s["tool"] for s in result["steps"] if s["type"] == "ToolCallRequested"] == [
+def test_schedule_then_replay(tour: Tour, scheduling_run: dict[str, Any]) -> None:
+    assert [s["tool"] for s in scheduling_run["steps"] if s["type"] == "ToolCallRequested"] == [
         "schedule_once"
     ]
     schedules = tour.json("schedules", "my-agent")
     assert [(s["focus"], s["status"]) for s in schedules] == [
         ("check the ticket queue", "registered")
     ]
-    run_no = next(s["run_no"] for s in result["steps"] if s["type"] == "RunStarted")
+    run_no = next(s["run_no"] for s in scheduling_run["steps"] if s["type"] == "RunStarted")
     replay = tour("replay", "my-agent", str(run_no), "--verify")
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "replay matches" in replay.stdout
@@ -138,19 +208,14 @@ def test_schedule_then_replay(tour: Tour) -> None:
 def test_trigger_without_wait_returns_the_accepted_run(tour: Tour) -> None:
     accepted = tour.json("trigger", "my-agent", "--no-wait", "--payload", '{"ticket": 7}')
     run_id = accepted["run_id"]
-    deadline = time.monotonic() + 60
-    while not [
-        e
-        for e in tour.json("ledger", "my-agent")
-        if e["stream"] == run_id and e["type"] == "RunCompleted"
-    ]:
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
-    [started] = [
-        e
-        for e in tour.json("ledger", "my-agent")
-        if e["stream"] == run_id and e["type"] == "RunStarted"
-    ]
+
+    def ledger_once_completed() -> list[dict[str, Any]] | None:
+        events = tour.ledger()
+        done = any(e["stream"] == run_id and e["type"] == "RunCompleted" for e in events)
+        return events if done else None
+
+    ledger = wait_for(ledger_once_completed, f"RunCompleted of run {run_id}")
+    [started] = [e for e in ledger if e["stream"] == run_id and e["type"] == "RunStarted"]
     assert started["data"]["payload"] == {"ticket": 7}
 
 
@@ -170,7 +235,7 @@ def test_webhook_contract(tour: Tour) -> None:
         f"{tour.url}/agents/my-agent/events", json={"payload": {"ticket": 9}}, headers=auth
     )
     assert event.status_code == 202
-    [inbound] = [e for e in tour.json("ledger", "my-agent") if e["type"] == "InboundReceived"]
+    [inbound] = [e for e in tour.ledger() if e["type"] == "InboundReceived"]
     assert inbound["data"] == {"source": "webhook", "payload": {"ticket": 9}}
 
 
@@ -185,7 +250,7 @@ def test_cli_errors_against_the_running_server(tour: Tour) -> None:
     assert "Traceback" not in unknown.stderr + bad.stderr + not_object.stderr
 
 
-def test_status_reports_agents_timers_and_projections(tour: Tour) -> None:
+def test_status_reports_agents_timers_and_projections(tour: Tour, scheduling_run: object) -> None:
     status = tour.json("status")
     assert status["server"]["agents"]["my-agent"]["runs"] >= 1
     assert status["server"]["placement"] == "shared"
@@ -195,9 +260,10 @@ def test_status_reports_agents_timers_and_projections(tour: Tour) -> None:
 
 
 def test_ctrl_c_stops_the_server_cleanly(tour: Tour) -> None:
+    assert tour.server is not None
     tour.server.send_signal(signal.SIGINT)
     assert tour.server.wait(timeout=120) == 0
-    log = (tour.home / "run.log").read_text()
+    log = tour.log.read_text()
     assert "stopping" in log and "Traceback" not in log
     gone = tour("trigger", "my-agent")
     assert gone.returncode == 6 and "no `owlclaw run` answers" in gone.stderr

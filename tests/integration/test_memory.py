@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
 import pytest
+from eventsourcing.postgres import PostgresDatastore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent, Run
+from events.recorder import postgres_env
 from owlclaw.database import Database
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
+from projections.current import ViewBehind, catch_up_to_committed
 from projections.embedders import Embedder
 from projections.memory import render_memory_files
 from projections.sqlvalues import text
@@ -144,6 +148,62 @@ def test_recall_right_after_remember_sees_it(ledger: Ledger, view: MemoryView) -
         runner.stop()
 
 
+class SlowToLoad:
+    """The local model as a fresh process sees it: the first query waits for the model to load."""
+
+    def __init__(self, embedder: Embedder, load_s: float):
+        self.embedder, self.load_s = embedder, load_s
+        self.model, self.dimensions = embedder.model, embedder.dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        time.sleep(self.load_s)  # time passing on purpose: the load outlasts an idle transaction
+        return self.embedder.embed(texts)
+
+
+def test_recall_finds_memories_when_embedding_the_query_outlasts_the_idle_timeout(
+    fresh_db: Database, ledger: Ledger, local_embedder: Embedder
+) -> None:
+    """The tour's empty recall: `owlclaw memory --recall` loaded the model inside the search's
+    transaction, which PostgreSQL ended after the datastore's idle-in-transaction timeout."""
+    env = postgres_env(fresh_db.url)
+    impatient = PostgresDatastore(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=env["POSTGRES_PORT"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"],
+        idle_in_transaction_session_timeout=0.3,
+    )
+    try:
+        view = MemoryView(impatient, embedder=local_embedder)
+        view.create_table()
+        remember(ledger, ledger.register_agent("slow"), [LESSON])
+        ProjectionRunner(ledger, view).catch_up()
+        view.embedder = SlowToLoad(local_embedder, load_s=0.6)
+        result = MemoryStore(view).recall("slow", "market rebound after a drop")
+    finally:
+        impatient.close()
+    assert result.warning is None
+    assert [m.content for m in result.memories] == [LESSON]
+
+
+def test_catching_up_reaches_what_was_committed_behind_an_open_transaction(
+    fresh_db: Database, ledger: Ledger, view: MemoryView
+) -> None:
+    agent = ledger.register_agent("held")
+    with psycopg.connect(fresh_db.url) as older:
+        older.execute("SELECT pg_current_xact_id()")  # began before the memory's commit
+        position = remember(ledger, agent, [LESSON])
+        assert ledger.head() < position == ledger.last_committed()
+        with pytest.raises(ViewBehind, match=f"short of {position} committed") as behind:
+            catch_up_to_committed(ledger, view, stall_timeout_s=0.2)
+        assert behind.value.position < position
+        older.commit()
+    assert catch_up_to_committed(ledger, view) == position
+    recalled = MemoryStore(view).recall("held", "market rebound after a drop").memories
+    assert [m.content for m in recalled] == [LESSON]
+
+
 def test_recall_degrades_to_empty_with_a_warning_when_the_index_is_gone(
     ledger: Ledger, view: MemoryView, fresh_db: Database
 ) -> None:
@@ -258,8 +318,6 @@ def test_memory_md_is_stable_and_archives_beyond_the_size_limit(
 def test_time_decay_ranks_the_newer_of_two_equally_similar_memories_first(
     ledger: Ledger, view: MemoryView
 ) -> None:
-    import time
-
     agent = ledger.register_agent("decay")
     remember(ledger, agent, ["Stops below the opening range protect capital"], tags=["old"])
     time.sleep(0.3)

@@ -18,6 +18,7 @@ from psycopg.rows import DictRow
 
 from events import Ledger
 from events import catalog as ev
+from events.aggregates import Run
 from events.ledger import LoggedEvent
 from owlclaw.database import Database
 from owlclaw.timers.service import TimersView
@@ -59,7 +60,7 @@ def test_a_poison_event_is_parked_skipped_shown_and_applied_by_retry_after_the_f
     runs = ProjectionRunner(ledger, views["runs"]).start()
     audit = ProjectionRunner(ledger, views["audit"]).start()
     record_runs(ledger, agent, 1)
-    poisoned = ledger.queue_run(agent, trigger="webhook", focus="doomed")
+    poisoned = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="doomed"))
     poisoned.record(ev.RunFailed, error="poison")
     *_, bad = ledger.append(agent, poisoned)
     record_runs(ledger, agent, 2)
@@ -275,7 +276,7 @@ def test_a_rebuild_replaces_the_parked_events_of_the_view_it_replaces(
 ) -> None:
     agent = ledger.register_agent("rebuilt")
     record_runs(ledger, agent, 1)
-    poisoned = ledger.queue_run(agent, trigger="webhook", focus="doomed")
+    poisoned = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="doomed"))
     poisoned.record(ev.RunFailed, error="poison")
     *_, bad = ledger.append(agent, poisoned)
     view = RunsViewRejectingPoison(ledger.datastore)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.service import NotServed, Service
 from tests.apps import make_app
+from tests.waiting import await_for
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,8 @@ def served_app(tmp_path: Path) -> Path:
 
 
 def runs(ledger: Ledger, agent_id: str) -> list[list[ev.LedgerEvent]]:
-    return [ledger.stream(run_id) for run_id in ledger.list_runs(agent_id)]
+    """The agent's started runs' events (a run only queued has none yet)."""
+    return [s for run_id in ledger.list_runs(agent_id) if (s := ledger.stream(run_id))]
 
 
 def test_heartbeats_skip_until_an_inbound_event_arrives(fresh_db: Database, tmp_path: Path) -> None:
@@ -68,14 +70,19 @@ def test_heartbeats_skip_until_an_inbound_event_arrives(fresh_db: Database, tmp_
         try:
             assert service.ledger is not None
             ledger = service.ledger
-            await asyncio.sleep(1.0)  # ~3 heartbeats with nothing pending
+
+            def ended(kind: type[ev.LedgerEvent], count: int) -> Callable[[], bool]:
+                def check() -> bool:
+                    beats = runs(ledger, "watcher")
+                    return sum(isinstance(r[-1], kind) for r in beats) >= count
+
+                return check
+
+            await await_for(ended(ev.RunSkipped, 2), "two heartbeats skipped", timeout_s=10)
             with pytest.raises(NotServed):
                 await service.submit("someone-else", "webhook")
             await service.receive("watcher", "webhook", {"order": 7})
-            deadline = time.monotonic() + 10
-            while not any(isinstance(r[-1], ev.RunCompleted) for r in runs(ledger, "watcher")):
-                assert time.monotonic() < deadline, "no heartbeat acted on the event"
-                await asyncio.sleep(0.1)
+            await await_for(ended(ev.RunCompleted, 1), "a heartbeat acting on the event", 10)
             beats = runs(ledger, "watcher")
             started = [r[0] for r in beats]
             assert all(isinstance(s, ev.RunStarted) and s.trigger == "heartbeat" for s in started)
