@@ -21,7 +21,8 @@ from psycopg import sql
 
 from events import Ledger
 from owlclaw.config import OwlClawConfig
-from projections import VIEWS, rebuild, view_options
+from owlclaw.wiring import view_options
+from projections import VIEWS, rebuild
 from tests.cli import free_port, owlclaw, owlclaw_json, user_env
 
 pytestmark = pytest.mark.integration
