@@ -129,6 +129,11 @@ class AgentDirectory:
         outcome: FireOutcome = await self.handle(fire.agent_id).fire.remote(fire)
         return outcome
 
+    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
+        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        position: int = await self.handle(agent_id).receive.remote(agent_id, source, payload)
+        return position
+
     async def status(self, agent_id: str | None = None) -> HostStatus:
         """One agent's host, or (None) every host this directory has used, merged."""
         handles = [self.handle(agent_id)] if agent_id else list(self._handles.values())

@@ -122,6 +122,19 @@ class AgentHost:
                     self._enqueue(hosted, queued)
                 return outcome
 
+    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
+        """Record an inbound event through the agent's own writer (its runtime)."""
+        while True:
+            hosted = await self._activate(agent_id)
+            async with hosted.accepting:
+                if self._agents.get(agent_id) is not hosted:
+                    continue
+                try:
+                    return await hosted.runtime.receive(source, payload)
+                except StreamConflict:
+                    self._stand_down(agent_id, hosted)
+                    raise
+
     async def result(self, agent_id: str, run_id: str) -> RunResult:
         """Wait for an accepted run to end. A run that ended before this host (re)started is
         answered from the ledger."""

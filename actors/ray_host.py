@@ -73,6 +73,9 @@ class AgentHostActor:
     async def fire(self, fire: TimerFire) -> FireOutcome:
         return await self.host.fire(fire)
 
+    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
+        return await self.host.receive(agent_id, source, payload)
+
     @ray.method(concurrency_group="control")
     def status(self, agent_id: str | None = None) -> HostStatus:
         return self.host.status_now(agent_id)

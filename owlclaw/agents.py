@@ -1,9 +1,10 @@
 """Where agents live: one interface, two implementations.
 
-Everything that reaches an agent (a webhook trigger, a timer fire, a heartbeat) is a message to
-its one writer through ``Agents``: in this process (``actors.host.AgentHost``: a FIFO mailbox
-per agent) or on a Ray cluster (``actors.directory.AgentDirectory``: named actors hosting those
-mailboxes). Both accept a run once its RunQueued is committed and return the same typed results;
+Everything that reaches an agent (a webhook trigger, a timer fire, a heartbeat, an inbound
+event) is a message to its one writer through ``Agents``: in this process
+(``actors.host.AgentHost``: a FIFO mailbox per agent) or on a Ray cluster
+(``actors.directory.AgentDirectory``: named actors hosting those mailboxes). Both accept a run
+once its RunQueued is committed and return the same typed results;
 ``tests/integration/test_agents_conformance.py`` holds them to the same contract.
 """
 
@@ -60,6 +61,11 @@ class Agents(Protocol):
 
     async def fire(self, fire: TimerFire) -> FireOutcome:
         """Deliver a timer fire; returns once the agent's verdict is committed."""
+        ...
+
+    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
+        """Record an inbound event (InboundReceived) for the agent's next heartbeat; its log
+        position once committed."""
         ...
 
     async def status(self, agent_id: str | None = None) -> HostStatus: ...

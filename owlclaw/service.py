@@ -23,7 +23,6 @@ from typing import Any
 import msgspec
 
 from events import Ledger, UnknownAgent
-from events import catalog as ev
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
@@ -250,17 +249,9 @@ class Service:
         return await self.agents.fire(fire)
 
     async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
-        """Record an inbound event for the agent's next heartbeat; its log position."""
+        """Hand an inbound event to the agent for its next heartbeat; its log position."""
         self.served(agent_id)
-        assert self.ledger is not None
-        ledger = self.ledger
-
-        def record() -> int:
-            agent = ledger.load_agent(agent_id)
-            agent.record(ev.InboundReceived, source=source, payload=payload)
-            return ledger.append_rebasing(agent)[1][-1]
-
-        return await asyncio.to_thread(record)
+        return await self.agents.receive(agent_id, source, payload)
 
     def status(self) -> dict[str, Any]:
         assert self.ledger is not None

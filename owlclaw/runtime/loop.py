@@ -199,8 +199,15 @@ class AgentRuntime:
         run_id = str(queued.run_id) if queued is not None else None
         return FireOutcome(kind, reason, run_id), queued
 
-    async def _append(self, agent: Agent) -> None:
-        await self._io_call(partial(self.ledger.append_rebasing, over=FOREIGN_FACTS), agent)
+    async def receive(self, source: str, payload: dict[str, Any]) -> int:
+        """Record an inbound event for the next heartbeat; its log position."""
+        agent = await self._io_call(self._prepare_agent)
+        agent.record(ev.InboundReceived, source=source, payload=payload)
+        return (await self._append(agent))[-1]
+
+    async def _append(self, agent: Agent) -> list[int]:
+        appended = partial(self.ledger.append_rebasing, over=FOREIGN_FACTS)
+        return (await self._io_call(appended, agent))[1]
 
     async def run_queued(self, queued: ev.RunQueued) -> RunResult:
         """Execute a run accepted by ``submit`` or ``accept_fire``."""

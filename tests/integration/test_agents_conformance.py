@@ -447,3 +447,26 @@ def test_a_trigger_is_accepted_at_once_while_another_agent_of_the_host_waits_on_
     took, free_status, busy_status, free_queued = hosted(setting, "answer", scenario)
     assert took < 1.0, f"accepting took {took:.2f} s"
     assert (free_status, busy_status, free_queued) == ("completed", "completed", 1)
+
+
+def test_a_heartbeat_acts_only_on_what_the_agent_received(setting: Setting) -> None:
+    ledger, agent_id = setting.ledger, unique("inbound")
+    ledger.register_agent(agent_id)
+
+    async def scenario(agents: Agents) -> tuple[str, int, str]:
+        idle = await agents.result(agent_id, await agents.submit(agent_id, "heartbeat"))
+        position = await agents.receive(agent_id, "webhook", {"order": 7})
+        acting = await agents.result(agent_id, await agents.submit(agent_id, "heartbeat"))
+        return idle.status, position, acting.status
+
+    idle, position, acting = hosted(setting, "one_tool", scenario)
+    assert (idle, acting) == ("skipped", "completed")
+    [received] = [
+        logged
+        for logged in ledger.agent_history(agent_id)
+        if isinstance(logged.event, ev.InboundReceived)
+    ]
+    assert received.position == position and received.event.payload == {"order": 7}
+    skipped, acted = runs(ledger, agent_id)
+    assert not any(isinstance(e, ev.LLMResponded) for e in skipped)
+    assert any(isinstance(e, ev.DecisionLogged) for e in acted)

@@ -16,6 +16,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from tests.integration.test_agents_conformance import (
     SCRIPTS,
     Setting,
+    test_a_heartbeat_acts_only_on_what_the_agent_received,
     test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run,
     test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run,
     test_a_second_writer_fences_the_host_and_the_streams_never_fork,
@@ -28,6 +29,7 @@ from tests.integration.test_agents_conformance import (
 )
 
 __all__ = [
+    "test_a_heartbeat_acts_only_on_what_the_agent_received",
     "test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run",
     "test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run",
     "test_a_second_writer_fences_the_host_and_the_streams_never_fork",
