@@ -4,8 +4,6 @@ raised instead, and the runner resumes from its tracked position."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,20 +24,11 @@ from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner, RunsView, rebuild
 from projections.embedders import EmbeddingUnavailable
 from projections.runner import is_infrastructure, retry_parked
-from tests.cli import owlclaw as run_owlclaw
+from tests.integration.test_cli_ledger import owlclaw
 from tests.integration.test_memory import remember
 from tests.integration.test_projections import record_runs, rows
 
 pytestmark = pytest.mark.integration
-
-
-def owlclaw(db: Database, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "OWLCLAW_DATABASE_URL": db.url,
-        "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
-    }
-    return run_owlclaw(env, *args, cwd=cwd, timeout=120)
 
 
 def execute(db: Database, statement: str) -> None:
