@@ -10,6 +10,7 @@ a trigger while another agent on the same host waits on a long tool call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
@@ -20,10 +21,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
 import pytest
 
-from events import Ledger, UnknownAgent
+from actors.directory import AgentDirectory
+from actors.host import AgentHost
+from events import Agent, Ledger, UnknownAgent
 from events import catalog as ev
 from events.aggregates import Run, run_stream_id
 from owlclaw.agents import Agents
@@ -74,13 +76,20 @@ async def wait_outside(seconds: float) -> dict[str, float]:
 
 @dataclass
 class Setting:
-    """One implementation under test: ``make(script, idle_s)`` builds an ``Agents`` whose agents
-    play ``scripted/<script>`` (call it inside the test's event loop)."""
+    """One implementation under test: ``make(idle_s)`` gives the ``Agents`` (call it inside the
+    test's event loop); ``register`` makes an agent whose app plays ``scripted/<script>``, so
+    one host serves every test."""
 
     name: str
     ledger: Ledger
     config: OwlClawConfig
-    make: Callable[[str, float | None], Agents]
+    make: Callable[[float | None], Agents]
+    apps: Path
+
+    def register(self, agent_id: str, script: str) -> Agent:
+        model = f'[agent]\nmodels = ["scripted/{script}"]\n'
+        root = make_app(self.apps / agent_id, config=model)
+        return self.ledger.register_agent(agent_id, str(root))
 
 
 @pytest.fixture(scope="module")
@@ -108,49 +117,67 @@ def module_ledger(db: Database) -> Iterator[Ledger]:
         yield led
 
 
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("apps")
+
+
+@pytest.fixture(scope="module")
+def ray_hosts(module_ledger: Ledger, base_config: OwlClawConfig) -> Iterator[dict[Any, Agents]]:
+    """The Ray setting's directories, one per idle time, shared by the module's tests (a host
+    actor starts once); their actors are killed at the end."""
+    directories: dict[Any, Agents] = {}
+    yield directories
+    import ray
+
+    for directory in directories.values():
+        assert isinstance(directory, AgentDirectory)
+        namespace = directory.actor_options["namespace"]
+        with contextlib.suppress(ValueError):  # never started
+            ray.kill(ray.get_actor(directory.actor_name("any"), namespace=namespace))
+
+
 @pytest.fixture(params=["local", "ray"])
 def setting(
-    request: pytest.FixtureRequest, module_ledger: Ledger, base_config: OwlClawConfig
+    request: pytest.FixtureRequest,
+    module_ledger: Ledger,
+    base_config: OwlClawConfig,
+    apps: Path,
 ) -> Setting:
-    def playing(script: str) -> OwlClawConfig:
-        runtime = msgspec.structs.replace(base_config.runtime, models=(f"scripted/{script}",))
-        return msgspec.structs.replace(base_config, runtime=runtime)
-
     if request.param == "local":
-        from actors.host import AgentHost
 
-        def make_local(script: str, idle_s: float | None) -> Agents:
-            return AgentHost(module_ledger, playing(script), idle_s=idle_s)
+        def make_local(idle_s: float | None) -> Agents:
+            return AgentHost(module_ledger, base_config, idle_s=idle_s)
 
-        return Setting("local", module_ledger, base_config, make_local)
+        return Setting("local", module_ledger, base_config, make_local, apps)
     request.getfixturevalue("ray_cluster")
-    from actors.directory import AgentDirectory
+    directories: dict[Any, Agents] = request.getfixturevalue("ray_hosts")
 
-    def make_ray(script: str, idle_s: float | None) -> Agents:
-        namespace = {"namespace": f"conformance-{uuid.uuid4().hex[:8]}"}
-        return AgentDirectory(
-            module_ledger,
-            playing(script),
-            placement="shared",
-            pool_size=1,
-            idle_s=idle_s,
-            actor_options=namespace,
-        )
+    def make_ray(idle_s: float | None) -> Agents:
+        if idle_s not in directories:
+            directories[idle_s] = AgentDirectory(
+                module_ledger,
+                base_config,
+                placement="shared",
+                pool_size=1,
+                idle_s=idle_s,
+                actor_options={"namespace": f"conformance-{uuid.uuid4().hex[:8]}"},
+                owner=False,  # closing it after a test leaves the host actor for the next
+            )
+        return directories[idle_s]
 
-    return Setting("ray", module_ledger, base_config, make_ray)
+    return Setting("ray", module_ledger, base_config, make_ray, apps)
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def hosted(
-    setting: Setting, script: str, scenario: Callable[[Agents], Awaitable[T]], idle_s: float = 300
-) -> T:
-    """Run ``scenario`` against a fresh Agents of the setting; always closed afterwards."""
+def hosted(setting: Setting, scenario: Callable[[Agents], Awaitable[T]], idle_s: float = 300) -> T:
+    """Run ``scenario`` against the setting's Agents; always closed afterwards."""
 
     async def main() -> T:
-        agents = setting.make(script, idle_s)
+        agents = setting.make(idle_s)
         try:
             return await scenario(agents)
         finally:
@@ -201,7 +228,7 @@ def test_runs_and_fires_of_one_agent_execute_one_at_a_time_in_acceptance_order(
     setting: Setting,
 ) -> None:
     ledger, agent_id = setting.ledger, unique("fifo")
-    ledger.register_agent(agent_id)
+    setting.register(agent_id, "one_tool")
     at = datetime.now(UTC) + timedelta(minutes=1)
     schedule(ledger, agent_id, "sch-fifo", at)
 
@@ -216,7 +243,7 @@ def test_runs_and_fires_of_one_agent_execute_one_at_a_time_in_acceptance_order(
         assert [r.status for r in results] == ["completed"] * len(accepted)
         return accepted, outcome
 
-    accepted, outcome = hosted(setting, "one_tool", scenario)
+    accepted, outcome = hosted(setting, scenario)
     assert outcome.kind == "fire" and outcome.reason == ""
     streams = runs(ledger, agent_id)  # in run number order, i.e. acceptance order
     assert {str(s[0].originator_id) for s in streams} == set(accepted)
@@ -241,7 +268,7 @@ def test_runs_and_fires_of_one_agent_execute_one_at_a_time_in_acceptance_order(
 
 def test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run(setting: Setting) -> None:
     ledger, agent_id = setting.ledger, unique("dup")
-    ledger.register_agent(agent_id)
+    setting.register(agent_id, "answer")
     at = datetime.now(UTC) + timedelta(minutes=1)
     schedule(ledger, agent_id, "sch-dup", at)
 
@@ -252,7 +279,7 @@ def test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run(setting: S
         await agents.result(agent_id, first.run_id)
         return [first, second]
 
-    first, second = hosted(setting, "answer", scenario)
+    first, second = hosted(setting, scenario)
     assert isinstance(first, FireOutcome) and isinstance(second, FireOutcome)
     assert (second.kind, second.run_id) == ("duplicate", None)
     assert len(ledger.list_runs(agent_id)) == 1
@@ -263,14 +290,14 @@ def test_an_unknown_agent_is_a_clear_error(setting: Setting) -> None:
         with pytest.raises(UnknownAgent, match="nobody-here"):
             await agents.submit("nobody-here", "webhook")
 
-    hosted(setting, "answer", scenario)
+    hosted(setting, scenario)
 
 
 def test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run(
     setting: Setting,
 ) -> None:
     ledger, agent_id = setting.ledger, unique("idem")
-    ledger.register_agent(agent_id)
+    setting.register(agent_id, "answer")
 
     async def scenario(agents: Agents) -> tuple[str, str, str]:
         first = await agents.submit(agent_id, "webhook", focus="once", idempotency_key="k-1")
@@ -279,7 +306,7 @@ def test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run(
         await agents.result(agent_id, other)
         return first, again, other
 
-    first, again, other = hosted(setting, "answer", scenario)
+    first, again, other = hosted(setting, scenario)
     assert first == again != other
     queued = [
         e for e in ledger.stream(ledger.load_agent(agent_id).id) if isinstance(e, ev.RunQueued)
@@ -293,7 +320,7 @@ def test_an_interrupted_run_resumes_first_then_runs_accepted_before_the_crash(
     """What a host leaves behind when its process dies mid-run: run 1 with a committed model
     response and tool request but no outcome, runs 2 and 3 accepted but never started."""
     ledger, agent_id = setting.ledger, unique("crash")
-    agent = ledger.register_agent(agent_id)
+    agent = setting.register(agent_id, "resume")
     queued = agent.queue_run("webhook", focus="interrupted")
     run = Run.start(agent_id, queued)
     run.record(ev.VisibleToolsResolved, tools=["log_decision"])
@@ -314,7 +341,7 @@ def test_an_interrupted_run_resumes_first_then_runs_accepted_before_the_crash(
         run_ids = [str(queued.run_id), *(str(q.run_id) for q in later)]
         return [(await agents.result(agent_id, r)).status for r in run_ids]
 
-    assert hosted(setting, "resume", scenario) == ["completed"] * 3
+    assert hosted(setting, scenario) == ["completed"] * 3
     first = [type(e).__name__ for e in ledger.stream(queued.run_id)]
     assert "RunResumed" in first and first.count("LLMResponded") == 2  # recorded one not re-asked
     assert first.count("DecisionLogged") == 1  # the lost effect happened exactly once
@@ -334,7 +361,7 @@ def test_a_second_writer_fences_the_host_and_the_streams_never_fork(setting: Set
     next commit that touches the agent loses, run 1 ends at its last good commit, and run 2
     is executed once the host next activates the agent."""
     ledger, agent_id = setting.ledger, unique("fenced")
-    ledger.register_agent(agent_id)
+    setting.register(agent_id, "paced")
     intruder = AgentRuntime(ledger, agent_id, models=["scripted/answer"])
 
     async def scenario(agents: Agents) -> tuple[str, str, str]:
@@ -349,7 +376,7 @@ def test_a_second_writer_fences_the_host_and_the_streams_never_fork(setting: Set
         assert (await agents.result(agent_id, first)).status == "failed"
         return first, str(second), (await agents.result(agent_id, str(second))).status
 
-    first, second, second_status = hosted(setting, "paced", scenario)
+    first, second, second_status = hosted(setting, scenario)
     intruder.close()
     events = ledger.stream(uuid.UUID(first))
     [ended] = [e for e in events if isinstance(e, ev.TERMINAL_RUN_EVENTS)]
@@ -366,7 +393,7 @@ def test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_o
     setting: Setting,
 ) -> None:
     ledger, agent_id = setting.ledger, unique("cancel")
-    ledger.register_agent(agent_id)
+    setting.register(agent_id, "slow")
 
     async def scenario(agents: Agents) -> tuple[bool, str, str]:
         slow = await agents.submit(agent_id, "webhook", focus="slow")
@@ -383,7 +410,7 @@ def test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_o
         first, second = await agents.result(agent_id, slow), await agents.result(agent_id, after)
         return cancelled, first.status, second.status
 
-    cancelled, first, second = hosted(setting, "slow", scenario)
+    cancelled, first, second = hosted(setting, scenario)
     assert cancelled and (first, second) == ("terminated", "completed")
     [ended] = [e for e in runs(ledger, agent_id)[0] if isinstance(e, ev.TERMINAL_RUN_EVENTS)]
     assert isinstance(ended, ev.RunTerminated) and ended.reason == "cancelled"
@@ -392,7 +419,7 @@ def test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_o
 
 def test_an_idle_agent_is_passivated_and_reactivated_from_the_ledger(setting: Setting) -> None:
     ledger, agent_id = setting.ledger, unique("sleepy")
-    ledger.register_agent(agent_id)
+    setting.register(agent_id, "answer")
 
     async def scenario(agents: Agents) -> tuple[int, int, str]:
         await agents.result(agent_id, await agents.submit(agent_id, "webhook"))
@@ -405,20 +432,20 @@ def test_an_idle_agent_is_passivated_and_reactivated_from_the_ledger(setting: Se
         after = await agents.status(agent_id)
         return before.passivations, after.activations - before.activations, result.status
 
-    passivations, reactivations, status = hosted(setting, "answer", scenario, idle_s=0.3)
+    passivations, reactivations, status = hosted(setting, scenario, idle_s=0.3)
     assert passivations >= 1 and reactivations == 1 and status == "completed"
     assert [s[0].run_no for s in runs(ledger, agent_id)] == [1, 2]  # type: ignore[attr-defined]
 
 
 def test_a_trigger_is_accepted_at_once_while_another_agent_of_the_host_waits_on_a_tool(
-    setting: Setting, tmp_path: Path
+    setting: Setting,
 ) -> None:
     ledger = setting.ledger
     busy, free = unique("busy"), unique("free")
-    app = make_app(tmp_path / "busy", config='[agent]\nmodels = ["scripted/wait_outside"]\n')
+    app = make_app(setting.apps / busy, config='[agent]\nmodels = ["scripted/wait_outside"]\n')
     (app / "handlers.py").write_text(SLOW_HANDLERS)
     ledger.register_agent(busy, str(app))
-    ledger.register_agent(free)
+    setting.register(free, "answer")
 
     async def scenario(agents: Agents) -> tuple[float, str, str, int]:
         await agents.activate(busy)
@@ -444,14 +471,14 @@ def test_a_trigger_is_accepted_at_once_while_another_agent_of_the_host_waits_on_
         assert retried == accepted
         return took, done.status, slow.status, len(queued)
 
-    took, free_status, busy_status, free_queued = hosted(setting, "answer", scenario)
+    took, free_status, busy_status, free_queued = hosted(setting, scenario)
     assert took < 1.0, f"accepting took {took:.2f} s"
     assert (free_status, busy_status, free_queued) == ("completed", "completed", 1)
 
 
 def test_a_heartbeat_acts_only_on_what_the_agent_received(setting: Setting) -> None:
     ledger, agent_id = setting.ledger, unique("inbound")
-    ledger.register_agent(agent_id)
+    setting.register(agent_id, "one_tool")
 
     async def scenario(agents: Agents) -> tuple[str, int, str]:
         idle = await agents.result(agent_id, await agents.submit(agent_id, "heartbeat"))
@@ -459,13 +486,14 @@ def test_a_heartbeat_acts_only_on_what_the_agent_received(setting: Setting) -> N
         acting = await agents.result(agent_id, await agents.submit(agent_id, "heartbeat"))
         return idle.status, position, acting.status
 
-    idle, position, acting = hosted(setting, "one_tool", scenario)
+    idle, position, acting = hosted(setting, scenario)
     assert (idle, acting) == ("skipped", "completed")
     [received] = [
         logged
         for logged in ledger.agent_history(agent_id)
         if isinstance(logged.event, ev.InboundReceived)
     ]
+    assert isinstance(received.event, ev.InboundReceived)
     assert received.position == position and received.event.payload == {"order": 7}
     skipped, acted = runs(ledger, agent_id)
     assert not any(isinstance(e, ev.LLMResponded) for e in skipped)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from actors.host import AgentHost
@@ -53,8 +52,9 @@ def setting(tmp_path: Path) -> Setting:
     )
     ledger = Ledger.in_memory()
 
-    def make(script: str, idle_s: float | None) -> Agents:
-        runtime = msgspec.structs.replace(config.runtime, models=(f"scripted/{script}",))
-        return AgentHost(ledger, msgspec.structs.replace(config, runtime=runtime), idle_s=idle_s)
+    def make(idle_s: float | None) -> Agents:
+        return AgentHost(ledger, config, idle_s=idle_s)
 
-    return Setting("memory", ledger, config, make)
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    return Setting("memory", ledger, config, make, apps)
