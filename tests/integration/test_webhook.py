@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,32 +19,60 @@ import pytest
 from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.client import ServerClient
-from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig
+from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig, TimersConfig
 from owlclaw.database import Database
 from owlclaw.service import Service
 from owlclaw.timers.fires import TimerFire
 from owlclaw.webhook import serving
 from tests.apps import make_app
 from tests.cli import free_port, owlclaw, user_env
+from tests.conftest import missing_component
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
 
 
+PLAN_THEN_ANSWER = {
+    "cases": [
+        {
+            "when": "Focus: plan",
+            "steps": [
+                {
+                    "tool_calls": [
+                        {
+                            "name": "schedule_once",
+                            "arguments": {"delay_seconds": 2, "focus": "fired"},
+                        }
+                    ]
+                },
+                {"content": "planned"},
+            ],
+        },
+        {"when": "Trigger", "steps": [{"content": "ok"}]},
+    ]
+}
+
+
 def serve_and(
-    fresh_db: Database, tmp_path: Path, then: Callable[[Service, OwlClawConfig], Awaitable[T]]
+    fresh_db: Database,
+    tmp_path: Path,
+    then: Callable[[Service, OwlClawConfig], Awaitable[T]],
+    timers: TimersConfig | None = None,
 ) -> T:
     root = make_app(
         tmp_path / "hooked", config='[agent]\nid = "hooked"\nmodels = ["scripted/hooked"]\n'
     )
     (root / "scripts").mkdir()
-    (root / "scripts" / "hooked.json").write_text(json.dumps({"steps": [{"content": "ok"}]}))
+    (root / "scripts" / "hooked.json").write_text(json.dumps(PLAN_THEN_ANSWER))
     config = OwlClawConfig(
         database_url=fresh_db.url,
         database_name=str(fresh_db.params["dbname"]),
         data_dir=str(tmp_path / "data"),
         runtime=RuntimeConfig(placement="local"),
         server=ServerConfig(port=free_port(), token="test-token"),
+        timers=timers or TimersConfig(),
     )
     service = Service(config, [load_app(root)])
 
@@ -134,3 +164,39 @@ def test_a_fire_posted_to_the_server_is_judged_by_the_agent_it_hosts(
         assert [q.trigger for q in queued(service)] == ["schedule_once"]
 
     serve_and(fresh_db, tmp_path, scenario)
+
+
+def test_with_local_placement_hatchet_fires_reach_the_agent_through_the_server(
+    fresh_db: Database, tmp_path: Path
+) -> None:
+    """The Hatchet worker `owlclaw run` starts is a process of its own; with the agents hosted
+    in the server's process it delivers through the server, the agents' one writer."""
+    bin_dir = Path(os.environ.get("OWLCLAW_HATCHET_BIN", ROOT / ".owlclaw" / "bin"))
+    if not (bin_dir / "hatchet-lite").exists():
+        missing_component("the Hatchet engine", f"no hatchet-lite in {bin_dir}")
+
+    async def scenario(service: Service, config: OwlClawConfig) -> None:
+        assert service.ledger is not None and service.timer_backend == "hatchet"
+        ledger = service.ledger
+        planned = await service.submit("hooked", "webhook", "plan")
+        assert (await service.result("hooked", planned)).status == "completed"
+
+        def fired_run() -> list[ev.RunQueued]:
+            return [q for q in queued(service) if q.trigger == "schedule_once"]
+
+        deadline = time.monotonic() + 90
+        while not fired_run():
+            assert time.monotonic() < deadline, (
+                tmp_path / "data" / "hatchet-worker.log"
+            ).read_text()
+            await asyncio.sleep(0.2)
+        [run] = fired_run()
+        assert (await service.result("hooked", str(run.run_id))).status == "completed"
+        agent_events = ledger.stream(ledger.load_agent("hooked").id)
+        registered = [e for e in agent_events if isinstance(e, ev.ScheduleRegistered)]
+        assert [r.backend for r in registered] == ["hatchet"]
+        fired = [e for e in agent_events if isinstance(e, ev.TimerFired)]
+        assert [f.run_id for f in fired] == [run.run_id] and run.focus == "fired"
+
+    hatchet = TimersConfig(backend="hatchet", hatchet_bin=str(bin_dir))
+    serve_and(fresh_db, tmp_path, scenario, timers=hatchet)
