@@ -195,6 +195,14 @@ class Service:
         command = [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"]
         if self.config.runtime.placement == "local":
             command.append("--via-server")  # the agents' one writer is this process
+            server = self.config.server
+            env |= {
+                "OWLCLAW_SERVER_HOST": server.host,
+                "OWLCLAW_SERVER_PORT": str(server.port),
+                "OWLCLAW_DATA_DIR": str(self.config.data_path),  # the generated token's home
+            }
+            if server.token:
+                env["OWLCLAW_SERVER_TOKEN"] = server.token
         else:
             import ray
 
