@@ -58,7 +58,12 @@ def app_home(tmp_path: Path, **extra: str) -> tuple[Path, dict[str, str]]:
     return tmp_path, env
 
 
-def test_the_postgres_of_a_killed_run_is_adopted_and_stopped_by_the_next(tmp_path: Path) -> None:
+def test_a_killed_runs_postgres_is_adopted_and_sigterm_stops_everything_the_next_started(
+    tmp_path: Path,
+) -> None:
+    """``owlclaw run`` SIGKILLed leaves its embedded PostgreSQL running; the next ``owlclaw run``
+    (on Ray this time) adopts it, and its SIGTERM stops that server and every Ray process it
+    started."""
     home, env = app_home(tmp_path, OWLCLAW_PLACEMENT="local")
     pgdata = (home / ".owlclaw" / "pg").resolve()
     killed = start_run(home, env)
@@ -67,25 +72,17 @@ def test_the_postgres_of_a_killed_run_is_adopted_and_stopped_by_the_next(tmp_pat
     orphan = PostmasterInfo.read_from_pgdata(pgdata)
     assert orphan is not None and orphan.is_running()
 
-    again = start_run(home, env)
+    again = start_run(home, env, "--placement", "shared")
     reused = PostmasterInfo.read_from_pgdata(pgdata)
     assert reused is not None and reused.pid == orphan.pid  # the orphan serves, adopted
-    again.send_signal(signal.SIGTERM)
-    assert again.wait(60) == 0
-    wait_until("no postgres on the data dir", lambda: not postgres_on(pgdata), 10)
-
-
-def test_sigterm_leaves_no_ray_process_of_the_run(tmp_path: Path) -> None:
-    home, env = app_home(tmp_path)
-    server = start_run(home, env, "--placement", "shared")
-    started = psutil.Process(server.pid).children(recursive=True)
+    started = psutil.Process(again.pid).children(recursive=True)
     names = {" ".join(p.cmdline()) for p in started}
     assert any("raylet" in n for n in names) and any("ray::" in n for n in names)
-    server.send_signal(signal.SIGTERM)
-    assert server.wait(60) == 0
+    again.send_signal(signal.SIGTERM)
+    assert again.wait(60) == 0
 
     def gone() -> bool:
         return not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
     wait_until("every Ray process started by owlclaw run to end", gone, 10)
-    assert not postgres_on((home / ".owlclaw" / "pg").resolve())
+    wait_until("no postgres on the data dir", lambda: not postgres_on(pgdata), 10)
