@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from events import Ledger
-from owlclaw.timers.fires import TimerFire
+from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.service import TimersView
 from owlclaw.timers.worker import TimerWorker
 
@@ -37,16 +37,17 @@ def timer_rows(view: TimersView) -> list[dict[str, Any]]:
         return curs.execute(view.sql("SELECT * FROM {timers}")).fetchall()
 
 
-class Agents:
-    """Records the fires delivered and stops the worker after each."""
+class Deliveries:
+    """Where the worker delivers: records each fire and stops the worker after it."""
 
     def __init__(self) -> None:
         self.fires: list[TimerFire] = []
         self.stop = asyncio.Event()
 
-    async def fire(self, fire: TimerFire) -> None:
+    async def fire(self, fire: TimerFire) -> FireOutcome:
         self.fires.append(fire)
         self.stop.set()
+        return FireOutcome("fire")
 
     def serve(self, worker: TimerWorker) -> None:
         """``worker.run`` until the next fire is delivered."""
@@ -74,7 +75,7 @@ def test_a_failed_advance_is_raised_and_the_fire_delivered_again_after_the_lease
 ) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
-    agents = Agents()
+    agents = Deliveries()
     failing = TimerWorker(view, agents.fire, clock=lambda: now, lease=LEASE)
     monkeypatch.setattr(failing, "_advance", dropped_connection)
     with pytest.raises(psycopg.OperationalError, match="server closed"):
@@ -95,7 +96,7 @@ def test_a_failed_claim_is_raised_and_the_row_claimed_by_the_next_run(
 ) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
-    agents = Agents()
+    agents = Deliveries()
     failing = TimerWorker(view, agents.fire, clock=lambda: now, lease=LEASE)
     monkeypatch.setattr(failing, "_claim", dropped_connection)
     with pytest.raises(psycopg.OperationalError):
