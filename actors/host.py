@@ -16,10 +16,10 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
@@ -32,6 +32,7 @@ from owlclaw.timers.fires import FireOutcome, TimerFire
 from projections.feed import afollow_run
 from projections.memory import MemoryStore
 
+T = TypeVar("T")
 Message = tuple[str, Any, "asyncio.Future[RunResult]"]
 """("run", RunQueued, result) or ("resume", run id, result)."""
 
@@ -90,50 +91,51 @@ class AgentHost:
         idempotency_key: str | None = None,
     ) -> str:
         """Accept a run; returns its id once RunQueued is committed."""
+
+        async def queue(runtime: AgentRuntime) -> tuple[str, ev.RunQueued | None]:
+            run_id, queued = await runtime.submit(
+                trigger, focus, payload, context, idempotency_key=idempotency_key
+            )
+            return str(run_id), queued
+
+        return await self._accept(agent_id, queue)
+
+    async def fire(self, fire: TimerFire) -> FireOutcome:
+        """Judge a timer delivery; a fire's run joins the mailbox like any accepted run."""
+
+        async def judge(runtime: AgentRuntime) -> tuple[FireOutcome, ev.RunQueued | None]:
+            return await runtime.accept_fire(fire)
+
+        return await self._accept(fire.agent_id, judge)
+
+    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
+        """Record an inbound event through the agent's own writer (its runtime)."""
+
+        async def record(runtime: AgentRuntime) -> tuple[int, ev.RunQueued | None]:
+            return await runtime.receive(source, payload), None
+
+        return await self._accept(agent_id, record)
+
+    async def _accept(
+        self,
+        agent_id: str,
+        write: Callable[[AgentRuntime], Awaitable[tuple[T, ev.RunQueued | None]]],
+    ) -> T:
+        """Write through the agent's runtime under its accepting lock (so mailbox order is
+        acceptance order); a run it queued joins the mailbox; a conflict stands this copy down."""
         while True:
             hosted = await self._activate(agent_id)
             async with hosted.accepting:
                 if self._agents.get(agent_id) is not hosted:
                     continue  # passivated meanwhile: activate again
                 try:
-                    run_id, queued = await hosted.runtime.submit(
-                        trigger, focus, payload, context, idempotency_key=idempotency_key
-                    )
+                    answer, queued = await write(hosted.runtime)
                 except StreamConflict:
                     self._stand_down(agent_id, hosted)
                     raise
                 if queued is not None:
                     self._enqueue(hosted, queued)
-                return str(run_id)
-
-    async def fire(self, fire: TimerFire) -> FireOutcome:
-        """Judge a timer delivery; a fire's run joins the mailbox like any accepted run."""
-        while True:
-            hosted = await self._activate(fire.agent_id)
-            async with hosted.accepting:
-                if self._agents.get(fire.agent_id) is not hosted:
-                    continue
-                try:
-                    outcome, queued = await hosted.runtime.accept_fire(fire)
-                except StreamConflict:
-                    self._stand_down(fire.agent_id, hosted)
-                    raise
-                if queued is not None:
-                    self._enqueue(hosted, queued)
-                return outcome
-
-    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
-        """Record an inbound event through the agent's own writer (its runtime)."""
-        while True:
-            hosted = await self._activate(agent_id)
-            async with hosted.accepting:
-                if self._agents.get(agent_id) is not hosted:
-                    continue
-                try:
-                    return await hosted.runtime.receive(source, payload)
-                except StreamConflict:
-                    self._stand_down(agent_id, hosted)
-                    raise
+                return answer
 
     async def result(self, agent_id: str, run_id: str) -> RunResult:
         """Wait for an accepted run to end. A run that ended before this host (re)started is
