@@ -24,7 +24,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.runtime.loop import RunResult
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")

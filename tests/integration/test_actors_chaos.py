@@ -29,7 +29,7 @@ from projections import AuditView, ProjectionRunner, RunsView, rebuild
 from projections.view import View
 from tests.conftest import missing_component
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 AGENTS, RUNS_PER_AGENT, KILLS = 20, 25, 6
 TERMINAL = {c.__name__ for c in ev.TERMINAL_RUN_EVENTS}
 

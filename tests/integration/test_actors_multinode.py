@@ -21,7 +21,7 @@ from owlclaw.database import Database
 from owlclaw.runtime.loop import RunResult
 from tests.conftest import missing_component
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 TERMINAL = {c.__name__ for c in ev.TERMINAL_RUN_EVENTS}
 
 

@@ -35,7 +35,7 @@ from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from tests.apps import make_app
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 T = TypeVar("T")
 DECIDE = {"name": "log_decision", "arguments": {"reasoning": "ok", "decision_type": "other"}}
 SCRIPTS: dict[str, Any] = {
