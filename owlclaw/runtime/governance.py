@@ -1,5 +1,5 @@
 """What an agent may do: visible tools (allow/deny lists and skill constraints; deny wins),
-per-tool rate limits and a daily token/cost budget.
+per-tool rate limits (enforced by ``rate_limits.RateLimiter``) and a daily token/cost budget.
 
 Every filtered tool carries its reason, so "why couldn't the agent do X" is answered by the
 ledger (VisibleToolsResolved, ToolCallDenied, BudgetExceeded).
@@ -7,7 +7,6 @@ ledger (VisibleToolsResolved, ToolCallDenied, BudgetExceeded).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from typing import Annotated, Any
@@ -87,35 +86,13 @@ def skill_hides(skill: Skill, at: datetime | None) -> str | None:
     return None
 
 
-class RateLimiter:
-    """Sliding-window call counts per tool for one agent (the agent's runs are serialized)."""
-
-    def __init__(self, limits: Mapping[str, RateLimit]):
-        self.limits = dict(limits)
-        self._calls: dict[str, deque[float]] = {}
-
-    def admit(self, tool: str, now: float) -> str | None:
-        """Count the call and return None, or the reason it exceeds the tool's limit."""
-        limit = self.limits.get(tool)
-        if limit is None:
-            return None
-        calls = self._calls.setdefault(tool, deque())
-        while calls and calls[0] <= now - limit.per_seconds:
-            calls.popleft()
-        if len(calls) >= limit.calls:
-            return (
-                f"rate limit: {tool} allows {limit.calls} calls per {limit.per_seconds:g} s;"
-                f" retry in {calls[0] + limit.per_seconds - now:.1f} s"
-            )
-        calls.append(now)
-        return None
-
-
 def spent_today(ledger: Ledger, agent: Agent, day: date) -> tuple[int, float]:
     """Tokens and cost of the agent's runs started on ``day`` (UTC), read from the ledger.
 
-    Runs are numbered in start order, so the scan walks back from the latest until the day
-    before.
+    The budget is durable this way: a runtime reads it when it is built (activation after
+    passivation, a restart) or when the day changes, and adds each run it finishes, so neither
+    a restart nor an app change resets it. Runs are numbered in start order, so the scan walks
+    back from the latest until the day before.
     """
     tokens, cost = 0, 0.0
     for run_no in range(agent.state.run_count, 0, -1):

@@ -40,7 +40,8 @@ from owlclaw.llm.scripted import ScriptError, load_script_dir
 from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
 from owlclaw.runtime.capabilities import Capability, Registry, call_handler, load_registry
 from owlclaw.runtime.context import RECENT_RUNS, ContextItem, build_context, describe_run
-from owlclaw.runtime.governance import Governance, RateLimiter, spent_today
+from owlclaw.runtime.governance import Governance, spent_today
+from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.errors import ToolError, unknown_tool
 from projections.memory import MemoryStore
@@ -316,7 +317,7 @@ class AgentRuntime:
         if (app.root / SCRIPTS_DIR).is_dir():
             load_script_dir(app.root / SCRIPTS_DIR)
         self.app, self.governance = app, governance
-        self._rate = RateLimiter(governance.rate_limits_with(app.skills))
+        self._rate = self._rate.with_limits(governance.rate_limits_with(app.skills))
         if app.settings.models:
             self.models = list(app.settings.models)
 
@@ -327,6 +328,7 @@ class AgentRuntime:
             return self.ledger.load_agent(self.agent_id)
         agent = self.ledger.register_agent(self.agent_id, str(self.app_dir or ""))
         self.reload(agent)
+        self._rate.load(self.ledger, agent, time.time())
         if self._recent is None:
             last = agent.state.run_count
             self._recent = deque(
@@ -609,7 +611,7 @@ class AgentRuntime:
             return ToolError(
                 error=f"tool {name!r} is not available: {reason}", error_code="TOOL_DENIED"
             )
-        if (limited := self._rate.admit(name, time.monotonic())) is not None:
+        if (limited := self._rate.admit(name, time.time())) is not None:
             state.run.record(ev.ToolCallDenied, call_id=call_id, tool=name, reason=limited)
             return ToolError(error=limited, error_code="RATE_LIMITED", retryable=True)
         params: Any
