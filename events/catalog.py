@@ -155,6 +155,15 @@ class AgentWarning(_AgentEvent, frozen=True, kw_only=True):
     message: str
 
 
+class ToolsChanged(_AgentEvent, frozen=True, kw_only=True):
+    """The operator enabled or disabled tools of the agent (``owlclaw tools --enable/--disable``):
+    from the agent's next run on, a disabled tool is hidden from the model and a call to it is
+    refused, without editing the app."""
+
+    enabled: list[str] = []
+    disabled: list[str] = []
+
+
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID | None
     budget: str

@@ -1,5 +1,6 @@
-"""What an agent may do: visible tools (allow/deny lists and skill constraints; deny wins),
-per-tool rate limits (enforced by ``rate_limits.RateLimiter``) and a daily token/cost budget.
+"""What an agent may do: visible tools (tools the operator disabled, allow/deny lists and skill
+constraints; deny wins), per-tool rate limits (enforced by ``rate_limits.RateLimiter``) and a
+daily token/cost budget.
 
 Every filtered tool carries its reason, so "why couldn't the agent do X" is answered by the
 ledger (VisibleToolsResolved, ToolCallDenied, BudgetExceeded).
@@ -16,6 +17,8 @@ import msgspec
 from events import Ledger
 from events.aggregates import Agent, run_stream_id
 from owlclaw.app import RateLimit, Skill
+
+OPERATOR_DISABLED = "disabled by the operator (owlclaw tools --enable re-enables it)"
 
 
 class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -45,16 +48,21 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         tools: Iterable[str],
         skills: Mapping[str, Skill] | None = None,
         at: datetime | None = None,
+        disabled: frozenset[str] = frozenset(),
     ) -> tuple[list[str], dict[str, str]]:
         """Visible tool names, and the reason each other tool is hidden.
 
-        A skill's ``owlclaw.constraints`` apply to the capability of the same name.
+        A skill's ``owlclaw.constraints`` apply to the capability of the same name; ``disabled``
+        are the tools the operator disabled (the Agent's ToolsChanged), hidden whatever the app
+        says.
         """
         visible: list[str] = []
         filtered: dict[str, str] = {}
         for name in tools:
             skill = (skills or {}).get(name)
-            if name in self.deny:
+            if name in disabled:
+                filtered[name] = OPERATOR_DISABLED
+            elif name in self.deny:
                 filtered[name] = "denied by governance.deny"
             elif self.allow and name not in self.allow:
                 filtered[name] = "not in governance.allow"

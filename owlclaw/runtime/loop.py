@@ -44,6 +44,7 @@ from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.errors import ToolError, unknown_tool
+from owlclaw.tools.switches import ToolsChange, tool_names
 from projections.memory import MemoryStore
 
 T = TypeVar("T")
@@ -51,6 +52,7 @@ FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
     ev.ScheduleRegistered,
     ev.InboundReceived,
     ev.AppAttached,
+    ev.ToolsChanged,
 )
 """Agent-stream events other writers append that the runtime's own facts commute with."""
 RETRY_BACKOFF_S = 0.05
@@ -205,6 +207,15 @@ class AgentRuntime:
         agent = await self._io_call(self._prepare_agent)
         agent.record(ev.InboundReceived, source=source, payload=payload)
         return (await self._append(agent))[-1]
+
+    async def change_tools(self, enable: list[str], disable: list[str]) -> ToolsChange:
+        """Enable and disable tools as the agent's writer (ToolsChanged), checked against the
+        tools of its app as loaded now; from the next run on, governance hides disabled ones."""
+        agent = await self._io_call(self._prepare_agent)
+        if agent.change_tools(enable, disable, tool_names(self.registry)) is None:
+            return ToolsChange(self.agent_id, list(agent.state.disabled_tools))
+        position = (await self._append(agent))[-1]
+        return ToolsChange(self.agent_id, list(agent.state.disabled_tools), position)
 
     async def _append(self, agent: Agent) -> list[int]:
         appended = partial(self.ledger.append_rebasing, over=FOREIGN_FACTS)
@@ -442,11 +453,11 @@ class AgentRuntime:
         if positions:
             state.position = positions[-1]
 
-    def _tools(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    def _tools(self, agent: Agent) -> tuple[list[dict[str, Any]], dict[str, str]]:
         specs = {**SPECS, **{n: c.spec for n, c in self.registry.capabilities.items()}}
         skills = self.app.skills if self.app is not None else {}
         names = [*specs, *(self.replay.unknown_tools(specs) if self.replay else [])]
-        visible, filtered = self.governance.resolve(names, skills, now())
+        visible, filtered = self.governance.resolve(names, skills, now(), agent.disabled_tools)
         schemas = [specs[n].function_schema() for n in visible if n in specs]
         return schemas + [_recorded_schema(n) for n in visible if n not in specs], filtered
 
@@ -490,7 +501,7 @@ class AgentRuntime:
     async def _decide(
         self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
-        tools, filtered = self._tools()
+        tools, filtered = self._tools(state.agent)
         state.hidden = filtered
         prompt = await self.system_prompt(focus, trigger)
         if state.resumed is None:  # a resumed run recorded these when it started
