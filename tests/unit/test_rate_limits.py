@@ -15,9 +15,7 @@ from tests.apps import make_app
 from tests.scripted import decide, play, run_events
 
 TWO_PER_HOUR = {"governance": {"rate_limits": {"log_decision": {"calls": 2, "per_seconds": 3600}}}}
-LIMITED_TOML = (
-    "[governance]\nrate_limits = { log_decision = { calls = 2, per_seconds = 3600 } }\n"
-)
+LIMITED_TOML = "[governance]\nrate_limits = { log_decision = { calls = 2, per_seconds = 3600 } }\n"
 
 
 def outcomes(ledger: Ledger, result: object) -> list[str]:
