@@ -9,7 +9,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import RateLimit, load_app
 from owlclaw.runtime.governance import Governance
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.loop import AgentRuntime, RunResult
 from owlclaw.runtime.rate_limits import RateLimiter
 from tests.apps import make_app
 from tests.scripted import decide, play, run_events
@@ -18,10 +18,10 @@ TWO_PER_HOUR = {"governance": {"rate_limits": {"log_decision": {"calls": 2, "per
 LIMITED_TOML = "[governance]\nrate_limits = { log_decision = { calls = 2, per_seconds = 3600 } }\n"
 
 
-def outcomes(ledger: Ledger, result: object) -> list[str]:
+def outcomes(ledger: Ledger, result: RunResult) -> list[str]:
     return [
         type(e).__name__
-        for e in run_events(ledger, result)  # type: ignore[arg-type]
+        for e in run_events(ledger, result)
         if isinstance(e, ev.ToolCallSucceeded | ev.ToolCallDenied)
     ]
 
