@@ -224,6 +224,8 @@ class ToolCallSucceeded(_RunEvent, frozen=True, kw_only=True):
     tool: str
     result: Any
     duration_ms: float = 0.0
+    result_bytes: int = 0
+    truncated: bool = False
 
 
 class ToolCallFailed(_RunEvent, frozen=True, kw_only=True):
@@ -239,6 +241,7 @@ class ToolCallTimedOut(_RunEvent, frozen=True, kw_only=True):
     call_id: str
     tool: str
     timeout_s: float
+    duration_ms: float = 0.0
 
 
 class ToolOutcomeUnknown(_RunEvent, frozen=True, kw_only=True):
