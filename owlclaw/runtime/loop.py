@@ -214,8 +214,9 @@ class AgentRuntime:
         agent = await self._io_call(self._prepare_agent)
         if agent.change_tools(enable, disable, tool_names(self.registry)) is None:
             return ToolsChange(self.agent_id, list(agent.state.disabled_tools))
-        position = (await self._append(agent))[-1]
-        return ToolsChange(self.agent_id, list(agent.state.disabled_tools), position)
+        # a ToolsChanged commutes with any fact appended meanwhile (a run's schedule): rebase
+        agent, positions = await self._io_call(self.ledger.append_rebasing, agent)
+        return ToolsChange(self.agent_id, list(agent.state.disabled_tools), positions[-1])
 
     async def _append(self, agent: Agent) -> list[int]:
         appended = partial(self.ledger.append_rebasing, over=FOREIGN_FACTS)

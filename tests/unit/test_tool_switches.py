@@ -70,3 +70,25 @@ def test_an_unknown_tool_name_records_nothing(ledger: Ledger) -> None:
     with pytest.raises(UnknownTools, match="has no tool 'nope'"):
         asyncio.run(runtime.change_tools([], ["nope"]))
     assert ledger.load_agent("careful").version == version
+
+
+def test_a_change_commits_over_a_fact_another_writer_appended_meanwhile(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = AgentRuntime(ledger, "busy", models=["x"])
+    play(runtime, [{"content": "first run"}])
+    load = ledger.load_agent
+
+    def loaded_then_a_run_schedules(agent_id: str) -> Agent:
+        """What the writer sees, just before its own run commits a schedule (one time)."""
+        monkeypatch.setattr(ledger, "load_agent", load)
+        seen, other = load(agent_id), load(agent_id)
+        other.record(ev.ScheduleRequested, schedule_id="s1", kind="once", focus="later")
+        ledger.append(other)
+        return seen
+
+    monkeypatch.setattr(ledger, "load_agent", loaded_then_a_run_schedules)
+    change = asyncio.run(runtime.change_tools([], ["remember"]))
+    assert change.disabled == ["remember"]
+    agent = ledger.load_agent("busy")
+    assert agent.disabled_tools == {"remember"} and "s1" in agent.state.schedules
