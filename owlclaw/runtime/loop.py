@@ -458,7 +458,9 @@ class AgentRuntime:
         specs = {**SPECS, **{n: c.spec for n, c in self.registry.capabilities.items()}}
         skills = self.app.skills if self.app is not None else {}
         names = [*specs, *(self.replay.unknown_tools(specs) if self.replay else [])]
-        visible, filtered = self.governance.resolve(names, skills, now(), agent.disabled_tools)
+        visible, filtered = self.governance.resolve(
+            names, skills, now(), disabled=agent.disabled_tools
+        )
         schemas = [specs[n].function_schema() for n in visible if n in specs]
         return schemas + [_recorded_schema(n) for n in visible if n not in specs], filtered
 
