@@ -22,6 +22,7 @@ from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.switches import ToolsChange
 from projections.feed import afollow_run
 
 Placement = Literal["dedicated", "shared"]
@@ -133,6 +134,15 @@ class AgentDirectory:
         await asyncio.to_thread(self.ledger.load_agent, agent_id)
         position: int = await self.handle(agent_id).receive.remote(agent_id, source, payload)
         return position
+
+    async def change_tools(
+        self, agent_id: str, enable: list[str], disable: list[str]
+    ) -> ToolsChange:
+        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        change: ToolsChange = await self.handle(agent_id).change_tools.remote(
+            agent_id, enable, disable
+        )
+        return change
 
     async def status(self, agent_id: str | None = None) -> HostStatus:
         """One agent's host, or (None) every host this directory has used, merged."""

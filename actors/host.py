@@ -29,6 +29,7 @@ from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.loop import AgentRuntime, RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.switches import ToolsChange
 from projections.feed import afollow_run
 from projections.memory import MemoryStore
 
@@ -115,6 +116,16 @@ class AgentHost:
             return await runtime.receive(source, payload), None
 
         return await self._accept(agent_id, record)
+
+    async def change_tools(
+        self, agent_id: str, enable: list[str], disable: list[str]
+    ) -> ToolsChange:
+        """Enable and disable tools through the agent's own writer (its runtime)."""
+
+        async def change(runtime: AgentRuntime) -> tuple[ToolsChange, ev.RunQueued | None]:
+            return await runtime.change_tools(enable, disable), None
+
+        return await self._accept(agent_id, change)
 
     async def _accept(
         self,

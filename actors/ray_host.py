@@ -20,6 +20,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.switches import ToolsChange
 from owlclaw.wiring import open_memory
 
 
@@ -75,6 +76,11 @@ class AgentHostActor:
 
     async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
         return await self.host.receive(agent_id, source, payload)
+
+    async def change_tools(
+        self, agent_id: str, enable: list[str], disable: list[str]
+    ) -> ToolsChange:
+        return await self.host.change_tools(agent_id, enable, disable)
 
     @ray.method(concurrency_group="control")
     def status(self, agent_id: str | None = None) -> HostStatus:

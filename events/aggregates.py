@@ -9,7 +9,7 @@ and verdicts the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Self, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -78,6 +78,12 @@ class AgentState(msgspec.Struct):
     """Timer fires and inbound events since the agent's last run started."""
     idempotency_keys: dict[str, UUID] = {}
     """Idempotency key -> run id of recently accepted keyed runs (a retried trigger's run)."""
+    disabled_tools: list[str] = []
+    """Tools the operator disabled (ToolsChanged), sorted: hidden from the model and refused."""
+
+
+class UnknownTools(ValueError):
+    """An enable/disable named tools the agent does not have (the message names them)."""
 
 
 class RunState(msgspec.Struct):
@@ -238,6 +244,35 @@ class Agent(_Aggregate):
         }
         return "fire", "", self.queue_run(f"schedule_{kind}", focus, None, context)
 
+    @property
+    def disabled_tools(self) -> frozenset[str]:
+        return frozenset(self.state.disabled_tools)
+
+    def change_tools(
+        self, enable: Collection[str], disable: Collection[str], known: Collection[str]
+    ) -> ev.ToolsChanged | None:
+        """Enable and disable tools by name (ToolsChanged), or None when nothing changes.
+
+        ``known`` is what the agent's app has today; a disabled tool the app no longer has can
+        still be enabled (so a removed tool's switch is not stuck). A name in both lists, or one
+        the agent does not know, raises (UnknownTools, ValueError) and records nothing."""
+        both = set(enable) & set(disable)
+        if both:
+            raise ValueError(f"both enabled and disabled: {', '.join(sorted(both))}")
+        unknown = (set(enable) - set(known) - self.disabled_tools) | (set(disable) - set(known))
+        if unknown:
+            raise UnknownTools(
+                f"agent {self.agent_id!r} has no tool {', '.join(map(repr, sorted(unknown)))};"
+                f" its tools: {', '.join(sorted(known)) or 'none'}"
+            )
+        enabled = sorted(set(enable) & self.disabled_tools)
+        disabled = sorted(set(disable) - self.disabled_tools)
+        if not enabled and not disabled:
+            return None
+        changed = self.record(ev.ToolsChanged, enabled=enabled, disabled=disabled)
+        assert isinstance(changed, ev.ToolsChanged)
+        return changed
+
     def _fire_verdict(
         self, schedule_id: str, fire_time: datetime, missed: str | None
     ) -> tuple[FireVerdict, str]:
@@ -316,6 +351,10 @@ class Agent(_Aggregate):
         ended[schedule_id] = how
         while len(ended) > ENDED_SCHEDULES_KEPT:
             del ended[next(iter(ended))]
+
+    def _on_ToolsChanged(self, e: ev.ToolsChanged) -> None:
+        disabled = (set(self.state.disabled_tools) - set(e.enabled)) | set(e.disabled)
+        self.state.disabled_tools = sorted(disabled)
 
     def _on_BudgetExceeded(self, e: ev.BudgetExceeded) -> None:
         self.state.budget_exceeded += 1

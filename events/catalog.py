@@ -155,6 +155,15 @@ class AgentWarning(_AgentEvent, frozen=True, kw_only=True):
     message: str
 
 
+class ToolsChanged(_AgentEvent, frozen=True, kw_only=True):
+    """The operator enabled or disabled tools of the agent (``owlclaw tools --enable/--disable``):
+    from the agent's next run on, a disabled tool is hidden from the model and a call to it is
+    refused, without editing the app."""
+
+    enabled: list[str] = []
+    disabled: list[str] = []
+
+
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID | None
     budget: str
@@ -215,6 +224,8 @@ class ToolCallSucceeded(_RunEvent, frozen=True, kw_only=True):
     tool: str
     result: Any
     duration_ms: float = 0.0
+    result_bytes: int = 0
+    truncated: bool = False
 
 
 class ToolCallFailed(_RunEvent, frozen=True, kw_only=True):
@@ -230,6 +241,7 @@ class ToolCallTimedOut(_RunEvent, frozen=True, kw_only=True):
     call_id: str
     tool: str
     timeout_s: float
+    duration_ms: float = 0.0
 
 
 class ToolOutcomeUnknown(_RunEvent, frozen=True, kw_only=True):

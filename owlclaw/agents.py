@@ -18,6 +18,7 @@ import msgspec
 from events import catalog as ev
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.switches import ToolsChange
 
 
 class AgentActivity(msgspec.Struct, frozen=True):
@@ -66,6 +67,13 @@ class Agents(Protocol):
     async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
         """Record an inbound event (InboundReceived) for the agent's next heartbeat; its log
         position once committed."""
+        ...
+
+    async def change_tools(
+        self, agent_id: str, enable: list[str], disable: list[str]
+    ) -> ToolsChange:
+        """Enable and disable the agent's tools (ToolsChanged) through its writer; UnknownTools
+        (a ValueError) for a name its app does not have, and nothing is recorded."""
         ...
 
     async def status(self, agent_id: str | None = None) -> HostStatus: ...

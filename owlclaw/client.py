@@ -9,6 +9,7 @@ import msgspec
 
 from owlclaw.config import OwlClawConfig
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.switches import ToolsChange
 from owlclaw.webhook import server_token
 
 TRIGGER_ATTEMPTS = 3
@@ -92,6 +93,11 @@ class ServerClient:
         body = {"source": source, "payload": payload}
         result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/events", body)
         return result
+
+    def change_tools(self, agent_id: str, enable: list[str], disable: list[str]) -> ToolsChange:
+        """Enable and disable a served agent's tools through its writer."""
+        body = {"enable": enable, "disable": disable}
+        return msgspec.convert(self._call("POST", f"/agents/{agent_id}/tools", body), ToolsChange)
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/status")

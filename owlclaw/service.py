@@ -34,6 +34,7 @@ from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, sta
 from owlclaw.timers.serve import place_agents, start_timers
 from owlclaw.timers.service import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
+from owlclaw.tools.switches import ToolsChange
 from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner
 
@@ -260,6 +261,13 @@ class Service:
         """Hand an inbound event to the agent for its next heartbeat; its log position."""
         self.served(agent_id)
         return await self.agents.receive(agent_id, source, payload)
+
+    async def change_tools(
+        self, agent_id: str, enable: list[str], disable: list[str]
+    ) -> ToolsChange:
+        """Enable and disable a served agent's tools through its writer."""
+        self.served(agent_id)
+        return await self.agents.change_tools(agent_id, enable, disable)
 
     def status(self) -> dict[str, Any]:
         assert self.ledger is not None

@@ -5,6 +5,8 @@
   an ``Idempotency-Key`` header makes a retry return the run that key already started;
 - ``POST /agents/{id}/events`` ``{"source"?, "payload"?}``: an InboundReceived for the agent's
   next heartbeat (202);
+- ``POST /agents/{id}/tools`` ``{"enable"?: [names], "disable"?: [names]}``: a ToolsChanged
+  recorded by the agent's writer (200, the agent's disabled tools; 400 ``unknown_tool``);
 - ``POST /agents/{id}/fires`` (a TimerFire): a timer delivery from the Hatchet worker when the
   agents live in this process; answered with the agent's verdict (200);
 - ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token.
@@ -28,6 +30,7 @@ import msgspec
 from aiohttp import web
 
 from events import UnknownAgent
+from events.aggregates import UnknownTools
 from owlclaw.config import OwlClawConfig
 from owlclaw.service import NotServed, Service
 from owlclaw.timers.fires import TimerFire
@@ -41,6 +44,11 @@ class TriggerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     focus: str | None = None
     payload: dict[str, Any] = {}
     wait: bool = False
+
+
+class ToolsBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    enable: list[str] = []
+    disable: list[str] = []
 
 
 class EventBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -132,6 +140,17 @@ def make_app(service: Service, token: str) -> web.Application:
         position = await service.receive(agent_id, data.source, data.payload)
         return web.json_response({"agent_id": agent_id, "position": position}, status=202)
 
+    async def tools(request: web.Request) -> web.Response:
+        agent_id = request.match_info["agent_id"]
+        service.served(agent_id)
+        data: ToolsBody = await body(request, ToolsBody)
+        try:
+            change = await service.change_tools(agent_id, data.enable, data.disable)
+        except ValueError as e:
+            code = "unknown_tool" if isinstance(e, UnknownTools) else "bad_request"
+            return _error(400, code, str(e))
+        return web.json_response(msgspec.to_builtins(change))
+
     async def status(_: web.Request) -> web.Response:
         return web.json_response(service.status())
 
@@ -144,6 +163,7 @@ def make_app(service: Service, token: str) -> web.Application:
             web.post("/agents/{agent_id}/trigger", trigger),
             web.post("/agents/{agent_id}/events", events),
             web.post("/agents/{agent_id}/fires", fires),
+            web.post("/agents/{agent_id}/tools", tools),
             web.get("/status", status),
             web.get("/health", health),
         ]

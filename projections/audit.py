@@ -1,5 +1,6 @@
-"""Audit view: one row per tool call — arguments, outcome, duration, the tokens and cost of the
-LLM response that asked for it, and the decision type of log_decision calls."""
+"""Audit view: one row per tool call — arguments, outcome, duration, result size and whether the
+model saw it truncated, the tokens and cost of the LLM response that asked for it, and the
+decision type of log_decision calls."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ class AuditView(View):
         " retryable boolean, duration_ms double precision, tokens integer,"
         " cost_usd double precision, decision_type text, requested_at timestamptz,"
         " finished_at timestamptz, position bigint NOT NULL, PRIMARY KEY (run_id, call_id))",
+        "ALTER TABLE {audit_tool_calls} ADD COLUMN IF NOT EXISTS result_bytes bigint,"
+        " ADD COLUMN IF NOT EXISTS truncated boolean",
         "CREATE INDEX IF NOT EXISTS {audit_tool_calls_agent} ON {audit_tool_calls}"
         " (agent_id, requested_at)",
         "CREATE TABLE IF NOT EXISTS {audit_run_context} ("
@@ -80,7 +83,16 @@ class AuditView(View):
             status = "denied" if isinstance(e, ev.ToolCallDenied) else "rejected"
             self._finish(curs, e, pos, status, error=error)
         elif isinstance(e, ev.ToolCallSucceeded):
-            self._finish(curs, e, pos, "succeeded", result=e.result, duration_ms=e.duration_ms)
+            self._finish(
+                curs,
+                e,
+                pos,
+                "succeeded",
+                result=e.result,
+                duration_ms=e.duration_ms,
+                result_bytes=e.result_bytes,
+                truncated=e.truncated,
+            )
         elif isinstance(e, ev.ToolCallFailed):
             self._finish(
                 curs,
@@ -101,6 +113,7 @@ class AuditView(View):
                 error=f"timed out after {e.timeout_s}s",
                 error_code="TIMEOUT",
                 retryable=True,
+                duration_ms=e.duration_ms,
             )
         elif isinstance(e, ev.ToolOutcomeUnknown):
             self._finish(
@@ -127,20 +140,24 @@ class AuditView(View):
         error_code: str | None = None,
         retryable: bool | None = None,
         duration_ms: float | None = None,
+        result_bytes: int | None = None,
+        truncated: bool | None = None,
     ) -> None:
         """Record an outcome; calls refused before any request get a row of their own."""
         curs.execute(
             self.sql(
                 "INSERT INTO {audit_tool_calls} AS a (run_id, call_id, agent_id, tool, status,"
-                " result, error, error_code, retryable, duration_ms, requested_at, finished_at,"
-                " position)"
+                " result, error, error_code, retryable, duration_ms, result_bytes, truncated,"
+                " requested_at, finished_at, position)"
                 " SELECT %(run)s, %(call)s, c.agent_id, %(tool)s, %(status)s, %(result)s,"
-                " %(error)s, %(code)s, %(retryable)s, %(duration)s, %(at)s, %(at)s, %(pos)s"
+                " %(error)s, %(code)s, %(retryable)s, %(duration)s, %(bytes)s, %(truncated)s,"
+                " %(at)s, %(at)s, %(pos)s"
                 " FROM (SELECT 1) one LEFT JOIN {audit_run_context} c ON c.run_id = %(run)s"
                 " ON CONFLICT (run_id, call_id) DO UPDATE SET status = excluded.status,"
                 " result = excluded.result, error = excluded.error,"
                 " error_code = excluded.error_code, retryable = excluded.retryable,"
-                " duration_ms = excluded.duration_ms, finished_at = excluded.finished_at"
+                " duration_ms = excluded.duration_ms, result_bytes = excluded.result_bytes,"
+                " truncated = excluded.truncated, finished_at = excluded.finished_at"
             ),
             {
                 "run": e.originator_id,
@@ -152,6 +169,8 @@ class AuditView(View):
                 "code": error_code,
                 "retryable": retryable,
                 "duration": duration_ms,
+                "bytes": result_bytes,
+                "truncated": truncated,
                 "at": e.timestamp,
                 "pos": pos,
             },

@@ -1,5 +1,6 @@
-"""What an agent may do: visible tools (allow/deny lists and skill constraints; deny wins),
-per-tool rate limits and a daily token/cost budget.
+"""What an agent may do: visible tools (tools the operator disabled, allow/deny lists and skill
+constraints; deny wins), per-tool rate limits (enforced by ``rate_limits.RateLimiter``) and a
+daily token/cost budget.
 
 Every filtered tool carries its reason, so "why couldn't the agent do X" is answered by the
 ledger (VisibleToolsResolved, ToolCallDenied, BudgetExceeded).
@@ -7,7 +8,6 @@ ledger (VisibleToolsResolved, ToolCallDenied, BudgetExceeded).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from typing import Annotated, Any
@@ -17,6 +17,8 @@ import msgspec
 from events import Ledger
 from events.aggregates import Agent, run_stream_id
 from owlclaw.app import RateLimit, Skill
+
+OPERATOR_DISABLED = "disabled by the operator (owlclaw tools --enable re-enables it)"
 
 
 class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -46,16 +48,21 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         tools: Iterable[str],
         skills: Mapping[str, Skill] | None = None,
         at: datetime | None = None,
+        disabled: frozenset[str] = frozenset(),
     ) -> tuple[list[str], dict[str, str]]:
         """Visible tool names, and the reason each other tool is hidden.
 
-        A skill's ``owlclaw.constraints`` apply to the capability of the same name.
+        A skill's ``owlclaw.constraints`` apply to the capability of the same name; ``disabled``
+        are the tools the operator disabled (the Agent's ToolsChanged), hidden whatever the app
+        says.
         """
         visible: list[str] = []
         filtered: dict[str, str] = {}
         for name in tools:
             skill = (skills or {}).get(name)
-            if name in self.deny:
+            if name in disabled:
+                filtered[name] = OPERATOR_DISABLED
+            elif name in self.deny:
                 filtered[name] = "denied by governance.deny"
             elif self.allow and name not in self.allow:
                 filtered[name] = "not in governance.allow"
@@ -87,35 +94,13 @@ def skill_hides(skill: Skill, at: datetime | None) -> str | None:
     return None
 
 
-class RateLimiter:
-    """Sliding-window call counts per tool for one agent (the agent's runs are serialized)."""
-
-    def __init__(self, limits: Mapping[str, RateLimit]):
-        self.limits = dict(limits)
-        self._calls: dict[str, deque[float]] = {}
-
-    def admit(self, tool: str, now: float) -> str | None:
-        """Count the call and return None, or the reason it exceeds the tool's limit."""
-        limit = self.limits.get(tool)
-        if limit is None:
-            return None
-        calls = self._calls.setdefault(tool, deque())
-        while calls and calls[0] <= now - limit.per_seconds:
-            calls.popleft()
-        if len(calls) >= limit.calls:
-            return (
-                f"rate limit: {tool} allows {limit.calls} calls per {limit.per_seconds:g} s;"
-                f" retry in {calls[0] + limit.per_seconds - now:.1f} s"
-            )
-        calls.append(now)
-        return None
-
-
 def spent_today(ledger: Ledger, agent: Agent, day: date) -> tuple[int, float]:
     """Tokens and cost of the agent's runs started on ``day`` (UTC), read from the ledger.
 
-    Runs are numbered in start order, so the scan walks back from the latest until the day
-    before.
+    The budget is durable this way: a runtime reads it when it is built (activation after
+    passivation, a restart) or when the day changes, and adds each run it finishes, so neither
+    a restart nor an app change resets it. Runs are numbered in start order, so the scan walks
+    back from the latest until the day before.
     """
     tokens, cost = 0, 0.0
     for run_no in range(agent.state.run_count, 0, -1):

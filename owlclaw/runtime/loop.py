@@ -40,9 +40,11 @@ from owlclaw.llm.scripted import ScriptError, load_script_dir
 from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
 from owlclaw.runtime.capabilities import Capability, Registry, call_handler, load_registry
 from owlclaw.runtime.context import RECENT_RUNS, ContextItem, build_context, describe_run
-from owlclaw.runtime.governance import Governance, RateLimiter, spent_today
+from owlclaw.runtime.governance import Governance, spent_today
+from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.errors import ToolError, unknown_tool
+from owlclaw.tools.switches import ToolsChange, tool_names
 from projections.memory import MemoryStore
 
 T = TypeVar("T")
@@ -50,6 +52,7 @@ FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
     ev.ScheduleRegistered,
     ev.InboundReceived,
     ev.AppAttached,
+    ev.ToolsChanged,
 )
 """Agent-stream events other writers append that the runtime's own facts commute with."""
 RETRY_BACKOFF_S = 0.05
@@ -205,6 +208,16 @@ class AgentRuntime:
         agent.record(ev.InboundReceived, source=source, payload=payload)
         return (await self._append(agent))[-1]
 
+    async def change_tools(self, enable: list[str], disable: list[str]) -> ToolsChange:
+        """Enable and disable tools as the agent's writer (ToolsChanged), checked against the
+        tools of its app as loaded now; from the next run on, governance hides disabled ones."""
+        agent = await self._io_call(self._prepare_agent)
+        if agent.change_tools(enable, disable, tool_names(self.registry)) is None:
+            return ToolsChange(self.agent_id, list(agent.state.disabled_tools))
+        # a ToolsChanged commutes with any fact appended meanwhile (a run's schedule): rebase
+        agent, positions = await self._io_call(self.ledger.append_rebasing, agent)
+        return ToolsChange(self.agent_id, list(agent.state.disabled_tools), positions[-1])
+
     async def _append(self, agent: Agent) -> list[int]:
         appended = partial(self.ledger.append_rebasing, over=FOREIGN_FACTS)
         return (await self._io_call(appended, agent))[1]
@@ -316,7 +329,7 @@ class AgentRuntime:
         if (app.root / SCRIPTS_DIR).is_dir():
             load_script_dir(app.root / SCRIPTS_DIR)
         self.app, self.governance = app, governance
-        self._rate = RateLimiter(governance.rate_limits_with(app.skills))
+        self._rate = self._rate.with_limits(governance.rate_limits_with(app.skills))
         if app.settings.models:
             self.models = list(app.settings.models)
 
@@ -327,6 +340,7 @@ class AgentRuntime:
             return self.ledger.load_agent(self.agent_id)
         agent = self.ledger.register_agent(self.agent_id, str(self.app_dir or ""))
         self.reload(agent)
+        self._rate.load(self.ledger, agent, time.time())
         if self._recent is None:
             last = agent.state.run_count
             self._recent = deque(
@@ -440,11 +454,13 @@ class AgentRuntime:
         if positions:
             state.position = positions[-1]
 
-    def _tools(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    def _tools(self, agent: Agent) -> tuple[list[dict[str, Any]], dict[str, str]]:
         specs = {**SPECS, **{n: c.spec for n, c in self.registry.capabilities.items()}}
         skills = self.app.skills if self.app is not None else {}
         names = [*specs, *(self.replay.unknown_tools(specs) if self.replay else [])]
-        visible, filtered = self.governance.resolve(names, skills, now())
+        visible, filtered = self.governance.resolve(
+            names, skills, now(), disabled=agent.disabled_tools
+        )
         schemas = [specs[n].function_schema() for n in visible if n in specs]
         return schemas + [_recorded_schema(n) for n in visible if n not in specs], filtered
 
@@ -488,7 +504,7 @@ class AgentRuntime:
     async def _decide(
         self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
-        tools, filtered = self._tools()
+        tools, filtered = self._tools(state.agent)
         state.hidden = filtered
         prompt = await self.system_prompt(focus, trigger)
         if state.resumed is None:  # a resumed run recorded these when it started
@@ -609,7 +625,7 @@ class AgentRuntime:
             return ToolError(
                 error=f"tool {name!r} is not available: {reason}", error_code="TOOL_DENIED"
             )
-        if (limited := self._rate.admit(name, time.monotonic())) is not None:
+        if (limited := self._rate.admit(name, time.time())) is not None:
             state.run.record(ev.ToolCallDenied, call_id=call_id, tool=name, reason=limited)
             return ToolError(error=limited, error_code="RATE_LIMITED", retryable=True)
         params: Any

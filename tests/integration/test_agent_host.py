@@ -4,6 +4,7 @@ run re-executes, and an app directory that stops loading."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import Run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime, RunResult
@@ -135,3 +137,52 @@ def test_an_agent_whose_app_directory_became_invalid_fails_its_runs_and_the_host
     [first] = ledger.list_runs("broken")[:1]
     [error] = [e for e in ledger.stream(first) if isinstance(e, ev.RunFailed)]
     assert "SOUL.md not found" in error.error
+
+
+def test_rate_limit_windows_survive_passivation_and_a_restart(
+    fresh_db: Database, tmp_path: Path
+) -> None:
+    register_script(
+        "limited",
+        [
+            {"tool_calls": [{"name": "log_decision", "arguments": {"reasoning": "r"}}]},
+            {"content": "done"},
+        ],
+    )
+    root = make_app(
+        tmp_path / "app",
+        config="[governance]\nrate_limits = { log_decision = { calls = 2, per_seconds = 3600 } }\n",
+    )
+
+    async def calls(ledger: Ledger, runs: int, *, after_passivation: bool) -> tuple[list[str], int]:
+        """The outcome of each run's log_decision; how often the host passivated the agent."""
+        host = AgentHost(ledger, config_with("scripted/limited"), idle_s=0.2)
+        outcomes = []
+        for _ in range(runs):
+            if after_passivation and "limited" in (await host.status("limited")).agents:
+                deadline = time.monotonic() + 30
+                while "limited" in (await host.status("limited")).agents:
+                    assert time.monotonic() < deadline, "never passivated"
+                    await asyncio.sleep(0.05)
+            run_id = await host.submit("limited", "webhook")
+            await host.result("limited", run_id)
+            outcomes += [
+                type(e).__name__
+                for e in ledger.stream(uuid.UUID(run_id))
+                if isinstance(e, ev.ToolCallSucceeded | ev.ToolCallDenied)
+            ]
+        await host.close()
+        return outcomes, host.passivations
+
+    with Ledger(fresh_db.url) as ledger:
+        ledger.register_agent("limited", str(root))
+        served = asyncio.run(calls(ledger, 3, after_passivation=True))
+    assert served == (["ToolCallSucceeded", "ToolCallSucceeded", "ToolCallDenied"], 2)
+    with Ledger(fresh_db.url) as restarted:  # another process: a new ledger and host
+        assert asyncio.run(calls(restarted, 1, after_passivation=False)) == (
+            ["ToolCallDenied"],
+            0,
+        )
+        [run_id] = restarted.list_runs("limited")[-1:]
+        [denied] = [e for e in restarted.stream(run_id) if isinstance(e, ev.ToolCallDenied)]
+        assert denied.reason.startswith("rate limit: log_decision allows 2 calls per 3600 s")

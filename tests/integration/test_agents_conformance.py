@@ -27,12 +27,14 @@ from actors.directory import AgentDirectory
 from actors.host import AgentHost
 from events import Agent, Ledger, UnknownAgent
 from events import catalog as ev
-from events.aggregates import Run, run_stream_id
+from events.aggregates import Run, UnknownTools, run_stream_id
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.switches import ToolsChange
 from tests.apps import make_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
@@ -498,3 +500,27 @@ def test_a_heartbeat_acts_only_on_what_the_agent_received(setting: Setting) -> N
     skipped, acted = runs(ledger, agent_id)
     assert not any(isinstance(e, ev.LLMResponded) for e in skipped)
     assert any(isinstance(e, ev.DecisionLogged) for e in acted)
+
+
+def test_tools_are_switched_through_the_agents_writer(setting: Setting) -> None:
+    ledger, agent_id = setting.ledger, unique("switched")
+    setting.register(agent_id, "one_tool")
+
+    async def scenario(agents: Agents) -> ToolsChange:
+        change = await agents.change_tools(agent_id, [], ["log_decision"])
+        with pytest.raises(UnknownTools, match="has no tool 'nope'"):
+            await agents.change_tools(agent_id, ["nope"], [])
+        await agents.result(agent_id, await agents.submit(agent_id, "webhook"))
+        return change
+
+    change = hosted(setting, scenario)
+    assert change.disabled == ["log_decision"] and change.position is not None
+    [run] = runs(ledger, agent_id)
+    [visible] = [e for e in run if isinstance(e, ev.VisibleToolsResolved)]
+    assert visible.filtered == {"log_decision": OPERATOR_DISABLED}
+    [denied] = [e for e in run if isinstance(e, ev.ToolCallDenied)]
+    assert denied.reason == OPERATOR_DISABLED
+    changes = [
+        e for e in ledger.stream(ledger.load_agent(agent_id).id) if isinstance(e, ev.ToolsChanged)
+    ]
+    assert [c.disabled for c in changes] == [["log_decision"]]  # the unknown name: nothing

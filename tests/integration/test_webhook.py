@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from owlclaw.app import load_app
 from owlclaw.client import ServerClient
 from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig, TimersConfig
 from owlclaw.database import Database
+from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.service import Service
 from owlclaw.timers.fires import TimerFire
 from owlclaw.webhook import serving
@@ -200,3 +203,30 @@ def test_with_local_placement_hatchet_fires_reach_the_agent_through_the_server(
 
     hatchet = TimersConfig(backend="hatchet", hatchet_bin=str(bin_dir))
     serve_and(fresh_db, tmp_path, scenario, timers=hatchet)
+
+
+def test_owlclaw_tools_disables_a_tool_through_the_server_that_serves_the_agent(
+    fresh_db: Database, tmp_path: Path
+) -> None:
+    async def scenario(service: Service, config: OwlClawConfig) -> None:
+        assert service.ledger is not None
+        env = user_env(tmp_path / "data", config.server.port, OWLCLAW_SERVER_TOKEN="test-token")
+
+        def tools(*options: str) -> subprocess.CompletedProcess[str]:
+            return owlclaw(env, "tools", "hooked", *options, cwd=tmp_path)
+
+        off = await asyncio.to_thread(tools, "--disable", "remember", "--json")
+        assert off.returncode == 0, off.stderr
+        assert json.loads(off.stdout)["via"] == "server"
+        run_id = await service.submit("hooked", "webhook", "after the switch")
+        await service.result("hooked", run_id)
+        [visible] = [
+            e
+            for e in service.ledger.stream(uuid.UUID(run_id))
+            if isinstance(e, ev.VisibleToolsResolved)
+        ]
+        assert visible.filtered == {"remember": OPERATOR_DISABLED}
+        unknown = await asyncio.to_thread(tools, "--enable", "nope")
+        assert unknown.returncode == 2 and "has no tool 'nope'" in unknown.stderr
+
+    serve_and(fresh_db, tmp_path, scenario)

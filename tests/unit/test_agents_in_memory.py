@@ -25,6 +25,7 @@ from tests.integration.test_agents_conformance import (
     test_an_unknown_agent_is_a_clear_error,
     test_runs_and_fires_of_one_agent_execute_one_at_a_time_in_acceptance_order,
     test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_on,
+    test_tools_are_switched_through_the_agents_writer,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "test_an_unknown_agent_is_a_clear_error",
     "test_runs_and_fires_of_one_agent_execute_one_at_a_time_in_acceptance_order",
     "test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_on",
+    "test_tools_are_switched_through_the_agents_writer",
 ]
 
 

@@ -1,0 +1,147 @@
+"""``owlclaw tools``: an agent's tool usage, and the operator's switches for its tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from events import Ledger
+from owlclaw.cli.common import (
+    EXIT_USAGE,
+    JsonOption,
+    app,
+    err,
+    fail,
+    handles_errors,
+    open_ledger,
+    out,
+    print_json,
+)
+from owlclaw.cli.inspect import bring_up_to_date
+from owlclaw.config import OwlClawConfig, load_config
+from owlclaw.tools.switches import ToolsChange
+
+
+@app.command()
+@handles_errors
+def tools(
+    agent: Annotated[str, typer.Argument(help="Agent id.")],
+    enable: Annotated[
+        list[str] | None,
+        typer.Option("--enable", metavar="NAME", help="Enable a disabled tool (repeatable)."),
+    ] = None,
+    disable: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--disable",
+            metavar="NAME",
+            help="Hide a tool from the agent's next runs and refuse calls to it (repeatable).",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Per tool of an agent: calls, errors by code, timeouts, p50/p95 duration, truncations
+    (the audit view). --enable/--disable NAME record a ToolsChanged that the agent's next run
+    obeys: through `owlclaw run` when it serves the agent, else directly in the ledger."""
+    config = load_config()
+    if enable or disable:
+        change, via = _change(config, agent, enable or [], disable or [])
+        if as_json:
+            print_json(
+                {
+                    "agent_id": agent,
+                    "disabled": change.disabled,
+                    "position": change.position,
+                    "via": via,
+                }
+            )
+            return
+        if change.position is None:
+            out.print(f"{agent}: nothing to change", highlight=False)
+        else:
+            writer = "the agent's server" if via == "server" else "the ledger directly"
+            out.print(
+                f"[green]recorded[/] ToolsChanged for {agent} at log position"
+                f" {change.position} (through {writer})",
+                highlight=False,
+            )
+        out.print(f"disabled tools: {', '.join(change.disabled) or 'none'}", highlight=False)
+        return
+    _print_stats(config, agent, as_json)
+
+
+def _change(
+    config: OwlClawConfig, agent: str, enable: list[str], disable: list[str]
+) -> tuple[ToolsChange, str]:
+    """Through the agent's writer when a server serves it, else directly in the ledger."""
+    from owlclaw.client import ServerClient, ServerRefused, ServerUnavailable
+    from owlclaw.tools.switches import change_tools_directly
+
+    hint = f"`owlclaw tools {agent}` shows its tools; check the names"
+    with ServerClient(config) as client:
+        try:
+            return client.change_tools(agent, enable, disable), "server"
+        except ServerUnavailable:
+            pass
+        except ServerRefused as e:
+            if e.code in ("unknown_tool", "bad_request"):
+                fail(str(e), hint, EXIT_USAGE)
+            if e.code != "unknown_agent":
+                raise
+    with open_ledger(config) as (_, led):
+        known = _app_tools(led, agent)
+        try:
+            return change_tools_directly(led, agent, known, enable, disable), "ledger"
+        except ValueError as e:
+            fail(str(e), hint, EXIT_USAGE)
+
+
+def _app_tools(led: Ledger, agent: str) -> list[str]:
+    """The tools of the agent's app as it is on disk (built-in tools only without one)."""
+    from owlclaw.app import load_app
+    from owlclaw.runtime.capabilities import Registry, load_registry
+    from owlclaw.tools.switches import tool_names
+
+    app_dir = led.load_agent(agent).state.app_dir
+    registry = Registry()
+    if app_dir and Path(app_dir).is_dir():
+        loaded = load_app(Path(app_dir))
+        if loaded.handlers:
+            registry = load_registry(loaded.handlers)
+    return tool_names(registry)
+
+
+def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
+    from owlclaw.tools.stats import tool_stats
+    from projections.audit import AuditView
+
+    with open_ledger(config) as (_, led):
+        disabled = led.load_agent(agent).state.disabled_tools
+        view = AuditView(led.datastore)
+        view.create_table()
+        behind = bring_up_to_date(led, view)
+        stats = tool_stats(view, agent)
+    if as_json:
+        print_json({"agent_id": agent, "disabled": disabled, "warning": behind, "tools": stats})
+        return
+    if behind:
+        err.print(f"[yellow]warning:[/] {behind}")
+    table = Table(title=f"tools of {agent}")
+    for column in ("tool", "calls", "ok", "errors", "timeouts", "p50 ms", "p95 ms", "truncated"):
+        table.add_column(column, justify="left" if column in ("tool", "errors") else "right")
+    for s in stats:
+        table.add_row(
+            s.tool + (" (disabled)" if s.tool in disabled else ""),
+            str(s.calls),
+            str(s.succeeded),
+            ", ".join(f"{code} {n}" for code, n in s.errors.items()) or "-",
+            str(s.timeouts),
+            "-" if s.p50_ms is None else f"{s.p50_ms:.1f}",
+            "-" if s.p95_ms is None else f"{s.p95_ms:.1f}",
+            str(s.truncated),
+        )
+    out.print(table)
+    out.print(f"disabled tools: {', '.join(disabled) or 'none'}", highlight=False)

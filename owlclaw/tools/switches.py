@@ -1,0 +1,52 @@
+"""The operator's switches: enabling and disabling an agent's tools without editing its app.
+
+``owlclaw tools AGENT --disable NAME`` records a ToolsChanged on the agent's stream; the Agent
+aggregate keeps the disabled set and governance hides those tools from the agent's next run on
+(and refuses a call to one). Like every other write that reaches an agent, it goes through the
+agent's one writer when ``owlclaw run`` serves it (``AgentRuntime.change_tools``, reached with
+``POST /agents/{id}/tools``); with no server serving the agent, the CLI writes it directly with
+the ledger's optimistic concurrency (``change_tools_directly``): a ToolsChanged commutes with the
+agent's other facts, so a conflicting append is re-recorded on top of the stream as it is then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import msgspec
+
+from events import Ledger
+from owlclaw.runtime.builtin_tools import SPECS
+from owlclaw.runtime.capabilities import Registry
+
+
+class ToolsChange(msgspec.Struct, frozen=True):
+    """What an enable/disable left: the agent's disabled tools, and where the ToolsChanged was
+    recorded (None: nothing changed, nothing recorded)."""
+
+    agent_id: str
+    disabled: list[str]
+    position: int | None = None
+
+
+def tool_names(registry: Registry) -> list[str]:
+    """Every tool an agent with ``registry`` has: the built-in tools and its capabilities."""
+    return [*SPECS, *registry.capabilities]
+
+
+def change_tools_directly(
+    ledger: Ledger,
+    agent_id: str,
+    known: Collection[str],
+    enable: Collection[str],
+    disable: Collection[str],
+) -> ToolsChange:
+    """Record the change on the agent's stream from outside its writer (no server serves it).
+
+    Raises UnknownAgent, or UnknownTools / ValueError for names it cannot change (nothing is
+    recorded then)."""
+    agent = ledger.load_agent(agent_id)
+    if agent.change_tools(enable, disable, known) is None:
+        return ToolsChange(agent_id, list(agent.state.disabled_tools))
+    agent, positions = ledger.append_rebasing(agent)
+    return ToolsChange(agent_id, list(agent.state.disabled_tools), positions[-1])
