@@ -37,7 +37,9 @@ DETAILS_CHARS = 4000
 EXIT_GRACE_S = 2.0
 """Time the child gets beyond the limit to report where it hung before it is killed."""
 LOADED = "loaded"
+"""The child's answer when the code loaded a registry."""
 FAILED = 3
+"""The child's exit code when the import raised; its answer is the error."""
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +146,8 @@ def _child(path: Path, timeout_s: float) -> None:
     """The probe's side: the answer goes to the original stdout, whatever the import prints to
     stderr; past the limit, faulthandler dumps every thread's stack and exits. It exits at once
     after answering, so threads the import started do not keep it alive."""
-    source = sys.stdin.read()
-    with os.fdopen(os.dup(1), "w") as answer:
+    source = sys.stdin.buffer.read().decode()
+    with os.fdopen(os.dup(1), "w", encoding="utf-8") as answer:
         os.dup2(2, 1)
         faulthandler.dump_traceback_later(timeout_s, exit=True)
         code = 0

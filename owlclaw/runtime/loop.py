@@ -276,7 +276,8 @@ class AgentRuntime:
         scripts); record IdentityLoaded (with warnings for skipped skills) on ``agent`` when it
         differs from the identity the ledger last recorded.
 
-        A directory that no longer loads keeps the previous version, with an AgentWarning.
+        A directory that no longer loads keeps the previous version, with an AgentWarning; with
+        no version loaded, the agent records AppLoadFailed and its runs fail with that error.
         """
         if self.app_dir is None:
             return False
