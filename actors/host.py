@@ -224,16 +224,20 @@ class AgentHost:
         """A hosted agent rebuilt from the ledger: an interrupted run first, then runs accepted
         but never started, then whatever arrives."""
         agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)  # UnknownAgent
-        hosted = _Hosted(
-            AgentRuntime(
-                self.ledger,
-                agent_id,
-                models=list(self.config.runtime.models),
-                app_dir=Path(agent.state.app_dir) if agent.state.app_dir else None,
-                memory=self.memory,
-                limits=self.config.runtime,
-            )
+        runtime = AgentRuntime(
+            self.ledger,
+            agent_id,
+            models=list(self.config.runtime.models),
+            app_dir=Path(agent.state.app_dir) if agent.state.app_dir else None,
+            memory=self.memory,
+            limits=self.config.runtime,
         )
+        try:
+            await runtime.load()  # a broken app is recorded now, bounded by its time limit
+        except BaseException:
+            runtime.close()
+            raise
+        hosted = _Hosted(runtime)
         self.activations += 1
         interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
         if interrupted is not None:

@@ -80,6 +80,8 @@ class AgentState(msgspec.Struct):
     """Idempotency key -> run id of recently accepted keyed runs (a retried trigger's run)."""
     disabled_tools: list[str] = []
     """Tools the operator disabled (ToolsChanged), sorted: hidden from the model and refused."""
+    app_error: str | None = None
+    """Why the app does not load (the last AppLoadFailed), until an identity loads again."""
 
 
 class UnknownTools(ValueError):
@@ -286,6 +288,11 @@ class Agent(_Aggregate):
             return "missed", missed
         return "fire", ""
 
+    def app_failed(self, app_dir: str, error: str, details: str = "") -> None:
+        """Record that the app does not load (AppLoadFailed), once per distinct error."""
+        if self.state.app_error != error:
+            self.record(ev.AppLoadFailed, app_dir=app_dir, error=error, details=details)
+
     def _on_AgentRegistered(self, e: ev.AgentRegistered) -> None:
         self.state.agent_id = e.agent_id
         self.state.app_dir = e.app_dir
@@ -301,6 +308,10 @@ class Agent(_Aggregate):
         self.state.config_sha256 = e.config_sha256
         self.state.code_sha256 = e.code_sha256
         self.state.identity_versions += 1
+        self.state.app_error = None
+
+    def _on_AppLoadFailed(self, e: ev.AppLoadFailed) -> None:
+        self.state.app_error = e.error
 
     def _on_RunQueued(self, e: ev.RunQueued) -> None:
         self.state.run_count = e.run_no

@@ -164,6 +164,17 @@ class ToolsChanged(_AgentEvent, frozen=True, kw_only=True):
     disabled: list[str] = []
 
 
+class AppLoadFailed(_AgentEvent, frozen=True, kw_only=True):
+    """The agent's app does not load (handlers.py raised or hung at import, a file is missing
+    or invalid) and no earlier version is loaded: its runs fail until the app loads again."""
+
+    app_dir: str
+    error: str
+    """What failed, naming the file."""
+    details: str = ""
+    """The end of the traceback: where the import raised, or where it was when time was up."""
+
+
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID | None
     budget: str

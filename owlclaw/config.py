@@ -55,6 +55,10 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     host actors (``shared``); ``local`` hosts them in the serving process without Ray."""
     scripts_dir: str | None = None
     """JSON scripts for the ``scripted/<name>`` model, loaded by every OwlClaw process."""
+    app_load_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 5.0
+    """Time an app's handlers.py gets to import (in a child process, before it is imported in
+    the agent's): code that takes longer is recorded as AppLoadFailed and the agent's runs
+    fail until the file changes."""
 
 
 class TimersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -122,6 +126,7 @@ ENV_FIELDS = {
     "MODELS": ("runtime", "models"),
     "SCRIPTS_DIR": ("runtime", "scripts_dir"),
     "PLACEMENT": ("runtime", "placement"),
+    "APP_LOAD_TIMEOUT_S": ("runtime", "app_load_timeout_s"),
     "TIMER_BACKEND": ("timers", "backend"),
     "TIMER_GRACE_S": ("timers", "misfire_grace_s"),
     "HATCHET_BIN": ("timers", "hatchet_bin"),

@@ -283,6 +283,7 @@ class Service:
                 "pending_events": state.pending_inbound,
                 "schedules": len(state.schedules),
                 "heartbeat_s": app.settings.heartbeat_s,
+                "app_error": state.app_error,
             }
         return {
             "placement": self.config.runtime.placement,

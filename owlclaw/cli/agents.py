@@ -244,10 +244,25 @@ def status(as_json: JsonOption = False) -> None:
                 )
             ).fetchone()
             report["pending_timers"] = pending["n"] if pending else 0
+    report["agents"] = _with_served(report["agents"], report["server"].get("agents") or {})
     if as_json:
         print_json(report)
         return
     _print_status(report)
+
+
+def _with_served(
+    agents: list[dict[str, Any]], served: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The agents with runs plus those the server serves without any, each served one with
+    ``app_error``: why its app does not load (None: it loads)."""
+    rows = {a["agent_id"]: dict(a) for a in agents}
+    for agent_id, info in served.items():
+        row = rows.setdefault(
+            agent_id, {"agent_id": agent_id, "runs": 0, "active": 0, "last_run": None}
+        )
+        row["app_error"] = info.get("app_error")
+    return sorted(rows.values(), key=lambda a: str(a["agent_id"]))
 
 
 def _print_status(report: dict[str, Any]) -> None:
@@ -263,10 +278,19 @@ def _print_status(report: dict[str, Any]) -> None:
     out.print(f"database [green]ok[/], log head {report['database']['head']}", highlight=False)
     out.print(f"timers   {report['pending_timers']} pending", highlight=False)
     table = Table(title="agents")
-    for column in ("agent", "runs", "active", "last run"):
+    for column in ("agent", "runs", "active", "last run", "app"):
         table.add_column(column)
     for a in report["agents"]:
-        table.add_row(a["agent_id"], str(a["runs"]), str(a["active"]), str(a["last_run"])[:19])
+        app_state = "-" if "app_error" not in a else "[green]ok[/]"
+        if a.get("app_error"):
+            app_state = f"[red]failed[/]: {escape(a['app_error'])}"
+        table.add_row(
+            a["agent_id"],
+            str(a["runs"]),
+            str(a["active"]),
+            str(a["last_run"] or "-")[:19],
+            app_state,
+        )
     out.print(table)
     lag = Table(title="projections")
     for column in ("name", "position", "lag events", "lag seconds"):

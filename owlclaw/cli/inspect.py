@@ -140,14 +140,14 @@ def replay(
         report = None
         if verify:
             from owlclaw.app import load_app
-            from owlclaw.runtime.capabilities import load_registry
+            from owlclaw.runtime.app_code import AppCode
             from owlclaw.runtime.verify import replay_run
 
+            limits = load_config().runtime
             loaded = load_app(app_dir) if app_dir is not None else None
-            registry = load_registry(loaded.handlers) if loaded and loaded.handlers else None
-            report = replay_run(
-                led, agent, run_no, app=loaded, registry=registry, limits=load_config().runtime
-            )
+            code = AppCode(limits.app_load_timeout_s)
+            registry = code.load(loaded.handlers) if loaded and loaded.handlers else None
+            report = replay_run(led, agent, run_no, app=loaded, registry=registry, limits=limits)
     if as_json:
         print_json(
             {

@@ -93,8 +93,9 @@ class Registry:
         return value
 
 
-def load_registry(path: Path) -> Registry:
-    """Import an app's handlers.py and return its module-level ``registry``.
+def load_registry(path: Path, source: str | None = None) -> Registry:
+    """Import an app's handlers.py (or ``source`` as that file) and return its module-level
+    ``registry``.
 
     Each load is a fresh module, so a changed file is picked up by the next run; any failure
     (syntax error, import error, no registry) is an AppError naming the file.
@@ -104,7 +105,8 @@ def load_registry(path: Path) -> Registry:
         raise AppError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        text = path.read_text(encoding="utf-8") if source is None else source
+        exec(compile(text, path, "exec"), module.__dict__)
     except Exception as e:
         raise AppError(f"{path} failed to import: {type(e).__name__}: {e}") from e
     registry = getattr(module, "registry", None)

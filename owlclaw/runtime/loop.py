@@ -37,8 +37,9 @@ from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.llm.scripted import ScriptError, load_script_dir
+from owlclaw.runtime.app_code import AppCode, AppCodeError
 from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
-from owlclaw.runtime.capabilities import Capability, Registry, call_handler, load_registry
+from owlclaw.runtime.capabilities import Capability, Registry, call_handler
 from owlclaw.runtime.context import RECENT_RUNS, ContextItem, build_context, describe_run
 from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.runtime.rate_limits import RateLimiter
@@ -139,6 +140,7 @@ class AgentRuntime:
         """Without an injected registry, the app's handlers.py provides the capabilities."""
         self.memory = memory
         self.limits = limits or RuntimeConfig()
+        self._code = AppCode(self.limits.app_load_timeout_s)
         self.governance = governance or (
             Governance.from_app_config(app.config) if app is not None else Governance()
         )
@@ -218,6 +220,13 @@ class AgentRuntime:
         agent, positions = await self._io_call(self.ledger.append_rebasing, agent)
         return ToolsChange(self.agent_id, list(agent.state.disabled_tools), positions[-1])
 
+    async def load(self) -> None:
+        """Load the agent and its app now, committing what that recorded (IdentityLoaded,
+        AppLoadFailed), so a host activating the agent shows a broken app before any run."""
+        agent = await self._io_call(self._prepare_agent)
+        if agent.pending_events:
+            await self._append(agent)
+
     async def _append(self, agent: Agent) -> list[int]:
         appended = partial(self.ledger.append_rebasing, over=FOREIGN_FACTS)
         return (await self._io_call(appended, agent))[1]
@@ -280,7 +289,8 @@ class AgentRuntime:
         scripts); record IdentityLoaded (with warnings for skipped skills) on ``agent`` when it
         differs from the identity the ledger last recorded.
 
-        A directory that no longer loads keeps the previous version, with an AgentWarning.
+        A directory that no longer loads keeps the previous version, with an AgentWarning; with
+        no version loaded, the agent records AppLoadFailed and its runs fail with that error.
         """
         if self.app_dir is None:
             return False
@@ -292,6 +302,8 @@ class AgentRuntime:
         except (AppError, ValueError, ScriptError) as e:
             if self.app is None:
                 self.app_error = f"the app directory does not load: {e}"
+                details = e.details if isinstance(e, AppCodeError) else ""
+                agent.app_failed(str(self.app_dir), str(e), details)
                 return False
             agent.record(
                 ev.AgentWarning, source="identity", message=f"kept the previous identity: {e}"
@@ -306,7 +318,7 @@ class AgentRuntime:
             state.config_sha256,
             state.code_sha256,
         )
-        if state.identity_versions and fresh.fingerprint == recorded:
+        if state.identity_versions and fresh.fingerprint == recorded and not state.app_error:
             return False
         agent.record(
             ev.IdentityLoaded,
@@ -325,7 +337,7 @@ class AgentRuntime:
         changed, and nothing switches if that fails."""
         code_changed = self.app is None or app.code_sha256 != self.app.code_sha256
         if code_changed and self._registry_from_app:
-            self.registry = load_registry(app.handlers) if app.handlers else Registry()
+            self.registry = self._code.load(app.handlers) if app.handlers else Registry()
         if (app.root / SCRIPTS_DIR).is_dir():
             load_script_dir(app.root / SCRIPTS_DIR)
         self.app, self.governance = app, governance

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import msgspec
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from events.aggregates import FireVerdict
 from projections.schedules import canonical_cron
@@ -45,11 +45,16 @@ class FireOutcome(msgspec.Struct, frozen=True):
 
 
 def cron_times(expression: str, after: datetime, until: datetime) -> list[datetime]:
-    """Fire times of a 5-field cron expression in (after, until], UTC, at most MAX_MISSED_LISTED."""
+    """Fire times of a 5-field cron expression in (after, until], UTC, at most MAX_MISSED_LISTED.
+    An expression that never fires ("0 0 30 2 *": scheduling refuses it, an older ledger may hold
+    one) has none."""
     times: list[datetime] = []
     it = croniter(canonical_cron(expression), after)
     while len(times) < MAX_MISSED_LISTED:
-        t: datetime = it.get_next(datetime)
+        try:
+            t: datetime = it.get_next(datetime)
+        except CroniterBadDateError:
+            break
         if t > until:
             break
         times.append(t)

@@ -13,10 +13,11 @@ import pytest
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
+from events.aggregates import Run, agent_stream_id
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.runtime.app_code import EXIT_GRACE_S
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime, RunResult
 from tests.apps import make_app
@@ -186,3 +187,54 @@ def test_rate_limit_windows_survive_passivation_and_a_restart(
         [run_id] = restarted.list_runs("limited")[-1:]
         [denied] = [e for e in restarted.stream(run_id) if isinstance(e, ev.ToolCallDenied)]
         assert denied.reason.startswith("rate limit: log_decision allows 2 calls per 3600 s")
+
+
+@pytest.mark.parametrize(
+    ("statement", "error"),
+    [
+        ("while True:\n    pass", "did not finish importing within 3 s"),
+        ("raise RuntimeError('no market data')", "failed to import: RuntimeError: no market data"),
+    ],
+)
+def test_an_app_whose_code_hangs_or_raises_at_import_fails_alone_and_loads_once_fixed(
+    ledger: Ledger, tmp_path: Path, statement: str, error: str
+) -> None:
+    """Activation returns within the time limit with AppLoadFailed recorded; meanwhile another
+    agent of the host completes a run; the broken agent's runs fail at once naming the app; a
+    fixed handlers.py is loaded by the next run."""
+    root = make_app(tmp_path / "looper")
+    handlers = root / "handlers.py"
+    handlers.write_text(f"from owlclaw import Registry\nregistry = Registry()\n{statement}\n")
+    ledger.register_agent("looper", str(root))
+    ledger.register_agent("healthy")
+    limits = RuntimeConfig(models=("scripted/host-answer",), app_load_timeout_s=3.0)
+    register_script("host-answer", [{"content": "done"}])
+
+    async def scenario() -> tuple[float, bool, list[RunResult]]:
+        host = AgentHost(ledger, OwlClawConfig(runtime=limits))
+        activating = asyncio.create_task(host.activate("looper"))
+        healthy = await host.result("healthy", await host.submit("healthy", "webhook"))
+        looper_was_loading = not activating.done()
+        activation_ms = await activating
+        results = [healthy, await host.result("looper", await host.submit("looper", "webhook"))]
+        handlers.write_text(handlers.read_text().replace(statement, ""))
+        results.append(await host.result("looper", await host.submit("looper", "webhook")))
+        await host.close()
+        return activation_ms, looper_was_loading, results
+
+    activation_ms, looper_was_loading, (healthy, failed, fixed) = asyncio.run(scenario())
+    assert activation_ms < (3.0 + EXIT_GRACE_S) * 1000
+    assert healthy.status == "completed"
+    assert looper_was_loading or "raise" in statement  # a hang: the other agent ran meanwhile
+    assert (failed.status, fixed.status) == ("failed", "completed")
+    assert failed.duration_ms < 1000  # no second probe: the recorded error, at once
+    [run_failed] = [
+        e for e in ledger.stream(uuid.UUID(failed.run_id)) if isinstance(e, ev.RunFailed)
+    ]
+    assert str(handlers) in run_failed.error and error in run_failed.error
+    events = ledger.stream(agent_stream_id("looper"))
+    [load_failed] = [e for e in events if isinstance(e, ev.AppLoadFailed)]
+    assert load_failed.app_dir == str(root) and error in load_failed.error
+    assert f'File "{handlers}", line 3' in load_failed.details
+    assert isinstance(events[-2], ev.IdentityLoaded)  # the fixed code, before its run
+    assert ledger.load_agent("looper").state.app_error is None

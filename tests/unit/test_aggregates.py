@@ -168,3 +168,21 @@ def test_a_run_ends_once() -> None:
     assert run.state.ended and run.state.duration_ms == 5.0
     with pytest.raises(RuntimeError, match="already ended"):
         run.end(ev.RunFailed, error="again")
+
+
+def test_an_app_failure_is_recorded_once_per_error_until_an_identity_loads() -> None:
+    agent = Agent.blank(agent_stream_id("looper"))
+    agent.record(ev.AgentRegistered, agent_id="looper")
+    hung = "/apps/looper/handlers.py did not finish importing within 5 s"
+    agent.app_failed("/apps/looper", hung, "Timeout (0:00:05)!")
+    agent.app_failed("/apps/looper", hung)  # the next run: the same error, not again
+    assert agent.state.app_error == hung
+    agent.app_failed("/apps/looper", "/apps/looper/handlers.py failed to import: E")
+    agent.record(ev.IdentityLoaded, soul_sha256="s", identity_sha256="i", code_sha256="c")
+    assert agent.state.app_error is None
+    agent.app_failed("/apps/looper", hung)  # broken again after a good version
+    events = agent.collect_events()
+    failures = [e.error for e in events if isinstance(e, ev.AppLoadFailed)]
+    assert failures == [hung, "/apps/looper/handlers.py failed to import: E", hung]
+    rebuilt = replay(events)
+    assert isinstance(rebuilt, Agent) and rebuilt.state == agent.state

@@ -14,7 +14,7 @@ from events import Agent, Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.loop import AgentRuntime, RunResult
 
 
 def test_a_run_cancelled_while_it_is_prepared_ends_once_and_the_next_runs(
@@ -25,17 +25,22 @@ def test_a_run_cancelled_while_it_is_prepared_ends_once_and_the_next_runs(
     ledger.register_agent("early")
     config = OwlClawConfig(runtime=RuntimeConfig(models=("scripted/cancel-early",)))
     prepared = AgentRuntime._prepare_agent
-    calls: list[int] = []
+    run_queued = AgentRuntime.run_queued
+    starting: list[bool] = []
     held, release = threading.Event(), threading.Event()
 
-    def held_second_time(runtime: AgentRuntime) -> Agent:
-        calls.append(1)
-        if len(calls) == 2:  # the submit, then the run starts: hold it there
+    async def marked(runtime: AgentRuntime, queued: ev.RunQueued) -> RunResult:
+        starting.append(True)
+        return await run_queued(runtime, queued)
+
+    def held_when_the_run_starts(runtime: AgentRuntime) -> Agent:
+        if starting and not held.is_set():  # the run prepares its agent: hold it there
             held.set()
             release.wait(10)
         return prepared(runtime)
 
-    monkeypatch.setattr(AgentRuntime, "_prepare_agent", held_second_time)
+    monkeypatch.setattr(AgentRuntime, "run_queued", marked)
+    monkeypatch.setattr(AgentRuntime, "_prepare_agent", held_when_the_run_starts)
 
     async def scenario() -> tuple[bool, str, str, str]:
         host = AgentHost(ledger, config)

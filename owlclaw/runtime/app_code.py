@@ -1,0 +1,167 @@
+"""An app's handlers.py, imported with a time limit.
+
+An import that never returns (a loop, a network call at import time) cannot be interrupted
+inside the process: the thread running it is stuck for good and wedges its agent. So the code is
+first executed in a short-lived child process given ``timeout_s`` (it dumps where it was and
+exits when the time is up, and is killed with its process group if it does not); only source
+that loaded there is imported here — the very text the child ran. A failure (raised, hung, the
+child exited) is an ``AppCodeError`` naming the file and the cause, remembered for that source,
+so the runs of a broken app fail at once; a changed file is probed afresh.
+
+handlers.py therefore executes twice per change (child, then here): keep import-time side
+effects out of it.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import hashlib
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from contextlib import suppress
+from pathlib import Path
+
+import owlclaw
+from owlclaw.app import AppError
+from owlclaw.runtime.capabilities import Registry, load_registry
+
+DETAILS_CHARS = 4000
+"""How much of the child's traceback (its last characters) an error keeps."""
+EXIT_GRACE_S = 2.0
+"""Time the child gets beyond the limit to report where it hung before it is killed."""
+LOADED = "loaded"
+"""The child's answer when the code loaded a registry."""
+FAILED = 3
+"""The child's exit code when the import raised; its answer is the error."""
+
+log = logging.getLogger(__name__)
+
+
+class AppCodeError(AppError):
+    """handlers.py did not load; the message names the file and the cause, ``details`` holds
+    the end of the traceback (where it raised, or where it was when the time was up)."""
+
+    def __init__(self, message: str, details: str = ""):
+        super().__init__(message)
+        self.details = details
+
+
+class AppCode:
+    """Loads one agent's handlers.py: probed in a child process first, then imported."""
+
+    def __init__(self, timeout_s: float):
+        self.timeout_s = timeout_s
+        self._failed: tuple[str, AppCodeError] | None = None
+        """(sha256 of the source, its error): the last source that did not load."""
+
+    def load(self, path: Path) -> Registry:
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise AppCodeError(f"{path} cannot be read: {e}") from e
+        sha = hashlib.sha256(source.encode()).hexdigest()
+        if self._failed is not None and self._failed[0] == sha:
+            raise self._failed[1]
+        try:
+            began = time.perf_counter()
+            probe(path, source, self.timeout_s)
+            log.info("probed %s in %.0f ms", path, (time.perf_counter() - began) * 1000)
+            return load_registry(path, source)
+        except AppCodeError as e:
+            self._failed = (sha, e)
+            raise
+        except AppError as e:  # loaded in the child, not here
+            self._failed = (sha, AppCodeError(str(e), _tail(traceback.format_exc())))
+            raise self._failed[1] from e
+
+
+def probe(path: Path, source: str, timeout_s: float) -> None:
+    """Execute ``source`` as ``path`` in a child process; AppCodeError unless it loads a
+    registry within ``timeout_s``. Nothing the child started outlives the call."""
+    package_root = str(Path(owlclaw.__file__).resolve().parents[1])  # the code running here
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    }
+    command = [sys.executable, "-m", __name__, str(path), repr(timeout_s)]
+    began = time.monotonic()
+    with tempfile.TemporaryFile() as errors:
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            answer, _ = child.communicate(source.encode(), timeout=timeout_s + EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(child.pid)
+            answer, _ = child.communicate()
+        finally:
+            _kill_group(child.pid)  # whatever the import started goes with it
+            child.wait()
+        size = errors.seek(0, os.SEEK_END)
+        errors.seek(max(0, size - 4 * DETAILS_CHARS))
+        details = _tail(errors.read().decode(errors="replace"))
+    message = answer.decode(errors="replace").strip()
+    if child.returncode == 0 and message == LOADED:
+        return
+    if child.returncode == FAILED and message:
+        raise AppCodeError(message, details)
+    if time.monotonic() - began >= timeout_s:
+        raise AppCodeError(
+            f"{path} did not finish importing within {timeout_s:g} s"
+            f" (runtime.app_load_timeout_s){_where(path, details)}",
+            details,
+        )
+    raise AppCodeError(
+        f"{path}: importing it ended the process (exit code {child.returncode})", details
+    )
+
+
+def _kill_group(pgid: int) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _where(path: Path, dump: str) -> str:
+    """The line of ``path`` the dumped stack was in (innermost first), if it shows one."""
+    match = re.search(rf'File "{re.escape(str(path))}", line (\d+)', dump)
+    return f"; it was at line {match.group(1)}" if match else ""
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= DETAILS_CHARS else "…" + text[-DETAILS_CHARS:]
+
+
+def _child(path: Path, timeout_s: float) -> None:
+    """The probe's side: the answer goes to the original stdout, whatever the import prints to
+    stderr; past the limit, faulthandler dumps every thread's stack and exits. It exits at once
+    after answering, so threads the import started do not keep it alive."""
+    source = sys.stdin.buffer.read().decode()
+    with os.fdopen(os.dup(1), "w", encoding="utf-8") as answer:
+        os.dup2(2, 1)
+        faulthandler.dump_traceback_later(timeout_s, exit=True)
+        code = 0
+        try:
+            load_registry(path, source)
+            answer.write(LOADED)
+        except BaseException as e:  # SystemExit, KeyboardInterrupt: still an answer
+            traceback.print_exc()
+            answer.write(str(e) if isinstance(e, AppError) else f"{path}: {type(e).__name__}: {e}")
+            code = FAILED
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _child(Path(sys.argv[1]), float(sys.argv[2]))
