@@ -12,7 +12,7 @@ eventsourcing's in-memory (POPO) recorders, for fast tests that need no read mod
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Container, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -174,12 +174,15 @@ class Ledger:
         agent: Agent,
         *runs: Run,
         over: tuple[type[LedgerEvent], ...] | None = None,
+        ours: Container[int] = (),
     ) -> tuple[Agent, list[int]]:
         """Commit ``agent`` and ``runs`` together; when another writer appended to the agent's
         stream first, re-record this writer's agent events on top of the stream as it is now
         and try again. Returns the (possibly reloaded) agent and the log positions.
 
         ``over``: the event types of other writers this writer's facts commute with (None: any).
+        ``ours``: agent-stream versions this writer committed itself (a host accepting a run while
+        the agent's previous run is between steps): its own facts are ordered by it and commute.
         Anything else in between (another runtime queued a run, a fire was recorded) is a real
         conflict and raises StreamConflict, as does any conflict on a run stream (one writer).
         """
@@ -194,7 +197,8 @@ class Ledger:
                 base = agent_events[0].originator_version - 1
                 others = [self._decode(s) for s in self._recorder.select_events(agent.id, gt=base)]
                 if not others or (
-                    over is not None and not all(isinstance(e, over) for e in others)
+                    over is not None
+                    and not all(isinstance(e, over) or e.originator_version in ours for e in others)
                 ):
                     raise
                 current = self.load_agent(agent.agent_id)

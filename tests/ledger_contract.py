@@ -120,6 +120,19 @@ class LedgerContract:
             ledger.append_rebasing(stale, over=(ev.AppAttached,))
         assert ledger.load_agent("rebased").version == 3
 
+    def test_append_rebasing_re_records_over_the_writers_own_commits(self, ledger: Ledger) -> None:
+        ledger.register_agent("own", app_dir="/a")
+        running, stranger, accepting = (ledger.load_agent("own") for _ in range(3))
+        accepting.queue_run("webhook")  # the same writer accepts a run meanwhile
+        ledger.append(accepting)
+        identity(stranger, 1)
+        with pytest.raises(StreamConflict):  # not its own: another writer queued that run
+            ledger.append_rebasing(stranger, over=(ev.AppAttached,))
+        identity(running, 1)
+        agent, _ = ledger.append_rebasing(running, over=(ev.AppAttached,), ours={2})
+        assert agent.version == 3 and agent.state.run_count == 1
+        assert [type(e) for e in ledger.stream(agent.id)][1:] == [ev.RunQueued, ev.IdentityLoaded]
+
     def test_loading_equals_a_full_replay_across_snapshots(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("big")
         for i in range(57):
