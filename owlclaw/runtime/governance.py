@@ -46,16 +46,20 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         tools: Iterable[str],
         skills: Mapping[str, Skill] | None = None,
         at: datetime | None = None,
+        disabled: frozenset[str] = frozenset(),
     ) -> tuple[list[str], dict[str, str]]:
         """Visible tool names, and the reason each other tool is hidden.
 
-        A skill's ``owlclaw.constraints`` apply to the capability of the same name.
+        A skill's ``owlclaw.constraints`` apply to the capability of the same name; tools in
+        ``disabled`` were switched off by the operator.
         """
         visible: list[str] = []
         filtered: dict[str, str] = {}
         for name in tools:
             skill = (skills or {}).get(name)
-            if name in self.deny:
+            if name in disabled:
+                filtered[name] = "disabled by the operator"
+            elif name in self.deny:
                 filtered[name] = "denied by governance.deny"
             elif self.allow and name not in self.allow:
                 filtered[name] = "not in governance.allow"
