@@ -97,6 +97,10 @@ class RunState(msgspec.Struct):
     status: str = "pending"
     llm_calls: int = 0
     tool_calls: int = 0
+    """Calls that passed validation and governance (ToolCallRequested)."""
+    calls_made: int = 0
+    """Every call the model made, whatever its outcome (requested, denied, rejected): what
+    the run's function-call limit counts."""
     tokens: int = 0
     cost_usd: float = 0.0
     open_calls: dict[str, str] = {}
@@ -415,13 +419,18 @@ class Run(_Aggregate):
 
     def _on_ToolCallRequested(self, e: ev.ToolCallRequested) -> None:
         self.state.tool_calls += 1
+        self.state.calls_made += 1
         self.state.open_calls[e.call_id] = e.tool
         self.state.tools_called.append(e.tool)
 
     def _close_call(self, e: Any) -> None:
         self.state.open_calls.pop(e.call_id, None)
 
-    _on_ToolCallDenied = _on_ToolCallRejected = _close_call
+    def _refuse_call(self, e: ev.ToolCallDenied | ev.ToolCallRejected) -> None:
+        """A call refused before it was requested still counts toward the limit."""
+        self.state.calls_made += 1
+
+    _on_ToolCallDenied = _on_ToolCallRejected = _refuse_call
     _on_ToolCallSucceeded = _on_ToolCallFailed = _close_call
     _on_ToolCallTimedOut = _on_ToolOutcomeUnknown = _close_call
 

@@ -234,9 +234,12 @@ class ToolCallSucceeded(_RunEvent, frozen=True, kw_only=True):
     call_id: str
     tool: str
     result: Any
+    """The JSON-safe result; above the ledger's cap, its JSON text cut with a marker."""
     duration_ms: float = 0.0
     result_bytes: int = 0
+    """Size of the whole encoded result."""
     truncated: bool = False
+    """The model saw the result cut to the tool's limit."""
 
 
 class ToolCallFailed(_RunEvent, frozen=True, kw_only=True):
@@ -246,6 +249,8 @@ class ToolCallFailed(_RunEvent, frozen=True, kw_only=True):
     error_code: str
     retryable: bool = False
     duration_ms: float = 0.0
+    traceback: str = ""
+    """Where a system error was raised (bounded); empty for errors the tool returned."""
 
 
 class ToolCallTimedOut(_RunEvent, frozen=True, kw_only=True):

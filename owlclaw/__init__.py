@@ -7,5 +7,6 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from owlclaw.runtime.capabilities import Registry
+from owlclaw.tools.tool import ToolContext
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "ToolContext"]

@@ -42,8 +42,17 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     llm_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 60.0
     run_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 300.0
     max_identical_calls: Annotated[int, msgspec.Meta(ge=2, le=100)] = 3
+    doom_loop_failures: Annotated[int, msgspec.Meta(ge=2, le=100)] = 3
+    """A tool failing this many times in a row with the same error code ends the run."""
     tool_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] = 2
-    """Retries (with backoff) of idempotent tools after a system error."""
+    """Retries (exponential backoff with jitter) of idempotent tools after a system error."""
+    tool_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 30.0
+    """Time limit of one tool call, for tools that set none."""
+    tool_result_bytes: Annotated[int, msgspec.Meta(ge=256)] = 16 * 1024
+    """Results above this are cut (with a marker) before the model sees them, for tools that
+    set no ``max_result_bytes`` and agents whose ``[agent] tool_result_bytes`` sets none."""
+    tool_result_ledger_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1024 * 1024
+    """The ledger keeps a result whole up to this size; above, its JSON text cut."""
     context_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 2000
     """Budget of the short-term context (recent activity) in the system prompt."""
     skills_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 4000

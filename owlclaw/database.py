@@ -39,19 +39,6 @@ class Database:
     def params(self) -> dict[str, Any]:
         return conninfo_to_dict(self.url)
 
-    def eventsourcing_env(self, **extra: str) -> dict[str, str]:
-        """Environment for eventsourcing's Postgres factory pointing at this database."""
-        p = self.params
-        env = {
-            "POSTGRES_DBNAME": str(p.get("dbname", "postgres")),
-            "POSTGRES_HOST": str(p.get("host", "localhost")),
-            "POSTGRES_PORT": str(p.get("port", "5432")),
-            "POSTGRES_USER": str(p.get("user", "postgres")),
-            "POSTGRES_PASSWORD": str(p.get("password", "")),
-        }
-        env.update(extra)
-        return env
-
     def with_dbname(self, dbname: str) -> Database:
         return Database(make_conninfo(self.url, dbname=dbname), self.embedded_server)
 

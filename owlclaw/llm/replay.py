@@ -19,6 +19,17 @@ from owlclaw.tools.errors import ToolError
 PROVIDER = "replay"
 
 
+SETTLING = (
+    ev.ToolCallSucceeded,
+    ev.ToolCallFailed,
+    ev.ToolCallTimedOut,
+    ev.ToolCallDenied,
+    ev.ToolCallRejected,
+    ev.ToolOutcomeUnknown,
+)
+"""The events that end a call: what the model was told about it."""
+
+
 class ReplayExhausted(RuntimeError):
     """The re-executed run asked the model for more responses than were recorded."""
 
@@ -59,7 +70,14 @@ class RecordedRun:
             )
         return settled
 
-    def settled(self, call_id: str) -> Any | None:
+    def outcome_event(self, call_id: str) -> ev.LedgerEvent | None:
+        """The event that settled a call, if the run recorded one."""
+        for e in self.events:
+            if getattr(e, "call_id", None) == call_id and isinstance(e, SETTLING):
+                return e
+        return None
+
+    def settled(self, call_id: str) -> Any | None:  # noqa: PLR0911 - one per outcome
         """What the model was told about a call, if the run recorded it; None if not."""
         for e in self.events:
             if getattr(e, "call_id", None) != call_id:
@@ -69,6 +87,12 @@ class RecordedRun:
                     return result
                 case ev.ToolCallFailed(error=error, error_code=code, retryable=retryable):
                     return ToolError(error=error, error_code=code, retryable=retryable)
+                case ev.ToolCallTimedOut(tool=tool, timeout_s=timeout_s):
+                    return ToolError(
+                        error=f"{tool} did not finish within {timeout_s:g} s",
+                        error_code="TIMEOUT",
+                        kind="timeout",
+                    )
                 case ev.ToolCallDenied(reason=reason):
                     return ToolError(error=reason, error_code="TOOL_DENIED")
                 case ev.ToolCallRejected(error=error):

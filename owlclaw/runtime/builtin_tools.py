@@ -2,13 +2,15 @@
 query_state, log_decision.
 
 A tool whose effect *is* a ledger fact (a memory, a decision, a schedule request) records that
-event on the run or agent aggregate; the decision loop commits it with the tool's result.
+event on the run or agent aggregate; the executor commits it with the tool's result. Each is a
+``Tool`` like an app's capabilities.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -16,124 +18,80 @@ from typing import Any
 import msgspec
 
 from events import catalog as ev
-from events.aggregates import Agent, Run, now
-from owlclaw.runtime.capabilities import Registry, UnknownState
+from events.aggregates import now
+from owlclaw.runtime.capabilities import UnknownState
 from owlclaw.tools import builtin_params as p
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
-from projections.memory import MemoryStore
+from owlclaw.tools.tool import RunScope, ToolContext
 
 MAX_ACTIVE_SCHEDULES = 100
 MAX_MEMORIES = 10_000
 
-SPECS: dict[str, ToolSpec] = {
-    spec.name: spec
-    for spec in (
-        ToolSpec(
-            "schedule_once",
-            "Schedule a one-time delayed run of yourself. Use it to "
-            "check something later or wait for an event.",
-            p.ScheduleOnce,
-        ),
-        ToolSpec(
-            "schedule_cron",
-            "Schedule recurring runs of yourself with a 5-field cron "
-            "expression (UTC), e.g. every hour during trading hours.",
-            p.ScheduleCron,
-        ),
-        ToolSpec(
-            "cancel_schedule",
-            "Cancel one of your schedules that is no longer needed.",
-            p.CancelSchedule,
-        ),
-        ToolSpec(
-            "remember", "Store a lesson, pattern or decision in your long-term memory.", p.Remember
-        ),
-        ToolSpec(
-            "recall",
-            "Search your long-term memory for relevant past experience.",
-            p.Recall,
-            idempotent=True,
-        ),
-        ToolSpec(
-            "query_state",
-            "Read current business state before deciding.",
-            p.QueryState,
-            idempotent=True,
-        ),
-        ToolSpec(
-            "log_decision", "Record why you chose an action, or chose not to act.", p.LogDecision
-        ),
-    )
-}
 
+@dataclass(frozen=True)
+class BuiltinTool:
+    spec: ToolSpec
+    run: Callable[[Any, RunScope, str], Awaitable[Any]]
 
-@dataclass
-class ToolContext:
-    agent: Agent
-    run: Run
-    registry: Registry
-    memory: MemoryStore | None
-    committed_position: int
-    """The log position of the run's last commit: recall waits for the view to reach it."""
+    async def execute(self, params: msgspec.Struct, ctx: ToolContext) -> Any:
+        return await self.run(params, ctx.scope, ctx.call_id)
 
 
 def _error(message: str, code: str, *, kind: str = "user", retryable: bool = False) -> ToolError:
     return ToolError(error=message, error_code=code, kind=kind, retryable=retryable)  # type: ignore[arg-type]
 
 
-async def run_builtin(  # noqa: PLR0911 - one return per tool
-    name: str, params: msgspec.Struct, call_id: str, ctx: ToolContext
-) -> Any:
-    """Execute a built-in tool; returns its result, or a ToolError."""
-    match params:
-        case p.ScheduleOnce(delay_seconds=delay, focus=focus):
-            return _schedule(ctx, "once", focus, delay_seconds=delay)
-        case p.ScheduleCron(cron_expression=expression, focus=focus):
-            try:
-                p.check_cron(expression)
-            except p.CronError as e:
-                return _error(str(e), "INVALID_CRON")
-            return _schedule(ctx, "cron", focus, cron=expression)
-        case p.CancelSchedule(schedule_id=schedule_id):
-            if schedule_id not in ctx.agent.state.schedules:
-                return _error(
-                    f"no active schedule {schedule_id!r} of this agent", "SCHEDULE_NOT_FOUND"
-                )
-            ctx.agent.record(
-                ev.ScheduleCancelled,
-                schedule_id=schedule_id,
-                reason=f"cancelled by run {ctx.run.id}",
-            )
-            return {"success": True, "schedule_id": schedule_id}
-        case p.Remember(content=content, tags=tags):
-            return await _remember(ctx, content, tags)
-        case p.Recall(query=query, limit=limit):
-            return await _recall(ctx, query, limit)
-        case p.QueryState(state_name=state_name):
-            try:
-                return await ctx.registry.read_state(state_name)
-            except UnknownState as e:
-                return _error(str(e), "UNKNOWN_STATE")
-            except TimeoutError:
-                return _error(
-                    f"state provider {state_name!r} timed out",
-                    "STATE_TIMEOUT",
-                    kind="system",
-                    retryable=True,
-                )
-        case p.LogDecision(reasoning=reasoning, decision_type=decision_type):
-            event = ctx.run.record(
-                ev.DecisionLogged, decision_type=decision_type, reasoning=reasoning, call_id=call_id
-            )
-            return {
-                "decision_id": f"{ctx.run.id}:{event.originator_version}",
-                "timestamp": event.timestamp.isoformat(),
-            }
-    raise AssertionError(f"no built-in tool {name}")
+async def _schedule_once(params: p.ScheduleOnce, ctx: RunScope, call_id: str) -> Any:
+    return _schedule(ctx, "once", params.focus, delay_seconds=params.delay_seconds)
 
 
-async def _remember(ctx: ToolContext, content: str, tags: list[str]) -> Any:
+async def _schedule_cron(params: p.ScheduleCron, ctx: RunScope, call_id: str) -> Any:
+    try:
+        p.check_cron(params.cron_expression)
+    except p.CronError as e:
+        return _error(str(e), "INVALID_CRON")
+    return _schedule(ctx, "cron", params.focus, cron=params.cron_expression)
+
+
+async def _cancel_schedule(params: p.CancelSchedule, ctx: RunScope, call_id: str) -> Any:
+    schedule_id = params.schedule_id
+    if schedule_id not in ctx.agent.state.schedules:
+        return _error(f"no active schedule {schedule_id!r} of this agent", "SCHEDULE_NOT_FOUND")
+    ctx.agent.record(
+        ev.ScheduleCancelled, schedule_id=schedule_id, reason=f"cancelled by run {ctx.run.id}"
+    )
+    return {"success": True, "schedule_id": schedule_id}
+
+
+async def _query_state(params: p.QueryState, ctx: RunScope, call_id: str) -> Any:
+    try:
+        return await ctx.states.read_state(params.state_name, ctx.threads)
+    except UnknownState as e:
+        return _error(str(e), "UNKNOWN_STATE")
+    except TimeoutError:
+        return _error(
+            f"state provider {params.state_name!r} timed out",
+            "STATE_TIMEOUT",
+            kind="system",
+            retryable=True,
+        )
+
+
+async def _log_decision(params: p.LogDecision, ctx: RunScope, call_id: str) -> Any:
+    event = ctx.run.record(
+        ev.DecisionLogged,
+        decision_type=params.decision_type,
+        reasoning=params.reasoning,
+        call_id=call_id,
+    )
+    return {
+        "decision_id": f"{ctx.run.id}:{event.originator_version}",
+        "timestamp": event.timestamp.isoformat(),
+    }
+
+
+async def _remember(params: p.Remember, ctx: RunScope, call_id: str) -> Any:
     if ctx.memory is not None:
         held = await asyncio.to_thread(ctx.memory.count, ctx.agent.agent_id)
         if held >= MAX_MEMORIES:
@@ -146,20 +104,20 @@ async def _remember(ctx: ToolContext, content: str, tags: list[str]) -> Any:
         ev.MemoryRemembered,
         agent_id=ctx.agent.agent_id,
         memory_id=memory_id,
-        content=content,
-        tags=list(tags),
+        content=params.content,
+        tags=list(params.tags),
     )
     return {"memory_id": str(memory_id), "timestamp": event.timestamp.isoformat()}
 
 
-async def _recall(ctx: ToolContext, query: str, limit: int) -> Any:
+async def _recall(params: p.Recall, ctx: RunScope, call_id: str) -> Any:
     if ctx.memory is None:
         return _error("long-term memory is not configured", "MEMORY_UNAVAILABLE", kind="system")
     result = await asyncio.to_thread(
         ctx.memory.recall,
         ctx.agent.agent_id,
-        query,
-        limit,
+        params.query,
+        params.limit,
         after_position=ctx.committed_position,
     )
     if result.warning:
@@ -181,7 +139,7 @@ async def _recall(ctx: ToolContext, query: str, limit: int) -> Any:
 
 
 def _schedule(
-    ctx: ToolContext,
+    ctx: RunScope,
     kind: str,
     focus: str,
     *,
@@ -212,3 +170,68 @@ def _schedule(
     if cron is not None:
         result["cron_expression"] = cron
     return result
+
+
+def _builtin(name: str, description: str, params: type[p.Params], run: Any, **meta: Any) -> Any:
+    spec = ToolSpec(name, description, params, effect_in_ledger=True, **meta)
+    return name, BuiltinTool(spec, run)
+
+
+BUILTINS: dict[str, BuiltinTool] = dict(
+    (
+        _builtin(
+            "schedule_once",
+            "Schedule a one-time delayed run of yourself. Use it to "
+            "check something later or wait for an event.",
+            p.ScheduleOnce,
+            _schedule_once,
+            category="schedule",
+        ),
+        _builtin(
+            "schedule_cron",
+            "Schedule recurring runs of yourself with a 5-field cron "
+            "expression (UTC), e.g. every hour during trading hours.",
+            p.ScheduleCron,
+            _schedule_cron,
+            category="schedule",
+        ),
+        _builtin(
+            "cancel_schedule",
+            "Cancel one of your schedules that is no longer needed.",
+            p.CancelSchedule,
+            _cancel_schedule,
+            category="schedule",
+        ),
+        _builtin(
+            "remember",
+            "Store a lesson, pattern or decision in your long-term memory.",
+            p.Remember,
+            _remember,
+            category="memory",
+        ),
+        _builtin(
+            "recall",
+            "Search your long-term memory for relevant past experience.",
+            p.Recall,
+            _recall,
+            category="memory",
+            idempotent=True,
+        ),
+        _builtin(
+            "query_state",
+            "Read current business state before deciding.",
+            p.QueryState,
+            _query_state,
+            category="state",
+            idempotent=True,
+        ),
+        _builtin(
+            "log_decision",
+            "Record why you chose an action, or chose not to act.",
+            p.LogDecision,
+            _log_decision,
+            category="decision",
+        ),
+    )
+)
+"""The built-in tools by name, in the order the model sees them."""

@@ -1,7 +1,8 @@
 """Business capabilities (``@capability``) and state providers (``@state``) of an agent app.
 
 A capability's parameters come from its type hints, turned into a msgspec Struct — the same
-mechanism (one structure = schema + validation) as the built-in tools.
+mechanism (one structure = schema + validation) as the built-in tools. A parameter annotated
+``ToolContext`` is not shown to the model: the call's context is passed in it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 import msgspec
 
 from owlclaw.app import AppError
 from owlclaw.tools.spec import ToolSpec
+from owlclaw.tools.tool import ToolContext
+
+if TYPE_CHECKING:
+    from owlclaw.tools.threads import HandlerThreads
 
 STATE_TIMEOUT_SECONDS = 30.0
 
@@ -39,8 +44,21 @@ class UnknownState(KeyError):
 
 @dataclass(frozen=True)
 class Capability:
+    """A business handler as a Tool: sync handlers run in a worker thread."""
+
     spec: ToolSpec
     handler: Handler
+    context_parameter: str | None = None
+    """The handler's parameter annotated ``ToolContext``, if it has one."""
+
+    async def execute(self, params: msgspec.Struct, ctx: ToolContext) -> Any:
+        kwargs = {f: getattr(params, f) for f in params.__struct_fields__}
+        if self.context_parameter is not None:
+            kwargs[self.context_parameter] = ctx
+        if inspect.iscoroutinefunction(self.handler):
+            return await self.handler(**kwargs)
+        result = await ctx.scope.threads.call(self.handler, **kwargs)
+        return await result if inspect.isawaitable(result) else result
 
 
 @dataclass
@@ -58,15 +76,32 @@ class Registry:
     states: dict[str, StateProvider] = field(default_factory=dict)
 
     def capability(
-        self, description: str, *, name: str | None = None, idempotent: bool = False
+        self,
+        description: str,
+        *,
+        name: str | None = None,
+        idempotent: bool = False,
+        timeout_s: float | None = None,
+        max_result_bytes: int | None = None,
+        category: str = "capability",
+        dangerous: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Register a handler (sync or async) as a tool; its type hints are its schema."""
 
         def register(handler: Handler) -> Handler:
             tool_name = name or handler.__name__
-            params = _params_struct(tool_name, handler)
-            spec = ToolSpec(tool_name, description, params, idempotent=idempotent)
-            self.capabilities[tool_name] = Capability(spec, handler)
+            params, context_parameter = _params_struct(tool_name, handler)
+            spec = ToolSpec(
+                tool_name,
+                description,
+                params,
+                idempotent=idempotent,
+                timeout_s=timeout_s,
+                max_result_bytes=max_result_bytes,
+                category=category,
+                dangerous=dangerous,
+            )
+            self.capabilities[tool_name] = Capability(spec, handler, context_parameter)
             return handler
 
         return register
@@ -80,14 +115,19 @@ class Registry:
 
         return register
 
-    async def read_state(self, name: str, timeout: float = STATE_TIMEOUT_SECONDS) -> Any:
+    async def read_state(
+        self, name: str, threads: HandlerThreads, timeout: float = STATE_TIMEOUT_SECONDS
+    ) -> Any:
+        """The provider's value; a synchronous provider runs in one of ``threads``."""
         provider = self.states.get(name)
         if provider is None:
             raise UnknownState(name, list(self.states))
         now = time.monotonic()
         if provider._cached and now - provider._cached[0] < provider.ttl_seconds:
             return provider._cached[1]
-        value = await asyncio.wait_for(_call(provider.handler), timeout)
+        handler = provider.handler
+        read = handler() if inspect.iscoroutinefunction(handler) else threads.call(handler)
+        value = await asyncio.wait_for(read, timeout)
         if provider.ttl_seconds:
             provider._cached = (now, value)
         return value
@@ -117,32 +157,24 @@ def load_registry(path: Path, source: str | None = None) -> Registry:
     return registry
 
 
-async def _call(handler: Handler, **kwargs: Any) -> Any:
-    result = handler(**kwargs)
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
-async def call_handler(handler: Handler, params: msgspec.Struct) -> Any:
-    """Call a capability with its validated parameters as keyword arguments."""
-    kwargs = {f: getattr(params, f) for f in params.__struct_fields__}
-    return await _call(handler, **kwargs)
-
-
-def _params_struct(tool_name: str, handler: Handler) -> type[msgspec.Struct]:
+def _params_struct(tool_name: str, handler: Handler) -> tuple[type[msgspec.Struct], str | None]:
+    """The parameters the model fills in, and the name of the ``ToolContext`` parameter."""
     hints = get_type_hints(handler, include_extras=True)
     fields: list[Any] = []
+    context_parameter = None
     for parameter in inspect.signature(handler).parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(
                 f"capability {tool_name}: *args/**kwargs cannot be described to a model"
             )
         hint = hints.get(parameter.name, Any)
-        if parameter.default is inspect.Parameter.empty:
+        if hint is ToolContext:
+            context_parameter = parameter.name
+        elif parameter.default is inspect.Parameter.empty:
             fields.append((parameter.name, hint))
         else:
             fields.append((parameter.name, hint, parameter.default))
-    return msgspec.defstruct(
+    params = msgspec.defstruct(
         f"{tool_name}_params", fields, forbid_unknown_fields=True, kw_only=True
     )
+    return params, context_parameter

@@ -38,14 +38,29 @@ from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.llm.scripted import ScriptError, load_script_dir
 from owlclaw.runtime.app_code import AppCode, AppCodeError
-from owlclaw.runtime.builtin_tools import SPECS, ToolContext, run_builtin
-from owlclaw.runtime.capabilities import Capability, Registry, call_handler
+from owlclaw.runtime.builtin_tools import BUILTINS
+from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, ContextItem, build_context, describe_run
 from owlclaw.runtime.governance import Governance, spent_today
+from owlclaw.runtime.modes import Live, Replay
 from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.tools.errors import ToolError, unknown_tool
-from owlclaw.tools.switches import ToolsChange, tool_names
+from owlclaw.tools.errors import ToolError
+from owlclaw.tools.executor import (
+    CallSite,
+    Settled,
+    ToolLimits,
+    call_tool,
+    canonical_arguments,
+    encode_told,
+    execute,
+    json_safe,
+    printable,
+    reraise_cancellation,
+)
+from owlclaw.tools.switches import ToolsChange
+from owlclaw.tools.threads import HandlerThreads
+from owlclaw.tools.tool import RunScope, Tool
 from projections.memory import MemoryStore
 
 T = TypeVar("T")
@@ -56,7 +71,6 @@ FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
     ev.ToolsChanged,
 )
 """Agent-stream events other writers append that the runtime's own facts commute with."""
-RETRY_BACKOFF_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -145,8 +159,9 @@ class AgentRuntime:
             Governance.from_app_config(app.config) if app is not None else Governance()
         )
         self._rate = RateLimiter(self.governance.rate_limits_with(app.skills if app else {}))
-        self.replay = replay
-        self.produced: list[ev.LedgerEvent] = []
+        self.mode: Live | Replay = Replay(replay) if replay is not None else Live()
+        self.threads = HandlerThreads(name=f"tools-{agent_id}")
+        """Where this agent's synchronous handlers run, off the event loop."""
         self._recent: deque[list[tuple[str, int]]] | None = None
         self._spent: tuple[date, int, float] | None = None
         """(UTC day, tokens, cost) of this agent's finished runs that day."""
@@ -156,6 +171,11 @@ class AgentRuntime:
 
     async def _io_call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
+
+    @property
+    def produced(self) -> list[ev.LedgerEvent]:
+        """What a replay would have committed."""
+        return self.mode.produced if isinstance(self.mode, Replay) else []
 
     def close(self) -> None:
         self._io.shutdown(wait=True)
@@ -214,7 +234,7 @@ class AgentRuntime:
         """Enable and disable tools as the agent's writer (ToolsChanged), checked against the
         tools of its app as loaded now; from the next run on, governance hides disabled ones."""
         agent = await self._io_call(self._prepare_agent)
-        if agent.change_tools(enable, disable, tool_names(self.registry)) is None:
+        if agent.change_tools(enable, disable, list(self.tools())) is None:
             return ToolsChange(self.agent_id, list(agent.state.disabled_tools))
         # a ToolsChanged commutes with any fact appended meanwhile (a run's schedule): rebase
         agent, positions = await self._io_call(self.ledger.append_rebasing, agent)
@@ -348,7 +368,7 @@ class AgentRuntime:
     def _prepare_agent(self) -> Agent:
         """The agent as of now (registered on first use), its identity current and, when a
         budget is set, today's spending known."""
-        if self.replay is not None:
+        if not self.mode.observes_world:
             return self.ledger.load_agent(self.agent_id)
         agent = self.ledger.register_agent(self.agent_id, str(self.app_dir or ""))
         self.reload(agent)
@@ -369,7 +389,9 @@ class AgentRuntime:
 
     def _budgeted(self) -> bool:
         g = self.governance
-        return self.replay is None and (g.daily_tokens is not None or g.daily_cost_usd is not None)
+        return self.mode.observes_world and (
+            g.daily_tokens is not None or g.daily_cost_usd is not None
+        )
 
     def _remember_run(self, state: _RunState) -> None:
         if self._recent is not None:
@@ -454,8 +476,8 @@ class AgentRuntime:
             await self._commit(state)
 
     async def _commit(self, state: _RunState) -> None:
-        if self.replay is not None:
-            self.produced += state.agent.collect_events() + state.run.collect_events()
+        if not self.mode.commits():
+            self.mode.collect(state.agent.collect_events() + state.run.collect_events())
             return
         pending = state.run.pending_events
         state.agent, positions = await self._io_call(
@@ -466,15 +488,25 @@ class AgentRuntime:
         if positions:
             state.position = positions[-1]
 
-    def _tools(self, agent: Agent) -> tuple[list[dict[str, Any]], dict[str, str]]:
-        specs = {**SPECS, **{n: c.spec for n, c in self.registry.capabilities.items()}}
+    def tools(self) -> dict[str, Tool]:
+        """Every tool of this agent, built-in and the app's, by name."""
+        return {**BUILTINS, **self.registry.capabilities}
+
+    def _disabled_tools(self, agent: Agent) -> frozenset[str]:
+        """The tools the operator switched off for this agent (hidden, and denied if called)."""
+        return agent.disabled_tools
+
+    def _visible(
+        self, agent: Agent, tools: dict[str, Tool]
+    ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """The function schemas the model sees, and why each other tool is hidden."""
         skills = self.app.skills if self.app is not None else {}
-        names = [*specs, *(self.replay.unknown_tools(specs) if self.replay else [])]
+        names = [*tools, *self.mode.unknown_tools(tools)]
         visible, filtered = self.governance.resolve(
-            names, skills, now(), disabled=agent.disabled_tools
+            names, skills, now(), disabled=self._disabled_tools(agent)
         )
-        schemas = [specs[n].function_schema() for n in visible if n in specs]
-        return schemas + [_recorded_schema(n) for n in visible if n not in specs], filtered
+        schemas = [tools[n].spec.function_schema() for n in visible if n in tools]
+        return schemas + [_recorded_schema(n) for n in visible if n not in tools], filtered
 
     async def system_prompt(self, focus: str | None, trigger: str) -> Prompt:
         """Identity, recalled memories, recent activity and skills; plus the recorded inputs."""
@@ -488,7 +520,8 @@ class AgentRuntime:
                 "soul_sha256": self.app.soul_sha256,
                 "identity_sha256": self.app.identity_sha256,
             }
-        if self.memory is not None and self.limits.recall_in_prompt and self.replay is None:
+        recall = self.memory is not None and self.limits.recall_in_prompt
+        if recall and self.mode.observes_world and self.memory is not None:
             recalled = await asyncio.to_thread(
                 self.memory.recall, self.agent_id, focus or trigger, self.limits.recall_in_prompt
             )
@@ -516,12 +549,12 @@ class AgentRuntime:
     async def _decide(
         self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
-        tools, filtered = self._tools(state.agent)
-        state.hidden = filtered
+        state.tools = self.tools()
+        tools, state.hidden = self._visible(state.agent, state.tools)
         prompt = await self.system_prompt(focus, trigger)
         if state.resumed is None:  # a resumed run recorded these when it started
             names = [t["function"]["name"] for t in tools]
-            state.run.record(ev.VisibleToolsResolved, tools=names, filtered=filtered)
+            state.run.record(ev.VisibleToolsResolved, tools=names, filtered=state.hidden)
             if prompt.warning:
                 state.run.record(ev.RunWarning, source="recall", message=prompt.warning)
         system, inputs = prompt.text, prompt.inputs
@@ -535,7 +568,6 @@ class AgentRuntime:
             {"role": "user", "content": user},
         ]
         inputs["model_path"] = list(self.models)
-        seen: dict[str, int] = {}
         deadline = time.perf_counter() + self.limits.run_timeout_s
         while True:
             if time.perf_counter() > deadline:  # a library swallowed the timeout's cancellation
@@ -554,25 +586,49 @@ class AgentRuntime:
                 return
             messages.append(message)
             for call in calls:
-                if state.run.state.tool_calls >= self.limits.max_function_calls:
-                    raise _Stop(
-                        ev.RunTerminated,
-                        reason=(
-                            f"reached the limit of {self.limits.max_function_calls} function calls"
-                        ),
-                    )
-                name = call["function"]["name"]
-                arguments = call["function"].get("arguments") or ""
-                key = f"{name}:{arguments}"
-                seen[key] = seen.get(key, 0) + 1
-                if seen[key] >= self.limits.max_identical_calls:
-                    raise _Stop(
-                        ev.RunTerminated,
-                        reason=(f"{name} called {seen[key]} times with identical arguments"),
-                    )
-                result = await self._call_tool(state, call["id"], name, arguments)
-                content = msgspec.json.encode(result).decode()
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+                name, arguments = _call_parts(call)
+                self._check_limits(state, name, arguments)
+                settled = await self._call_tool(state, str(call.get("id") or ""), name, arguments)
+                self._check_doom_loop(state, name, arguments, settled)
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.get("id"), "content": settled.told}
+                )
+
+    def _check_limits(self, state: _RunState, name: str, arguments: str) -> None:
+        """Before a call: the run's call limit (every call counts, whatever its outcome) and
+        the identical-call limit (arguments compared parsed and key-sorted)."""
+        if state.run.state.calls_made >= self.limits.max_function_calls:
+            raise _Stop(
+                ev.RunTerminated,
+                reason=f"reached the limit of {self.limits.max_function_calls} function calls",
+            )
+        key = (name, canonical_arguments(arguments))
+        state.seen[key] = seen = state.seen.get(key, 0) + 1
+        if seen >= self.limits.max_identical_calls:
+            raise _Stop(
+                ev.RunTerminated,
+                reason=f"{printable(name)[:200]} called {seen} times with identical arguments",
+            )
+
+    def _check_doom_loop(
+        self, state: _RunState, name: str, arguments: str, settled: Settled
+    ) -> None:
+        """After a call: the same tool failing the same way too many times in a row is a
+        loop the model does not get out of; the run ends naming the call."""
+        if settled.error_code is None:
+            state.failing = None
+            return
+        streak = (name, settled.error_code)
+        count = state.failing[2] + 1 if state.failing and state.failing[:2] == streak else 1
+        state.failing = (*streak, count)
+        if count >= self.limits.doom_loop_failures:
+            raise _Stop(
+                ev.RunTerminated,
+                reason=(
+                    f"doom loop: {printable(name)[:200]} failed {count} times in a row with "
+                    f"{settled.error_code} (last arguments: {printable(arguments)[:300]})"
+                ),
+            )
 
     async def _ask(
         self,
@@ -597,12 +653,14 @@ class AgentRuntime:
                         self.limits.llm_timeout_s,
                     )
                 except Exception as e:
-                    _reraise_cancellation(e)
+                    reraise_cancellation(e)
                     hops.append(f"{model}: {type(e).__name__}: {e}"[:300])
                     last_error = e
                     span.set_attribute("langfuse.observation.level", "ERROR")
                     continue
-                message: dict[str, Any] = response.choices[0].message.model_dump(exclude_none=True)
+                message: dict[str, Any] = _recordable(
+                    response.choices[0].message.model_dump(exclude_none=True)
+                )
                 usage = {
                     k: int(getattr(response.usage, k, 0) or 0)
                     for k in ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -622,104 +680,67 @@ class AgentRuntime:
             return message
         raise _Stop(ev.RunFailed, error=f"every model failed: {last_error}; hops: {hops}")
 
-    async def _call_tool(self, state: _RunState, call_id: str, name: str, arguments: str) -> Any:
-        capability = self.registry.capabilities.get(name)
-        spec = SPECS.get(name) or (capability.spec if capability else None)
+    async def _call_tool(
+        self, state: _RunState, call_id: str, name: str, arguments: str
+    ) -> Settled:
+        site = self._call_site(state)
         if state.resumed is not None:
             settled = state.resumed.settled(call_id)
+            if isinstance(settled, ToolError):  # recorded before the stop: not repeated
+                return Settled(ev.ToolCallFailed, {}, encode_told(settled), settled.error_code)
             if settled is not None:
-                return settled  # recorded before the stop: not repeated, not recorded again
-            if state.resumed.arguments(call_id) is not None:
-                return await self._unknown_outcome(state, call_id, name, capability)
-        if name in state.hidden:
-            reason = state.hidden[name]
-            state.run.record(ev.ToolCallDenied, call_id=call_id, tool=name, reason=reason)
-            return ToolError(
-                error=f"tool {name!r} is not available: {reason}", error_code="TOOL_DENIED"
-            )
-        if (limited := self._rate.admit(name, time.time())) is not None:
-            state.run.record(ev.ToolCallDenied, call_id=call_id, tool=name, reason=limited)
-            return ToolError(error=limited, error_code="RATE_LIMITED", retryable=True)
-        params: Any
-        if spec is not None:
-            params = spec.parse(arguments)
-        elif self.replay is not None and (recorded := self.replay.arguments(call_id)) is not None:
-            params = recorded  # a capability this process does not load: as recorded
-        else:
-            params = unknown_tool(name, [*SPECS, *self.registry.capabilities])
-        if isinstance(params, ToolError):
-            state.run.record(
-                ev.ToolCallRejected,
-                call_id=call_id,
-                tool=name,
-                error=params.error,
-                arguments_text=arguments[:2000],
-            )
-            return params
-        state.run.record(
-            ev.ToolCallRequested, call_id=call_id, tool=name, arguments=msgspec.to_builtins(params)
-        )
-        await self._commit(state)  # write-ahead: the request is durable before the effect
-        began = time.perf_counter()
-        with tracing.tool_span(name, call_id):
-            result = await self._execute(state, name, params, call_id, capability)
-        _record_outcome(state, call_id, name, result, (time.perf_counter() - began) * 1000)
-        return result
+                return Settled(ev.ToolCallSucceeded, {}, json_safe(settled).decode())
+            if (recorded := state.resumed.arguments(call_id)) is not None:
+                return await self._unknown_outcome(site, state, call_id, name, recorded)
+        return await call_tool(site, call_id, name, arguments)
 
     async def _unknown_outcome(
-        self, state: _RunState, call_id: str, name: str, capability: Capability | None
-    ) -> Any:
-        """A call requested before the stop with no recorded outcome. A built-in tool's effect is
-        a ledger event committed with its outcome (or a read), so it did not happen and runs
-        again; an idempotent capability runs again; any other capability may or may not have
-        acted, so the model is told and it is not repeated."""
-        spec = SPECS[name] if capability is None else capability.spec
+        self,
+        site: CallSite,
+        state: _RunState,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+    ) -> Settled:
+        """A call requested before the stop with no recorded outcome. A tool whose effect is a
+        ledger event committed with its outcome (the built-in tools) had no effect and runs
+        again; an idempotent tool runs again; any other may or may not have acted, so the model
+        is told and it is not repeated."""
         reason = "the process stopped while the tool ran; its effect is unknown"
         state.run.record(ev.ToolOutcomeUnknown, call_id=call_id, tool=name, reason=reason)
-        if capability is not None and not spec.idempotent:
-            return ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
-        params = spec.parse(json.dumps(state.resumed.arguments(call_id) if state.resumed else {}))
-        began = time.perf_counter()
-        result = await self._execute(state, name, params, call_id, capability)
-        _record_outcome(state, call_id, name, result, (time.perf_counter() - began) * 1000)
-        return result
+        tool = site.tools.get(name)
+        if tool is None or not (tool.spec.effect_in_ledger or tool.spec.idempotent):
+            told = ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
+            return Settled(ev.ToolOutcomeUnknown, {}, encode_told(told), told.error_code)
+        params = tool.spec.parse(msgspec.json.encode(arguments))
+        return await execute(site, tool, call_id, name, params)
 
-    async def _execute(
-        self,
-        state: _RunState,
-        name: str,
-        params: Any,
-        call_id: str,
-        capability: Capability | None,
-    ) -> Any:
-        """Run the tool; idempotent tools are retried with backoff after a system error."""
-        if self.replay is not None:
-            return self.replay.outcome(call_id)
-        spec = SPECS[name] if capability is None else capability.spec
-        attempts = 1 + (self.limits.tool_retries if spec.idempotent else 0)
-        result: Any = None
-        for attempt in range(attempts):
-            if attempt:
-                await asyncio.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
-            try:
-                if capability is None:
-                    ctx = ToolContext(
-                        state.agent, state.run, self.registry, self.memory, state.position
-                    )
-                    result = await run_builtin(name, params, call_id, ctx)
-                else:
-                    result = await call_handler(capability.handler, params)
-            except Exception as e:
-                _reraise_cancellation(e)
-                result = ToolError(
-                    error=f"{type(e).__name__}: {e}",
-                    error_code="TOOL_FAILED",
-                    kind="system",
-                    retryable=spec.idempotent,
-                )
-            if not (isinstance(result, ToolError) and result.kind == "system" and result.retryable):
-                break
-        return result
+    def _call_site(self, state: _RunState) -> CallSite:
+        async def commit() -> None:
+            await self._commit(state)
+
+        def scope() -> RunScope:
+            return RunScope(
+                state.agent, state.run, self.registry, self.memory, state.position, self.threads
+            )
+
+        app_bytes = self.app.settings.tool_result_bytes if self.app is not None else None
+        limits = ToolLimits(
+            timeout_s=self.limits.tool_timeout_s,
+            result_bytes=app_bytes or self.limits.tool_result_bytes,
+            ledger_bytes=self.limits.tool_result_ledger_bytes,
+            retries=self.limits.tool_retries,
+        )
+        return CallSite(
+            tools=state.tools,
+            hidden=state.hidden,
+            rate=self._rate,
+            limits=limits,
+            execution=self.mode,
+            scope=scope,
+            commit=commit,
+            agent_id=self.agent_id,
+        )
 
 
 class _RunState:
@@ -728,7 +749,12 @@ class _RunState:
         self.agent = agent
         self.run = run
         self.position = 0
+        self.tools: dict[str, Tool] = {}
         self.hidden: dict[str, str] = {}
+        self.seen: dict[tuple[str, str], int] = {}
+        """How often each (tool, canonical arguments) was called in this run."""
+        self.failing: tuple[str, str, int] | None = None
+        """(tool, error code, count) of the failures in a row so far."""
         self.events: list[ev.LedgerEvent] = []
         """The run's events committed so far."""
         self.committed = run.version - len(run.pending_events)
@@ -750,35 +776,24 @@ class _RunState:
         }
 
 
-def _record_outcome(
-    state: _RunState, call_id: str, name: str, result: Any, duration_ms: float
-) -> None:
-    if isinstance(result, ToolError):
-        state.run.record(
-            ev.ToolCallFailed,
-            call_id=call_id,
-            tool=name,
-            error=result.error,
-            error_code=result.error_code,
-            retryable=result.retryable,
-            duration_ms=round(duration_ms, 3),
-        )
-    else:
-        state.run.record(
-            ev.ToolCallSucceeded,
-            call_id=call_id,
-            tool=name,
-            result=msgspec.to_builtins(result),
-            duration_ms=round(duration_ms, 3),
-        )
+def _recordable(message: dict[str, Any]) -> dict[str, Any]:
+    """The model's message as the ledger can store it: text that is not valid Unicode (a lone
+    surrogate a JSON escape produced) gets its bad characters replaced."""
+    try:
+        msgspec.json.encode(message)
+    except UnicodeEncodeError:
+        cleaned: dict[str, Any] = msgspec.json.decode(json_safe(message))
+        return cleaned
+    return message
 
 
-def _reraise_cancellation(error: Exception) -> None:
-    """Client libraries (litellm among them) may turn a cancellation into their own error;
-    when our task is being cancelled (the run timed out), it must stay a cancellation."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError from error
+def _call_parts(call: dict[str, Any]) -> tuple[str, str]:
+    """A tool call's name and argument text, whatever shape the model gave them."""
+    function = call.get("function") or {}
+    name, arguments = function.get("name"), function.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        arguments = msgspec.json.encode(arguments, enc_hook=repr).decode()
+    return str(name or ""), arguments or ""
 
 
 def _recorded_schema(name: str) -> dict[str, Any]:

@@ -6,12 +6,13 @@ from typing import Literal
 
 import msgspec
 
-ErrorKind = Literal["user", "system"]
+ErrorKind = Literal["user", "system", "timeout"]
 
 
 class ToolError(msgspec.Struct, frozen=True):
     """``user`` errors are the model's to fix (bad arguments); ``system`` errors are ours
-    (a provider timed out, the database went away) and may be worth retrying."""
+    (a provider failed, the database went away) and may be worth retrying; ``timeout``: the
+    tool did not finish within its time limit."""
 
     error: str
     error_code: str

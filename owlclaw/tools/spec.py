@@ -20,6 +20,17 @@ class ToolSpec:
     params: type[msgspec.Struct]
     idempotent: bool = False
     """Safe to retry, and to re-run after a crash left its outcome unknown."""
+    timeout_s: float | None = None
+    """How long one call may run (None: the runtime's ``tool_timeout_s``)."""
+    max_result_bytes: int | None = None
+    """Size of the result the model sees before it is cut (None: the agent's setting)."""
+    category: str = "capability"
+    """What kind of tool it is, for operators (``owlclaw tools``); not used to decide."""
+    dangerous: bool = False
+    """It acts on the outside world in a way worth an operator's attention."""
+    effect_in_ledger: bool = False
+    """Its only effect is ledger events committed with its outcome, so a call a crash left
+    without an outcome had no effect and runs again on resume."""
 
     def function_schema(self) -> dict[str, Any]:
         """The OpenAI/litellm ``tools`` entry for this tool."""

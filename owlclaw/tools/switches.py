@@ -16,7 +16,7 @@ from collections.abc import Collection
 import msgspec
 
 from events import Ledger
-from owlclaw.runtime.builtin_tools import SPECS
+from owlclaw.runtime.builtin_tools import BUILTINS
 from owlclaw.runtime.capabilities import Registry
 
 
@@ -31,7 +31,7 @@ class ToolsChange(msgspec.Struct, frozen=True):
 
 def tool_names(registry: Registry) -> list[str]:
     """Every tool an agent with ``registry`` has: the built-in tools and its capabilities."""
-    return [*SPECS, *registry.capabilities]
+    return [*BUILTINS, *registry.capabilities]
 
 
 def change_tools_directly(

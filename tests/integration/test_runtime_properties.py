@@ -28,7 +28,7 @@ from owlclaw.app import AppError, estimate_tokens, load_app, sanitize, select_sk
 from owlclaw.config import ConfigError, RuntimeConfig, load_config
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.builtin_tools import SPECS
+from owlclaw.runtime.builtin_tools import BUILTINS
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import HEADER, ContextItem, build_context
 from owlclaw.runtime.governance import Governance
@@ -45,7 +45,7 @@ EXAMPLES = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-TOOLS = sorted(SPECS)
+TOOLS = sorted(BUILTINS)
 words = st.text(alphabet=string.ascii_letters + " ", min_size=1, max_size=60).map(str.strip)
 prose = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=300
@@ -410,9 +410,9 @@ def test_property_13_visibility_filtering_is_recorded_with_reasons(
     result = play(runtime, [{"content": "ok"}])
     runtime.close()
     [resolved] = [e for e in run_events(ledger, result) if isinstance(e, ev.VisibleToolsResolved)]
-    expected = [t for t in SPECS if t not in deny and (not allow or t in allow)]
+    expected = [t for t in BUILTINS if t not in deny and (not allow or t in allow)]
     assert resolved.tools == expected
-    assert set(resolved.filtered) == set(SPECS) - set(expected)
+    assert set(resolved.filtered) == set(BUILTINS) - set(expected)
     for tool, reason in resolved.filtered.items():
         assert reason == (
             "denied by governance.deny" if tool in deny else "not in governance.allow"

@@ -1,0 +1,68 @@
+"""What a tool is: a spec (schema, metadata) and ``execute(params, ctx)``.
+
+Built-in tools and an app's ``@registry.capability`` handlers are both ``Tool``s in one table,
+so the executor calls every tool the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from owlclaw.tools.spec import ToolSpec
+
+if TYPE_CHECKING:
+    from events.aggregates import Agent, Run
+    from owlclaw.runtime.capabilities import Registry
+    from owlclaw.tools.threads import HandlerThreads
+    from projections.memory import MemoryStore
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """What the built-in tools act on: the agent and run aggregates (their effects are events
+    recorded there and committed with the call's outcome), the app's state providers, memory."""
+
+    agent: Agent
+    run: Run
+    states: Registry
+    memory: MemoryStore | None
+    committed_position: int
+    """The log position of the run's last commit: recall waits for the view to reach it."""
+    threads: HandlerThreads
+    """Where synchronous handlers run, off the event loop."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a call knows about itself. A capability handler receives it by declaring a
+    parameter annotated ``ToolContext``."""
+
+    agent_id: str
+    run_id: uuid.UUID
+    call_id: str
+    idempotency_key: str
+    """Stable for this call across a crash and resume: send it to outside systems so a
+    repeated call does not repeat its effect."""
+    logger: logging.Logger
+    scope: RunScope
+
+
+def idempotency_key(run_id: uuid.UUID, call_id: str) -> str:
+    """The same (run, call) gives the same key; the call id comes from the recorded model
+    response, which a resumed run serves again."""
+    return str(uuid.uuid5(run_id, call_id))
+
+
+class Tool(Protocol):
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def execute(self, params: msgspec.Struct, ctx: ToolContext) -> Any:
+        """The tool's result (JSON-able), or a ToolError; exceptions are classified by the
+        executor."""
+        ...
