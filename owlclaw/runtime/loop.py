@@ -71,6 +71,8 @@ FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
     ev.ToolsChanged,
 )
 """Agent-stream events other writers append that the runtime's own facts commute with."""
+OWN_COMMITS_KEPT = 1000
+"""How many of its own agent-stream versions a runtime remembers: far more than one run spans."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,8 @@ class AgentRuntime:
         self.memory = memory
         self.limits = limits or RuntimeConfig()
         self._code = AppCode(self.limits.app_load_timeout_s)
+        self._ours: set[int] = set()
+        """Agent-stream versions this runtime committed: its facts commute with its own."""
         self.governance = governance or (
             Governance.from_app_config(app.config) if app is not None else Governance()
         )
@@ -228,7 +232,7 @@ class AgentRuntime:
         """Record an inbound event for the next heartbeat; its log position."""
         agent = await self._io_call(self._prepare_agent)
         agent.record(ev.InboundReceived, source=source, payload=payload)
-        return (await self._append(agent))[-1]
+        return (await self._append(agent))[1][-1]
 
     async def change_tools(self, enable: list[str], disable: list[str]) -> ToolsChange:
         """Enable and disable tools as the agent's writer (ToolsChanged), checked against the
@@ -237,7 +241,7 @@ class AgentRuntime:
         if agent.change_tools(enable, disable, list(self.tools())) is None:
             return ToolsChange(self.agent_id, list(agent.state.disabled_tools))
         # a ToolsChanged commutes with any fact appended meanwhile (a run's schedule): rebase
-        agent, positions = await self._io_call(self.ledger.append_rebasing, agent)
+        agent, positions = await self._append(agent, over=None)
         return ToolsChange(self.agent_id, list(agent.state.disabled_tools), positions[-1])
 
     async def load(self) -> None:
@@ -247,9 +251,22 @@ class AgentRuntime:
         if agent.pending_events:
             await self._append(agent)
 
-    async def _append(self, agent: Agent) -> list[int]:
-        appended = partial(self.ledger.append_rebasing, over=FOREIGN_FACTS)
-        return (await self._io_call(appended, agent))[1]
+    async def _append(
+        self,
+        agent: Agent,
+        *runs: Run,
+        over: tuple[type[ev.LedgerEvent], ...] | None = FOREIGN_FACTS,
+    ) -> tuple[Agent, list[int]]:
+        """Commit as the agent's writer, rebasing over what other writers may append (``over``)
+        and over this runtime's own commits: a trigger it accepts while the agent's run is
+        between steps is queued behind that run, not taken for a second host."""
+        mine = len(agent.pending_events)
+        appended = partial(self.ledger.append_rebasing, over=over, ours=frozenset(self._ours))
+        agent, positions = await self._io_call(appended, agent, *runs)
+        self._ours.update(range(agent.version - mine + 1, agent.version + 1))
+        if len(self._ours) > OWN_COMMITS_KEPT:
+            self._ours = {v for v in self._ours if v > agent.version - OWN_COMMITS_KEPT}
+        return agent, positions
 
     async def run_queued(self, queued: ev.RunQueued) -> RunResult:
         """Execute a run accepted by ``submit`` or ``accept_fire``."""
@@ -480,9 +497,7 @@ class AgentRuntime:
             self.mode.collect(state.agent.collect_events() + state.run.collect_events())
             return
         pending = state.run.pending_events
-        state.agent, positions = await self._io_call(
-            partial(self.ledger.append_rebasing, over=FOREIGN_FACTS), state.agent, state.run
-        )
+        state.agent, positions = await self._append(state.agent, state.run)
         state.events += pending
         state.committed = state.run.version
         if positions:

@@ -391,6 +391,45 @@ def test_a_second_writer_fences_the_host_and_the_streams_never_fork(setting: Set
     assert_one_end_each_and_contiguous(ledger, agent_id)
 
 
+def test_what_the_host_accepts_during_a_run_queues_behind_it_and_breaks_nothing(
+    setting: Setting,
+) -> None:
+    """A trigger, a fire and an inbound event the host itself accepts while the agent's run is
+    between its steps are facts of the same writer: the run's next commit to the agent's stream
+    (its schedule_once) rebases over them instead of taking them for a second host."""
+    ledger, agent_id = setting.ledger, unique("busy")
+    setting.register(agent_id, "paced")
+    at = datetime.now(UTC) + timedelta(minutes=1)
+    schedule(ledger, agent_id, "sch-busy", at)
+
+    async def scenario(agents: Agents) -> list[str]:
+        first = await agents.submit(agent_id, "webhook", focus="first")
+
+        def first_step_committed() -> bool:
+            return any(isinstance(e, ev.DecisionLogged) for e in ledger.stream(uuid.UUID(first)))
+
+        await until(first_step_committed)
+        second = await agents.submit(agent_id, "webhook", focus="second")
+        fired = await agents.fire(TimerFire(agent_id, "sch-busy", at))
+        await agents.receive(agent_id, "mail", {"subject": "hello"})
+        assert fired.run_id is not None
+        accepted = [first, second, fired.run_id]
+        results = [await agents.result(agent_id, r) for r in accepted]
+        assert [r.status for r in results] == ["completed"] * 3
+        return accepted
+
+    accepted = hosted(setting, scenario)
+    agent_events = ledger.stream(ledger.load_agent(agent_id).id)
+    owners = [
+        str(e.owner_run_id)
+        for e in agent_events
+        if isinstance(e, ev.ScheduleRequested) and e.owner_run_id is not None
+    ]
+    assert owners == accepted  # each run's schedule_once committed, none lost
+    assert [e.run_no for e in agent_events if isinstance(e, ev.RunQueued)] == [1, 2, 3]
+    assert_one_end_each_and_contiguous(ledger, agent_id)
+
+
 def test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_on(
     setting: Setting,
 ) -> None:
