@@ -4,7 +4,8 @@
 Like eventsourcing's recorder suites, every test here runs against each implementation: FIFO order
 of runs and fires, one end event per run, resume after a crash, fencing against a second writer,
 cancel and status during a run, passivation and reactivation, idempotent triggers, and accepting
-a trigger while another agent on the same host waits on a long tool call.
+a trigger while another agent on the same host waits on a long tool call or blocks in a sync
+one until its timeout.
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ SCRIPTS: dict[str, Any] = {
     "wait_outside": {
         "steps": [{"tool_calls": [{"name": "wait_outside", "arguments": {"seconds": 6}}]}]
     },
+    "block_outside": {
+        "steps": [
+            {"tool_calls": [{"name": "block_outside", "arguments": {"seconds": 30}}]},
+            {"content": "gave up waiting"},
+        ]
+    },
 }
 SLOW_HANDLERS = """
 import asyncio
@@ -72,6 +79,20 @@ registry = Registry()
 @registry.capability("Wait on a slow outside system.")
 async def wait_outside(seconds: float) -> dict[str, float]:
     await asyncio.sleep(seconds)
+    return {"waited": seconds}
+"""
+
+BLOCKING_HANDLERS = """
+import time
+
+from owlclaw import Registry
+
+registry = Registry()
+
+
+@registry.capability("Call a slow outside system with a blocking client.", timeout_s=4)
+def block_outside(seconds: float) -> dict[str, float]:
+    time.sleep(seconds)
     return {"waited": seconds}
 """
 
@@ -515,6 +536,47 @@ def test_a_trigger_is_accepted_at_once_while_another_agent_of_the_host_waits_on_
     took, free_status, busy_status, free_queued = hosted(setting, scenario)
     assert took < 1.0, f"accepting took {took:.2f} s"
     assert (free_status, busy_status, free_queued) == ("completed", "completed", 1)
+
+
+def test_a_blocking_sync_tool_times_out_while_another_agent_of_the_host_completes_runs(
+    setting: Setting,
+) -> None:
+    """A sync capability blocks in its thread for 30 s (its timeout is 4 s): the host's event loop
+    goes on, another agent's runs end before the timeout, and the call records ToolCallTimedOut
+    and the blocked agent's run goes on with the model."""
+    ledger = setting.ledger
+    blocked, free = unique("blocked"), unique("free")
+    app = make_app(setting.apps / blocked, config='[agent]\nmodels = ["scripted/block_outside"]\n')
+    (app / "handlers.py").write_text(BLOCKING_HANDLERS)
+    ledger.register_agent(blocked, str(app))
+    setting.register(free, "answer")
+
+    async def scenario(agents: Agents) -> tuple[list[str], str]:
+        await agents.activate(blocked)
+        await agents.activate(free)
+        waiting = await agents.submit(blocked, "webhook")
+
+        def timed_out() -> bool:
+            events = ledger.stream(uuid.UUID(waiting))
+            return any(isinstance(e, ev.ToolCallTimedOut) for e in events)
+
+        def in_the_tool() -> bool:
+            events = ledger.stream(uuid.UUID(waiting))
+            return any(isinstance(e, ev.ToolCallRequested) for e in events)
+
+        await until(in_the_tool)
+        statuses = []
+        for _ in range(2):
+            accepted = await agents.submit(free, "webhook")
+            statuses.append((await agents.result(free, accepted)).status)
+        assert not await asyncio.to_thread(timed_out), "the free agent waited for the blocked one"
+        return statuses, (await agents.result(blocked, waiting)).status
+
+    statuses, blocked_status = hosted(setting, scenario)
+    assert statuses == ["completed", "completed"] and blocked_status == "completed"
+    [run_id] = ledger.list_runs(blocked)
+    [timeout] = [e for e in ledger.stream(run_id) if isinstance(e, ev.ToolCallTimedOut)]
+    assert timeout.tool == "block_outside" and timeout.timeout_s == 4
 
 
 def test_a_heartbeat_acts_only_on_what_the_agent_received(setting: Setting) -> None:
