@@ -65,6 +65,8 @@ class ToolSpec:
                 arguments = msgspec.json.decode(arguments)
             except msgspec.DecodeError as e:
                 return invalid_arguments(f"arguments of {self.name} are not valid JSON: {e}")
+            except RecursionError:  # how deep depends on the caller's stack: refuse, never raise
+                return invalid_arguments(f"arguments of {self.name} are nested too deeply")
         if not isinstance(arguments, dict):
             return invalid_arguments(
                 f"arguments of {self.name} must be a JSON object, got {type(arguments).__name__}"
@@ -73,3 +75,5 @@ class ToolSpec:
             return msgspec.convert(arguments, self.params, strict=False)
         except msgspec.ValidationError as e:
             return invalid_arguments(f"invalid arguments for {self.name}: {e}")
+        except RecursionError:
+            return invalid_arguments(f"arguments of {self.name} are nested too deeply")

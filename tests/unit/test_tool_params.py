@@ -125,6 +125,8 @@ def test_valid_arguments_become_typed_parameters(
         (6, '{"reasoning": "r", "decision_type": "yolo"}', "decision_type"),
         (2, '{"schedule_id": "s1", "force": true}', "force"),
         (0, "{'delay_seconds': 5}", "not valid JSON"),
+        (0, "[" * 30_000 + "]" * 30_000, "nested too deeply"),
+        (1, '{"schedule_id": ' + "[" * 30_000 + "]" * 30_000 + "}", "nested too deeply"),
     ],
 )
 def test_invalid_arguments_name_the_problem(spec_index: int, arguments: str, fragment: str) -> None:
