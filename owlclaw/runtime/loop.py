@@ -12,7 +12,6 @@ keep their order and the event loop never blocks.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections import deque
@@ -40,9 +39,11 @@ from owlclaw.runtime.app_code import AppCode, AppCodeError
 from owlclaw.runtime.builtin_tools import BUILTINS
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
+from owlclaw.runtime.fencing import FOREIGN_FACTS, AgentWriter, stand_down
 from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.runtime.models import EveryModelFailed, ask
 from owlclaw.runtime.modes import Live, Replay
+from owlclaw.runtime.progress import RunProgress
 from owlclaw.runtime.prompt import Prompt, system_prompt
 from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -64,15 +65,6 @@ from owlclaw.tools.tool import RunScope, Tool
 from projections.memory import MemoryStore
 
 T = TypeVar("T")
-FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
-    ev.ScheduleRegistered,
-    ev.InboundReceived,
-    ev.AppAttached,
-    ev.ToolsChanged,
-)
-"""Agent-stream events other writers append that the runtime's own facts commute with."""
-OWN_COMMITS_KEPT = 1000
-"""How many of its own agent-stream versions a runtime remembers: far more than one run spans."""
 
 
 @dataclass(frozen=True)
@@ -148,8 +140,7 @@ class AgentRuntime:
         self.memory = memory
         self.limits = limits or RuntimeConfig()
         self._code = AppCode(self.limits.app_load_timeout_s)
-        self._ours: set[int] = set()
-        """Agent-stream versions this runtime committed: its facts commute with its own."""
+        self._writer = AgentWriter(ledger)
         self.governance = governance or (
             Governance.from_app_config(app.config) if app is not None else Governance()
         )
@@ -187,7 +178,7 @@ class AgentRuntime:
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
         queued = agent.queue_run(trigger, focus, payload, context)
-        state = _RunState(agent, Run.start(self.agent_id, queued), started)
+        state = RunProgress(agent, Run.start(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
     async def submit(
@@ -251,19 +242,13 @@ class AgentRuntime:
         """Commit as the agent's writer, rebasing over what other writers may append (``over``)
         and over this runtime's own commits: a trigger it accepts while the agent's run is
         between steps is queued behind that run, not taken for a second host."""
-        mine = len(agent.pending_events)
-        appended = partial(self.ledger.append_rebasing, over=over, ours=frozenset(self._ours))
-        agent, positions = await self._io_call(appended, agent, *runs)
-        self._ours.update(range(agent.version - mine + 1, agent.version + 1))
-        if len(self._ours) > OWN_COMMITS_KEPT:
-            self._ours = {v for v in self._ours if v > agent.version - OWN_COMMITS_KEPT}
-        return agent, positions
+        return await self._io_call(partial(self._writer.append, over=over), agent, *runs)
 
     async def run_queued(self, queued: ev.RunQueued) -> RunResult:
         """Execute a run accepted by ``submit`` or ``accept_fire``."""
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
-        state = _RunState(agent, Run.start(self.agent_id, queued), started)
+        state = RunProgress(agent, Run.start(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
     async def end_cancelled(self, queued: ev.RunQueued) -> None:
@@ -272,7 +257,7 @@ class AgentRuntime:
         if await self._io_call(self.ledger.stream, queued.run_id):
             return
         agent = await self._io_call(self.ledger.load_agent, self.agent_id)
-        state = _RunState(agent, Run.start(self.agent_id, queued), time.perf_counter())
+        state = RunProgress(agent, Run.start(self.agent_id, queued), time.perf_counter())
         state.run.end(ev.RunTerminated, reason="cancelled", **state.totals())
         await self._commit(state)
 
@@ -285,7 +270,7 @@ class AgentRuntime:
         agent = await self._io_call(self._prepare_agent)
         run = await self._io_call(self.ledger.load_run, run_id)
         recorded = RecordedRun(run_id, await self._io_call(self.ledger.stream, run_id))
-        state = _RunState(agent, run, started)
+        state = RunProgress(agent, run, started)
         state.resumed, state.replaying = recorded, deque(recorded.messages)
         run.record(ev.RunInterrupted, reason="the process running it stopped")
         run.record(ev.RunResumed, from_version=run.version - 1)
@@ -296,7 +281,7 @@ class AgentRuntime:
         self._remember_run(state)
         return RunResult.of(state.run)
 
-    async def _execute_run(self, state: _RunState, queued: ev.RunQueued) -> RunResult:
+    async def _execute_run(self, state: RunProgress, queued: ev.RunQueued) -> RunResult:
         run = state.run
         if queued.idle:  # heartbeat with nothing new: no LLM call, no cost
             run.end(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
@@ -401,14 +386,14 @@ class AgentRuntime:
             g.daily_tokens is not None or g.daily_cost_usd is not None
         )
 
-    def _remember_run(self, state: _RunState) -> None:
+    def _remember_run(self, state: RunProgress) -> None:
         if self._recent is not None:
             self._recent.append(describe_run(state.events))
         if self._spent is not None and self._spent[0] == now().date():
             day, tokens, cost = self._spent
             self._spent = (day, tokens + state.run.state.tokens, cost + state.run.state.cost_usd)
 
-    def _check_budget(self, state: _RunState) -> None:
+    def _check_budget(self, state: RunProgress) -> None:
         """Stop the run (RunTerminated + BudgetExceeded on the agent) once today's budget is
         spent; checked before every model call, so a run never starts a call beyond it."""
         if not self._budgeted() or self._spent is None:
@@ -433,16 +418,18 @@ class AgentRuntime:
                 )
 
     async def _run_to_end(
-        self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
+        self, state: RunProgress, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
         try:
             await self._decide_to_end(state, trigger, focus, payload)
         except StreamConflict:
-            await self._stand_down(state)
+            await stand_down(
+                state, partial(self._io_call, self.ledger.load_run), partial(self._commit, state)
+            )
             raise
 
     async def _decide_to_end(
-        self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
+        self, state: RunProgress, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
         """Decide until the run ends, then commit its end: exactly one end event."""
         run = state.run
@@ -463,27 +450,7 @@ class AgentRuntime:
             run.end(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)
 
-    async def _stand_down(self, state: _RunState) -> None:
-        """Another writer appended to this agent's stream first (two hosts for one agent), so
-        the failed commit — and everything recorded since the last good one — is not in the
-        ledger. If this run's stream is still exactly as this writer left it, end it there with
-        RunFailed (contiguous versions, one end event); if nothing of it is stored yet, or
-        another writer is running it, leave it to the new owner."""
-        if state.committed == 0:  # nothing of it is stored: the new owner runs it
-            return
-        stored = await self._io_call(self.ledger.load_run, state.run.id)
-        if stored.version != state.committed:
-            return
-        state.run = stored
-        stored.end(
-            ev.RunFailed,
-            error="another host took over this agent; the run stopped at its last commit",
-            **state.totals(),
-        )
-        with contextlib.suppress(StreamConflict):  # it took over this run meanwhile
-            await self._commit(state)
-
-    async def _commit(self, state: _RunState) -> None:
+    async def _commit(self, state: RunProgress) -> None:
         if not self.mode.commits():
             self.mode.collect(state.agent.collect_events() + state.run.collect_events())
             return
@@ -528,7 +495,7 @@ class AgentRuntime:
         )
 
     async def _decide(
-        self, state: _RunState, trigger: str, focus: str | None, payload: dict[str, Any]
+        self, state: RunProgress, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
         state.tools = self.tools()
         tools, state.hidden = self._visible(state.agent, state.tools)
@@ -575,7 +542,7 @@ class AgentRuntime:
                     {"role": "tool", "tool_call_id": call.get("id"), "content": settled.told}
                 )
 
-    def _check_limits(self, state: _RunState, name: str, arguments: str) -> None:
+    def _check_limits(self, state: RunProgress, name: str, arguments: str) -> None:
         """Before a call: the run's call limit (every call counts, whatever its outcome) and
         the identical-call limit (arguments compared parsed and key-sorted)."""
         if state.run.state.calls_made >= self.limits.max_function_calls:
@@ -592,7 +559,7 @@ class AgentRuntime:
             )
 
     def _check_doom_loop(
-        self, state: _RunState, name: str, arguments: str, settled: Settled
+        self, state: RunProgress, name: str, arguments: str, settled: Settled
     ) -> None:
         """After a call: the same tool failing the same way too many times in a row is a
         loop the model does not get out of; the run ends naming the call."""
@@ -624,7 +591,7 @@ class AgentRuntime:
             raise _Stop(ev.RunFailed, error=str(e)) from e
 
     async def _call_tool(
-        self, state: _RunState, call_id: str, name: str, arguments: str
+        self, state: RunProgress, call_id: str, name: str, arguments: str
     ) -> Settled:
         site = self._call_site(state)
         if state.resumed is not None:
@@ -640,7 +607,7 @@ class AgentRuntime:
     async def _unknown_outcome(
         self,
         site: CallSite,
-        state: _RunState,
+        state: RunProgress,
         call_id: str,
         name: str,
         arguments: dict[str, Any],
@@ -658,7 +625,7 @@ class AgentRuntime:
         params = tool.spec.parse(msgspec.json.encode(arguments))
         return await execute(site, tool, call_id, name, params)
 
-    def _call_site(self, state: _RunState) -> CallSite:
+    def _call_site(self, state: RunProgress) -> CallSite:
         async def commit() -> None:
             await self._commit(state)
 
@@ -684,39 +651,6 @@ class AgentRuntime:
             commit=commit,
             agent_id=self.agent_id,
         )
-
-
-class _RunState:
-    def __init__(self, agent: Agent, run: Run, started: float):
-        self.started = started
-        self.agent = agent
-        self.run = run
-        self.position = 0
-        self.tools: dict[str, Tool] = {}
-        self.hidden: dict[str, str] = {}
-        self.seen: dict[tuple[str, str], int] = {}
-        """How often each (tool, canonical arguments) was called in this run."""
-        self.failing: tuple[str, str, int] | None = None
-        """(tool, error code, count) of the failures in a row so far."""
-        self.events: list[ev.LedgerEvent] = []
-        """The run's events committed so far."""
-        self.committed = run.version - len(run.pending_events)
-        """The run stream's version in the ledger as far as this writer knows."""
-        self.resumed: RecordedRun | None = None
-        """For a resumed run: what it recorded before its process stopped."""
-        self.replaying: deque[dict[str, Any]] = deque()
-        """Recorded model responses still to serve before asking a model again."""
-
-    def totals(self) -> dict[str, Any]:
-        """The end event's totals: the Run's own counters and the time since the run began."""
-        run = self.run.state
-        return {
-            "iterations": run.llm_calls,
-            "tool_calls": run.tool_calls,
-            "tokens": run.tokens,
-            "cost_usd": run.cost_usd,
-            "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
-        }
 
 
 def _call_parts(call: dict[str, Any]) -> tuple[str, str]:
