@@ -30,12 +30,10 @@ from events import Ledger, StreamConflict
 from events import catalog as ev
 from events.aggregates import Agent, Run, now, run_stream_id
 from owlclaw import tracing
-from owlclaw.app import SCRIPTS_DIR, AgentApp, AppError, load_app
+from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.replay import RecordedRun
-from owlclaw.llm.scripted import ScriptError, load_script_dir
-from owlclaw.runtime.app_code import AppCode, AppCodeError
 from owlclaw.runtime.builtin_tools import BUILTINS
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
@@ -46,6 +44,7 @@ from owlclaw.runtime.modes import Live, Replay
 from owlclaw.runtime.progress import RunProgress
 from owlclaw.runtime.prompt import Prompt, system_prompt
 from owlclaw.runtime.rate_limits import RateLimiter
+from owlclaw.runtime.reloader import AppReloader
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.executor import (
@@ -129,17 +128,16 @@ class AgentRuntime:
         self.ledger = ledger
         self.agent_id = agent_id
         self.models = models
-        self.app = app
-        self.app_dir = app.root if app is not None else app_dir
-        """Where the app is (re)loaded from before each run; None: an agent without an app."""
-        self.app_error: str | None = None
-        """Why the app directory does not load (and no earlier version did): runs fail with it."""
         self.registry = registry or Registry()
-        self._registry_from_app = registry is None
-        """Without an injected registry, the app's handlers.py provides the capabilities."""
         self.memory = memory
         self.limits = limits or RuntimeConfig()
-        self._code = AppCode(self.limits.app_load_timeout_s)
+        self._app = AppReloader(
+            app,
+            app_dir,
+            load_timeout_s=self.limits.app_load_timeout_s,
+            imports_code=registry is None,
+            switched=self._switch,
+        )
         self._writer = AgentWriter(ledger)
         self.governance = governance or (
             Governance.from_app_config(app.config) if app is not None else Governance()
@@ -297,63 +295,30 @@ class AgentRuntime:
         self._remember_run(state)
         return RunResult.of(state.run)
 
+    @property
+    def app(self) -> AgentApp | None:
+        return self._app.app
+
+    @property
+    def app_dir(self) -> Path | None:
+        """Where the app is (re)loaded from before each run; None: an agent without an app."""
+        return self._app.app_dir
+
+    @property
+    def app_error(self) -> str | None:
+        """Why the app directory does not load (and no earlier version did): runs fail with it."""
+        return self._app.error
+
     def reload(self, agent: Agent) -> bool:
-        """Re-read the app directory and use what changed (identity, governance, models, code,
-        scripts); record IdentityLoaded (with warnings for skipped skills) on ``agent`` when it
-        differs from the identity the ledger last recorded.
+        """Re-read the app directory and use what changed; True when ``agent`` recorded a new
+        IdentityLoaded (see ``AppReloader.reload``)."""
+        return self._app.reload(agent)
 
-        A directory that no longer loads keeps the previous version, with an AgentWarning; with
-        no version loaded, the agent records AppLoadFailed and its runs fail with that error.
-        """
-        if self.app_dir is None:
-            return False
-        try:
-            fresh = load_app(self.app_dir)
-            governance = Governance.from_app_config(fresh.config)
-            if self.app is None or fresh.fingerprint != self.app.fingerprint:
-                self._use(fresh, governance)
-        except (AppError, ValueError, ScriptError) as e:
-            if self.app is None:
-                self.app_error = f"the app directory does not load: {e}"
-                details = e.details if isinstance(e, AppCodeError) else ""
-                agent.app_failed(str(self.app_dir), str(e), details)
-                return False
-            agent.record(
-                ev.AgentWarning, source="identity", message=f"kept the previous identity: {e}"
-            )
-            return False
-        self.app_error = None
-        state = agent.state
-        recorded = (
-            state.soul_sha256,
-            state.identity_sha256,
-            state.skills,
-            state.config_sha256,
-            state.code_sha256,
-        )
-        if state.identity_versions and fresh.fingerprint == recorded and not state.app_error:
-            return False
-        agent.record(
-            ev.IdentityLoaded,
-            soul_sha256=fresh.soul_sha256,
-            identity_sha256=fresh.identity_sha256,
-            skills=fresh.skill_hashes,
-            config_sha256=fresh.config_sha256,
-            code_sha256=fresh.code_sha256,
-        )
-        for warning in fresh.warnings:
-            agent.record(ev.AgentWarning, source="skills", message=warning)
-        return True
-
-    def _use(self, app: AgentApp, governance: Governance) -> None:
-        """Switch to ``app``; its code is imported (and its scripts registered) only when they
-        changed, and nothing switches if that fails."""
-        code_changed = self.app is None or app.code_sha256 != self.app.code_sha256
-        if code_changed and self._registry_from_app:
-            self.registry = self._code.load(app.handlers) if app.handlers else Registry()
-        if (app.root / SCRIPTS_DIR).is_dir():
-            load_script_dir(app.root / SCRIPTS_DIR)
-        self.app, self.governance = app, governance
+    def _switch(self, app: AgentApp, governance: Governance, registry: Registry | None) -> None:
+        """The app reloader switched to ``app``: use its governance, rate limits and models."""
+        if registry is not None:
+            self.registry = registry
+        self.governance = governance
         self._rate = self._rate.with_limits(governance.rate_limits_with(app.skills))
         if app.settings.models:
             self.models = list(app.settings.models)
