@@ -1,8 +1,8 @@
 """Subscriptions for analytics jobs: follow the raw log, or what a projection has absorbed.
 
 Both are iterators that block while there is nothing new, woken by LISTEN/NOTIFY, and resume
-from the last position the consumer saw (pass it back as ``after``). ``afollow_*`` are the
-async versions for asyncio consumers; ``afollow_run`` follows one run until it ends.
+from the last position the consumer saw (pass it back as ``after``). ``afollow_log`` is the
+async version of ``follow_log``; ``afollow_run`` follows one run's stream until it ends.
 """
 
 from __future__ import annotations
@@ -80,8 +80,5 @@ async def afollow_run(
 
 
 def afollow_log(ledger: Ledger, after: int = 0) -> AsyncIterator[LoggedEvent]:
+    """``follow_log`` for asyncio consumers."""
     return _aiterate(follow_log(ledger, after))
-
-
-def afollow_projection(ledger: Ledger, view: View, after: int = 0) -> AsyncIterator[LoggedEvent]:
-    return _aiterate(follow_projection(ledger, view, after))

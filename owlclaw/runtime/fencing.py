@@ -1,0 +1,76 @@
+"""Fencing: one writer per agent stream. A runtime commits as the agent's writer, rebasing
+over the facts other writers may append and over its own earlier commits; when another host
+took the agent over, the run stands down at its last commit."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from uuid import UUID
+
+from events import Ledger, StreamConflict
+from events import catalog as ev
+from events.aggregates import Agent, Run
+from owlclaw.runtime.progress import RunProgress
+
+FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
+    ev.ScheduleRegistered,
+    ev.InboundReceived,
+    ev.AppAttached,
+    ev.ToolsChanged,
+)
+"""Agent-stream events other writers append that the runtime's own facts commute with."""
+OWN_COMMITS_KEPT = 1000
+"""How many of its own agent-stream versions a runtime remembers: far more than one run spans."""
+
+
+class AgentWriter:
+    """Commits as one agent's writer, remembering the agent-stream versions it committed: a
+    trigger accepted while the agent's run is between steps is queued behind that run, not
+    taken for a second host. Calls must be serialized (the runtime's ledger thread does)."""
+
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        self._ours: set[int] = set()
+
+    def append(
+        self,
+        agent: Agent,
+        *runs: Run,
+        over: tuple[type[ev.LedgerEvent], ...] | None = FOREIGN_FACTS,
+    ) -> tuple[Agent, list[int]]:
+        """Commit ``agent`` and ``runs``, rebasing over ``over`` (None: any fact) and over this
+        writer's own commits; the (possibly reloaded) agent and the log positions."""
+        mine = len(agent.pending_events)
+        agent, positions = self.ledger.append_rebasing(
+            agent, *runs, over=over, ours=frozenset(self._ours)
+        )
+        self._ours.update(range(agent.version - mine + 1, agent.version + 1))
+        if len(self._ours) > OWN_COMMITS_KEPT:
+            self._ours = {v for v in self._ours if v > agent.version - OWN_COMMITS_KEPT}
+        return agent, positions
+
+
+async def stand_down(
+    progress: RunProgress,
+    load_run: Callable[[UUID], Awaitable[Run]],
+    commit: Callable[[], Awaitable[None]],
+) -> None:
+    """Another writer appended to this agent's stream first (two hosts for one agent), so
+    the failed commit — and everything recorded since the last good one — is not in the
+    ledger. If this run's stream is still exactly as this writer left it, end it there with
+    RunFailed (contiguous versions, one end event); if nothing of it is stored yet, or
+    another writer is running it, leave it to the new owner."""
+    if progress.committed == 0:  # nothing of it is stored: the new owner runs it
+        return
+    stored = await load_run(progress.run.id)
+    if stored.version != progress.committed:
+        return
+    progress.run = stored
+    stored.end(
+        ev.RunFailed,
+        error="another host took over this agent; the run stopped at its last commit",
+        **progress.totals(),
+    )
+    with contextlib.suppress(StreamConflict):  # it took over this run meanwhile
+        await commit()

@@ -1,0 +1,89 @@
+"""The model chain: ask each model of the agent's path in turn until one answers, recording
+the answer (with the failed hops before it, usage, cost and latency) as LLMResponded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import msgspec
+
+from events import catalog as ev
+from events.aggregates import Run
+from owlclaw import tracing
+from owlclaw.config import RuntimeConfig
+from owlclaw.tools.executor import json_safe, reraise_cancellation
+
+
+class EveryModelFailed(Exception):
+    """No model of the path answered; the message names each hop's error."""
+
+
+async def ask(
+    litellm: Any,
+    models: list[str],
+    limits: RuntimeConfig,
+    run: Run,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    inputs: dict[str, Any],
+) -> dict[str, Any]:
+    """The first answer of ``models`` (tried in order, each within the LLM timeout), recorded
+    on ``run``; cancellation is never taken for a model's failure."""
+    hops: list[str] = []
+    last_error: Exception | None = None
+    for model in models:
+        began = time.perf_counter()
+        with tracing.generation(model) as span:
+            try:
+                response = await asyncio.wait_for(
+                    litellm.acompletion(
+                        model=model, messages=messages, tools=tools, timeout=limits.llm_timeout_s
+                    ),
+                    limits.llm_timeout_s,
+                )
+            except Exception as e:
+                reraise_cancellation(e)
+                hops.append(f"{model}: {type(e).__name__}: {e}"[:300])
+                last_error = e
+                span.set_attribute("langfuse.observation.level", "ERROR")
+                continue
+            message: dict[str, Any] = _recordable(
+                response.choices[0].message.model_dump(exclude_none=True)
+            )
+            usage = {
+                k: int(getattr(response.usage, k, 0) or 0)
+                for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+            }
+            cost = _cost(response)
+            tracing.record_generation(span, usage, cost, model)
+        run.record(
+            ev.LLMResponded,
+            model=model,
+            message=message,
+            fallback_hops=hops,
+            usage=usage,
+            cost_usd=cost,
+            latency_ms=round((time.perf_counter() - began) * 1000, 3),
+            inputs=inputs,
+        )
+        return message
+    raise EveryModelFailed(f"every model failed: {last_error}; hops: {hops}")
+
+
+def _recordable(message: dict[str, Any]) -> dict[str, Any]:
+    """The model's message as the ledger can store it: text that is not valid Unicode (a lone
+    surrogate a JSON escape produced) gets its bad characters replaced."""
+    try:
+        msgspec.json.encode(message)
+    except UnicodeEncodeError:
+        cleaned: dict[str, Any] = msgspec.json.decode(json_safe(message))
+        return cleaned
+    return message
+
+
+def _cost(response: Any) -> float:
+    """The cost litellm already computed for this response (recomputing it costs ~1 ms)."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    return float(hidden.get("response_cost") or 0.0)
