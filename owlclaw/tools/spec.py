@@ -55,18 +55,22 @@ class ToolSpec:
         """
         if arguments is None or arguments == "":
             arguments = "{}"
+        if isinstance(arguments, str | bytes) and len(arguments) > MAX_ARGUMENTS_BYTES:
+            return invalid_arguments(
+                f"arguments of {self.name} are {len(arguments)} bytes; "
+                f"the limit is {MAX_ARGUMENTS_BYTES}"
+            )
+        try:
+            return self._typed(arguments)
+        except RecursionError:  # how deep fits depends on the caller's stack: refuse, never raise
+            return invalid_arguments(f"arguments of {self.name} are nested too deeply")
+
+    def _typed(self, arguments: str | bytes | dict[str, Any]) -> msgspec.Struct | ToolError:
         if isinstance(arguments, str | bytes):
-            if len(arguments) > MAX_ARGUMENTS_BYTES:
-                return invalid_arguments(
-                    f"arguments of {self.name} are {len(arguments)} bytes; "
-                    f"the limit is {MAX_ARGUMENTS_BYTES}"
-                )
             try:
                 arguments = msgspec.json.decode(arguments)
             except msgspec.DecodeError as e:
                 return invalid_arguments(f"arguments of {self.name} are not valid JSON: {e}")
-            except RecursionError:  # how deep depends on the caller's stack: refuse, never raise
-                return invalid_arguments(f"arguments of {self.name} are nested too deeply")
         if not isinstance(arguments, dict):
             return invalid_arguments(
                 f"arguments of {self.name} must be a JSON object, got {type(arguments).__name__}"
@@ -75,5 +79,3 @@ class ToolSpec:
             return msgspec.convert(arguments, self.params, strict=False)
         except msgspec.ValidationError as e:
             return invalid_arguments(f"invalid arguments for {self.name}: {e}")
-        except RecursionError:
-            return invalid_arguments(f"arguments of {self.name} are nested too deeply")
