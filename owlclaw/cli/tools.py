@@ -92,26 +92,28 @@ def _change(
             if e.code != "unknown_agent":
                 raise
     with open_ledger(config) as (_, led):
-        known = _app_tools(led, agent)
+        known = _app_tools(led, agent, config.runtime.app_load_timeout_s)
         try:
             return change_tools_directly(led, agent, known, enable, disable), "ledger"
         except ValueError as e:
             fail(str(e), hint, EXIT_USAGE)
 
 
-def _app_tools(led: Ledger, agent: str) -> list[str]:
-    """The tools of the agent's app as it is on disk (built-in tools only without one)."""
+def _app_tools(led: Ledger, agent: str, timeout_s: float) -> list[str]:
+    """The tools of the agent's app as it is on disk (built-in tools only without one); its
+    handlers.py is loaded the way a host loads it, with the time limit."""
     from owlclaw.app import load_app
-    from owlclaw.runtime.capabilities import Registry, load_registry
-    from owlclaw.tools.switches import tool_names
+    from owlclaw.runtime.app_code import AppCode
+    from owlclaw.runtime.builtin_tools import agent_tools
+    from owlclaw.runtime.capabilities import Registry
 
     app_dir = led.load_agent(agent).state.app_dir
     registry = Registry()
     if app_dir and Path(app_dir).is_dir():
         loaded = load_app(Path(app_dir))
         if loaded.handlers:
-            registry = load_registry(loaded.handlers)
-    return tool_names(registry)
+            registry = AppCode(timeout_s).load(loaded.handlers)
+    return list(agent_tools(registry))
 
 
 def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:

@@ -19,11 +19,11 @@ import msgspec
 
 from events import catalog as ev
 from events.aggregates import now
-from owlclaw.runtime.capabilities import UnknownState
+from owlclaw.runtime.capabilities import Registry, UnknownState
 from owlclaw.tools import builtin_params as p
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
-from owlclaw.tools.tool import RunScope, ToolContext
+from owlclaw.tools.tool import RunScope, Tool, ToolContext
 
 MAX_ACTIVE_SCHEDULES = 100
 MAX_MEMORIES = 10_000
@@ -235,3 +235,9 @@ BUILTINS: dict[str, BuiltinTool] = dict(
     )
 )
 """The built-in tools by name, in the order the model sees them."""
+
+
+def agent_tools(registry: Registry) -> dict[str, Tool]:
+    """Every tool of an agent whose app has ``registry``, by name: the built-in tools and the
+    app's capabilities."""
+    return {**BUILTINS, **registry.capabilities}

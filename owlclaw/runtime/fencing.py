@@ -42,9 +42,7 @@ class AgentWriter:
         """Commit ``agent`` and ``runs``, rebasing over ``over`` (None: any fact) and over this
         writer's own commits; the (possibly reloaded) agent and the log positions."""
         mine = len(agent.pending_events)
-        agent, positions = self.ledger.append_rebasing(
-            agent, *runs, over=over, ours=frozenset(self._ours)
-        )
+        agent, positions = self.ledger.append_rebasing(agent, *runs, over=over, ours=self._ours)
         self._ours.update(range(agent.version - mine + 1, agent.version + 1))
         if len(self._ours) > OWN_COMMITS_KEPT:
             self._ours = {v for v in self._ours if v > agent.version - OWN_COMMITS_KEPT}

@@ -34,7 +34,7 @@ from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.replay import RecordedRun
-from owlclaw.runtime.builtin_tools import BUILTINS
+from owlclaw.runtime.builtin_tools import agent_tools
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import FOREIGN_FACTS, AgentWriter, stand_down
@@ -428,7 +428,7 @@ class AgentRuntime:
 
     def tools(self) -> dict[str, Tool]:
         """Every tool of this agent, built-in and the app's, by name."""
-        return {**BUILTINS, **self.registry.capabilities}
+        return agent_tools(self.registry)
 
     def _disabled_tools(self, agent: Agent) -> frozenset[str]:
         """The tools the operator switched off for this agent (hidden, and denied if called)."""

@@ -16,8 +16,6 @@ from collections.abc import Collection
 import msgspec
 
 from events import Ledger
-from owlclaw.runtime.builtin_tools import BUILTINS
-from owlclaw.runtime.capabilities import Registry
 
 
 class ToolsChange(msgspec.Struct, frozen=True):
@@ -27,11 +25,6 @@ class ToolsChange(msgspec.Struct, frozen=True):
     agent_id: str
     disabled: list[str]
     position: int | None = None
-
-
-def tool_names(registry: Registry) -> list[str]:
-    """Every tool an agent with ``registry`` has: the built-in tools and its capabilities."""
-    return [*BUILTINS, *registry.capabilities]
 
 
 def change_tools_directly(

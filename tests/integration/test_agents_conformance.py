@@ -218,6 +218,11 @@ async def until(condition: Callable[[], Any], timeout: float = 30.0) -> None:
         await asyncio.sleep(0.02)
 
 
+def recorded(ledger: Ledger, run_id: str, kind: type[ev.LedgerEvent]) -> Callable[[], bool]:
+    """A condition for ``until``: the run has recorded an event of ``kind``."""
+    return lambda: any(isinstance(e, kind) for e in ledger.stream(uuid.UUID(run_id)))
+
+
 def runs(ledger: Ledger, agent_id: str) -> list[list[ev.LedgerEvent]]:
     return [ledger.stream(r) for r in ledger.list_runs(agent_id)]
 
@@ -389,12 +394,7 @@ def test_a_second_writer_fences_the_host_and_the_streams_never_fork(setting: Set
 
     async def scenario(agents: Agents) -> tuple[str, str, str]:
         first = await agents.submit(agent_id, "webhook", focus="first")
-        run_1 = uuid.UUID(first)
-
-        def first_step_committed() -> bool:
-            return any(isinstance(e, ev.DecisionLogged) for e in ledger.stream(run_1))
-
-        await until(first_step_committed)
+        await until(recorded(ledger, first, ev.DecisionLogged))
         second, _ = await intruder.submit("webhook", "from another writer")
         assert (await agents.result(agent_id, first)).status == "failed"
         return first, str(second), (await agents.result(agent_id, str(second))).status
@@ -425,11 +425,7 @@ def test_what_the_host_accepts_during_a_run_queues_behind_it_and_breaks_nothing(
 
     async def scenario(agents: Agents) -> list[str]:
         first = await agents.submit(agent_id, "webhook", focus="first")
-
-        def first_step_committed() -> bool:
-            return any(isinstance(e, ev.DecisionLogged) for e in ledger.stream(uuid.UUID(first)))
-
-        await until(first_step_committed)
+        await until(recorded(ledger, first, ev.DecisionLogged))
         second = await agents.submit(agent_id, "webhook", focus="second")
         fired = await agents.fire(TimerFire(agent_id, "sch-busy", at))
         await agents.receive(agent_id, "mail", {"subject": "hello"})
@@ -514,11 +510,7 @@ def test_a_trigger_is_accepted_at_once_while_another_agent_of_the_host_waits_on_
         await agents.activate(free)
         waiting = await agents.submit(busy, "webhook")
 
-        def in_the_tool() -> bool:
-            events = ledger.stream(uuid.UUID(waiting))
-            return any(isinstance(e, ev.ToolCallRequested) for e in events)
-
-        await until(in_the_tool)
+        await until(recorded(ledger, waiting, ev.ToolCallRequested))
         began = time.perf_counter()
         accepted = await agents.submit(free, "webhook", idempotency_key="retry-me")
         took = time.perf_counter() - began
@@ -556,19 +548,12 @@ def test_a_blocking_sync_tool_times_out_while_another_agent_of_the_host_complete
         await agents.activate(free)
         waiting = await agents.submit(blocked, "webhook")
 
-        def timed_out() -> bool:
-            events = ledger.stream(uuid.UUID(waiting))
-            return any(isinstance(e, ev.ToolCallTimedOut) for e in events)
-
-        def in_the_tool() -> bool:
-            events = ledger.stream(uuid.UUID(waiting))
-            return any(isinstance(e, ev.ToolCallRequested) for e in events)
-
-        await until(in_the_tool)
+        await until(recorded(ledger, waiting, ev.ToolCallRequested))
         statuses = []
         for _ in range(2):
             accepted = await agents.submit(free, "webhook")
             statuses.append((await agents.result(free, accepted)).status)
+        timed_out = recorded(ledger, waiting, ev.ToolCallTimedOut)
         assert not await asyncio.to_thread(timed_out), "the free agent waited for the blocked one"
         return statuses, (await agents.result(blocked, waiting)).status
 
