@@ -240,8 +240,11 @@ class ProjectionRunner:
     def catch_up(
         self, until: int | None = None, progress: Callable[[int, int], None] | None = None
     ) -> int:
-        """Apply everything up to ``until`` (default: the current head) in this thread."""
-        target = self.ledger.head() if until is None else until
+        """Apply everything up to ``until`` in this thread; by default everything committed so
+        far, also events an older open transaction still holds back from readers (``head``
+        would stop short of them, and a caller that has just appended would not see its own
+        events)."""
+        target = self.ledger.last_committed() if until is None else until
         while self.position < target:
             if self.step() == 0 and self.position < target:
                 time.sleep(self.HELD_BACK_POLL_SECONDS)

@@ -130,7 +130,7 @@ def test_a_killed_projection_resumes_exactly_where_it_committed(
 ) -> None:
     agent = ledger.register_agent("busy")
     record_runs(ledger, agent, 600, tools_per_run=3)
-    head = ledger.head()
+    head = ledger.last_committed()
     AuditView(ledger.datastore).create_table()
     ctx = mp.get_context("spawn")
     worker = ctx.Process(target=run_projection, args=(fresh_db.url, "audit"))
@@ -196,7 +196,7 @@ def test_rebuild_switches_over_while_a_live_runner_keeps_serving(
 
     rebuild(ledger, RunsView, progress=watch)
     writer.join()
-    assert live.wait_for(ledger.head(), timeout=10)
+    assert live.wait_for(ledger.last_committed(), timeout=10)
     live.stop()
     assert live.error is None
     assert seen_during_rebuild and min(seen_during_rebuild) > 0  # the old view kept serving
@@ -220,7 +220,7 @@ def test_an_unreadable_event_stops_that_projection_naming_its_position(
     audit = ProjectionRunner(ledger, views["audit"]).start()
     runs = ProjectionRunner(ledger, views["runs"]).start()
     record_runs(ledger, agent, 1)
-    assert runs.wait_for(ledger.head(), timeout=10)
+    assert runs.wait_for(ledger.last_committed(), timeout=10)
     deadline = time.monotonic() + 10
     while audit.running and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -387,7 +387,7 @@ def test_async_log_feed_resumes_from_the_last_position_seen(ledger: Ledger) -> N
 
     agent = ledger.register_agent("async")
     record_runs(ledger, agent, 1)
-    head = ledger.head()
+    head = ledger.last_committed()
 
     async def take(after: int, count: int) -> list[int]:
         positions: list[int] = []
