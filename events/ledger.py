@@ -158,8 +158,8 @@ class Ledger:
         except IntegrityError as e:
             streams = sorted({f"{x.originator_id}@{x.originator_version}" for x in events})
             raise StreamConflict(
-                f"stream already has an event at {', '.join(streams)}: another writer "
-                f"appended first ({e})"
+                f"cannot append at {', '.join(streams)}: another writer appended first, or "
+                f"this writer's earlier append failed ({e})"
             ) from e
         except (PersistenceError, OSError) as e:
             raise LedgerUnavailable(

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import (
     ApplicationRecorder,
+    IntegrityError,
     Notification,
     StoredEvent,
     Subscription,
@@ -35,10 +36,22 @@ class InMemoryRecorder(POPOApplicationRecorder):
     ) -> Sequence[int] | None:
         # Called under the recorder's lock, after the uniqueness check.
         links = []
-        previous, previous_stream = GENESIS_HASH, None
+        previous, previous_stream, previous_version = GENESIS_HASH, None, 0
         for s in stored_events:
             if s.originator_id != previous_stream:
                 previous = self._hash_before(s.originator_id, s.originator_version)
+                previous_version = max(
+                    filter(
+                        s.originator_version.__gt__, self._stored_events_index[str(s.originator_id)]
+                    ),
+                    default=0,
+                )
+            if s.originator_version != previous_version + 1:  # as the SQL append refuses it
+                raise IntegrityError(
+                    f"stream {s.originator_id}: version {s.originator_version} does not follow "
+                    f"its last stored version {previous_version}"
+                )
+            previous_version = s.originator_version
             current = row_hash(previous, _uuid(s), s.originator_version, s.topic, s.state)
             links.append((previous, current))
             previous, previous_stream = current, s.originator_id

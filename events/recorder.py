@@ -20,6 +20,10 @@ This recorder keeps the guarantee without the table lock:
 Each row also stores ``prev_hash`` (the hash of the previous event of its stream) and ``hash``
 (sha256 over ``prev_hash`` and the row's content), computed by the database in the same
 statement, so no writer can forget it. ``events.hashchain`` recomputes the chain.
+
+The same statement refuses a version that does not directly follow the stream's last stored one
+(as a unique violation, i.e. a conflict): an aggregate whose earlier append failed has used up
+versions that were never stored, and appending past them would leave a hole in its stream.
 """
 
 from __future__ import annotations
@@ -395,6 +399,7 @@ RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
     id bigint;
     previous bytea;
+    previous_version bigint := 0;
     row_hash bytea;
 BEGIN
     IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
@@ -404,11 +409,17 @@ BEGIN
     PERFORM pg_current_xact_id();
     id := nextval('{schema}.{sequence}');
     PERFORM pg_advisory_unlock({lock_key});
-    SELECT t.hash INTO previous FROM {schema}.{table} t
+    SELECT t.hash, t.originator_version INTO previous, previous_version FROM {schema}.{table} t
      WHERE t.originator_id = stream AND t.originator_version < version
      ORDER BY t.originator_version DESC LIMIT 1;
     IF NOT FOUND THEN
         previous := decode(repeat('00', 32), 'hex');
+        previous_version := 0;
+    END IF;
+    IF version <> previous_version + 1 THEN
+        RAISE unique_violation USING MESSAGE = format(
+            'stream %s: version %s does not follow its last stored version %s',
+            stream, version, previous_version);
     END IF;
     row_hash := sha256(previous
         || convert_to(stream::text || ':' || version::text || ':' || topic, 'UTF8')
@@ -429,6 +440,7 @@ DECLARE
     n int := cardinality(streams);
     ids bigint[];
     previous bytea;
+    previous_version bigint;
     previous_stream uuid;
     row_hash bytea;
     i int;
@@ -448,12 +460,20 @@ BEGIN
 
     FOR i IN 1 .. n LOOP
         IF previous_stream IS DISTINCT FROM streams[i] THEN
-            SELECT t.hash INTO previous FROM {schema}.{table} t
+            SELECT t.hash, t.originator_version INTO previous, previous_version
+              FROM {schema}.{table} t
              WHERE t.originator_id = streams[i] AND t.originator_version < versions[i]
              ORDER BY t.originator_version DESC LIMIT 1;
             IF NOT FOUND THEN
                 previous := decode(repeat('00', 32), 'hex');
+                previous_version := 0;
             END IF;
+        END IF;
+        -- A stream has no gaps: a writer whose earlier append failed must not append past it.
+        IF versions[i] <> previous_version + 1 THEN
+            RAISE unique_violation USING MESSAGE = format(
+                'stream %s: version %s does not follow its last stored version %s',
+                streams[i], versions[i], previous_version);
         END IF;
         row_hash := sha256(previous
             || convert_to(streams[i]::text || ':' || versions[i]::text || ':' || topics[i], 'UTF8')
@@ -463,6 +483,7 @@ BEGIN
         VALUES (streams[i], versions[i], topics[i], states[i],
                 ids[i], pg_current_xact_id(), previous, row_hash);
         previous := row_hash;
+        previous_version := versions[i];
         previous_stream := streams[i];
         RETURN NEXT ids[i];
     END LOOP;

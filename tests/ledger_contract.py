@@ -84,6 +84,21 @@ class LedgerContract:
         assert positions == list(range(positions[0], positions[0] + 22))
         assert ledger.head() == positions[-1]
 
+    def test_a_writer_whose_append_failed_cannot_append_past_the_lost_versions(
+        self, ledger: Ledger
+    ) -> None:
+        agent = ledger.register_agent("gap")
+        run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook"))
+        ledger.append(agent, run)
+        run.record(ev.RunWarning, source="test", message="collected by an append that failed")
+        run.collect_events()
+        run.record(ev.RunCompleted, tool_calls=0)
+        head = ledger.head()
+        with pytest.raises(StreamConflict, match="does not follow its last stored version 1"):
+            ledger.append(run)
+        assert ledger.head() == head
+        assert [e.originator_version for e in ledger.stream(run.id)] == [1]
+
     def test_a_stale_writer_gets_stream_conflict_and_nothing_of_it_is_stored(
         self, ledger: Ledger
     ) -> None:

@@ -420,7 +420,24 @@ class AgentRuntime:
             self.mode.collect(state.agent.collect_events() + state.run.collect_events())
             return
         pending = state.run.pending_events
-        state.agent, positions = await self._append(state.agent, state.run)
+        append = asyncio.ensure_future(self._append(state.agent, state.run))
+        try:
+            await asyncio.shield(append)
+        except asyncio.CancelledError:
+            # The append goes on in the ledger thread with the run's events: settle it before
+            # the caller records the run's end on the same aggregates, so that end commits
+            # after what the append stored, or is refused if it failed (no version is skipped).
+            await asyncio.wait([append])
+            if append.exception() is None:
+                self._committed(state, pending, *append.result())
+            raise
+        self._committed(state, pending, *append.result())
+
+    @staticmethod
+    def _committed(
+        state: RunProgress, pending: list[ev.LedgerEvent], agent: Agent, positions: list[int]
+    ) -> None:
+        state.agent = agent
         state.events += pending
         state.committed = state.run.version
         if positions:

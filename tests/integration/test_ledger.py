@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from events import Ledger, LedgerReadError
 from events.memory_recorder import InMemoryRecorder
@@ -96,12 +96,16 @@ def test_the_sql_and_the_in_memory_hash_chains_are_the_same(
         [StoredEvent(first, 1, "A", b"{}"), StoredEvent(first, 2, "B", b"\x00\xff")],
         [StoredEvent(second, 1, "A", b"x")],
         [StoredEvent(first, 3, "C", b"{}"), StoredEvent(second, 2, "D", "é".encode())],
-        [StoredEvent(first, 5, "E", b"gap")],
+        [StoredEvent(first, 4, "E", b"end")],
     ]
     memory = InMemoryRecorder()
     for batch in batches:
         ledger.recorder.insert_events(batch)
         memory.insert_events(batch)
+    gap = [StoredEvent(first, 6, "F", b"gap")]  # both refuse a hole in a stream
+    for recorder in (ledger.recorder, memory):
+        with pytest.raises(IntegrityError, match="version 6 does not follow"):
+            recorder.insert_events(gap)
     with psycopg.connect(fresh_db.url) as conn:
         stored = conn.execute(
             "SELECT originator_id, originator_version, prev_hash, hash FROM ledger_events"
