@@ -420,7 +420,9 @@ class AgentRuntime:
             self.mode.collect(state.agent.collect_events() + state.run.collect_events())
             return
         pending = state.run.pending_events
-        append = asyncio.ensure_future(self._append(state.agent, state.run))
+        append = asyncio.get_running_loop().run_in_executor(  # submitted now, not as a task
+            self._io, self._writer.append, state.agent, state.run
+        )
         try:
             await asyncio.shield(append)
         except asyncio.CancelledError:
