@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import time
 import traceback
 from contextlib import suppress
 from pathlib import Path
+from typing import IO
 
 import owlclaw
 from owlclaw.app import AppError
@@ -36,6 +38,11 @@ DETAILS_CHARS = 4000
 """How much of the child's traceback (its last characters) an error keeps."""
 EXIT_GRACE_S = 2.0
 """Time the child gets beyond the limit to report where it hung before it is killed."""
+STARTUP_S = 60.0
+"""Time the child's interpreter gets to start before the limit applies: its start-up is not the
+app's import, and on a loaded machine it alone can take longer than a short limit."""
+READY = b"R"
+"""The child's first byte: it has started and now imports the app's code."""
 LOADED = "loaded"
 """The child's answer when the code loaded a registry."""
 FAILED = 3
@@ -90,28 +97,35 @@ def probe(path: Path, source: str, timeout_s: float) -> None:
         "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
     }
     command = [sys.executable, "-m", __name__, str(path), repr(timeout_s)]
-    began = time.monotonic()
-    with tempfile.TemporaryFile() as errors:
+    with tempfile.TemporaryFile() as errors, tempfile.TemporaryFile() as given:
+        given.write(source.encode())
+        given.seek(0)
         child = subprocess.Popen(
             command,
-            stdin=subprocess.PIPE,
+            stdin=given,
             stdout=subprocess.PIPE,
             stderr=errors,
             env=env,
             start_new_session=True,
         )
+        assert child.stdout is not None
         try:
-            answer, _ = child.communicate(source.encode(), timeout=timeout_s + EXIT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _kill_group(child.pid)
-            answer, _ = child.communicate()
+            began = time.monotonic()
+            answer, ended = _read(child.stdout, STARTUP_S, until=READY)
+            if answer.startswith(READY):
+                began = time.monotonic()
+                rest, ended = _read(child.stdout, timeout_s + EXIT_GRACE_S)
+                answer += rest
+            if ended:  # it closed its answer and is exiting: its exit code tells how it ended
+                with suppress(subprocess.TimeoutExpired):
+                    child.wait(EXIT_GRACE_S)
         finally:
             _kill_group(child.pid)  # whatever the import started goes with it
             child.wait()
         size = errors.seek(0, os.SEEK_END)
         errors.seek(max(0, size - 4 * DETAILS_CHARS))
         details = _tail(errors.read().decode(errors="replace"))
-    message = answer.decode(errors="replace").strip()
+    message = answer.removeprefix(READY).decode(errors="replace").strip()
     if child.returncode == 0 and message == LOADED:
         return
     if child.returncode == FAILED and message:
@@ -125,6 +139,23 @@ def probe(path: Path, source: str, timeout_s: float) -> None:
     raise AppCodeError(
         f"{path}: importing it ended the process (exit code {child.returncode})", details
     )
+
+
+def _read(pipe: IO[bytes], timeout_s: float, until: bytes | None = None) -> tuple[bytes, bool]:
+    """What the child writes to ``pipe`` within ``timeout_s``, up to ``until`` if given; and
+    whether it closed the pipe."""
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    while (remaining := deadline - time.monotonic()) > 0:
+        if not select.select([pipe], [], [], remaining)[0]:
+            break
+        chunk = os.read(pipe.fileno(), 65536)
+        if not chunk:
+            return data, True
+        data += chunk
+        if until is not None and data.startswith(until):
+            break
+    return data, False
 
 
 def _kill_group(pgid: int) -> None:
@@ -149,6 +180,8 @@ def _child(path: Path, timeout_s: float) -> None:
     source = sys.stdin.buffer.read().decode()
     with os.fdopen(os.dup(1), "w", encoding="utf-8") as answer:
         os.dup2(2, 1)
+        answer.write(READY.decode())
+        answer.flush()
         faulthandler.dump_traceback_later(timeout_s, exit=True)
         code = 0
         try:

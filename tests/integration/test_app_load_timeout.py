@@ -21,7 +21,7 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-LOOP = "from owlclaw import Registry\nregistry = Registry()\nwhile True:\n    pass\n"
+LOOP = "from owlclaw import Registry\nregistry = Registry()\nwhile True: pass\n"  # one line
 
 
 def test_a_service_with_an_app_that_hangs_at_import_serves_the_others_and_stops_on_sigterm(
