@@ -44,7 +44,7 @@ class InMemoryRecorder(POPOApplicationRecorder):
                     filter(
                         s.originator_version.__gt__, self._stored_events_index[str(s.originator_id)]
                     ),
-                    default=0,
+                    default=min(s.originator_version, 1) - 1,  # a stream starts at 1 (or 0)
                 )
             if s.originator_version != previous_version + 1:  # as the SQL append refuses it
                 raise IntegrityError(

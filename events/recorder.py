@@ -412,9 +412,9 @@ BEGIN
     SELECT t.hash, t.originator_version INTO previous, previous_version FROM {schema}.{table} t
      WHERE t.originator_id = stream AND t.originator_version < version
      ORDER BY t.originator_version DESC LIMIT 1;
-    IF NOT FOUND THEN
+    IF NOT FOUND THEN  -- a stream starts at version 1 (eventsourcing's recorders allow 0)
         previous := decode(repeat('00', 32), 'hex');
-        previous_version := 0;
+        previous_version := least(version, 1) - 1;
     END IF;
     IF version <> previous_version + 1 THEN
         RAISE unique_violation USING MESSAGE = format(
@@ -464,9 +464,9 @@ BEGIN
               FROM {schema}.{table} t
              WHERE t.originator_id = streams[i] AND t.originator_version < versions[i]
              ORDER BY t.originator_version DESC LIMIT 1;
-            IF NOT FOUND THEN
+            IF NOT FOUND THEN  -- a stream starts at version 1 (eventsourcing's recorders allow 0)
                 previous := decode(repeat('00', 32), 'hex');
-                previous_version := 0;
+                previous_version := least(versions[i], 1) - 1;
             END IF;
         END IF;
         -- A stream has no gaps: a writer whose earlier append failed must not append past it.
