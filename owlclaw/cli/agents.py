@@ -17,8 +17,9 @@ from rich.table import Table
 from events import Ledger
 from events import catalog as ev
 from events.catalog import event_fields
-from owlclaw.app import AppError, load_app
+from owlclaw.app import AppError
 from owlclaw.cli.common import (
+    EXIT_CONFIG,
     EXIT_FAILED,
     EXIT_USAGE,
     JsonOption,
@@ -72,11 +73,18 @@ def run(
     ] = None,
 ) -> None:
     """Serve agent apps: database, projections, timer service, agents (Ray actors) and the
-    webhook endpoint, until Ctrl-C."""
+    webhook endpoint, until Ctrl-C. Each app is validated first (files, [governance],
+    handlers.py): an invalid one is refused with exit code 5 before anything starts."""
     from owlclaw.service import Service
+    from owlclaw.validation import InvalidApps, validate_apps
 
     config = _with_placement(load_config(), placement)
-    loaded = [load_app(path) for path in apps]
+    try:
+        loaded = validate_apps(apps, config.runtime.app_load_timeout_s)  # before anything starts
+    except InvalidApps as e:
+        for problem in e.problems[:-1]:
+            err.print(f"[bold red]error:[/] {escape(problem)}", highlight=False, soft_wrap=True)
+        fail(e.problems[-1], "fix each app named above", EXIT_CONFIG)
     ids = [a.agent_id for a in loaded]
     if len(set(ids)) != len(ids):
         raise AppError(f"two apps have the same agent id: {', '.join(sorted(ids))}")

@@ -36,12 +36,13 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Model cost per UTC day for this agent (as litellm prices it)."""
 
     @classmethod
-    def from_app_config(cls, config: Mapping[str, Any]) -> Governance:
-        """Validate the table; ValueError names the offending field."""
+    def from_app_config(cls, config: Mapping[str, Any], source: str = "owlclaw.toml") -> Governance:
+        """Validate the table; ValueError names ``source`` and the offending field."""
+        table = config.get("governance", {})
         try:
-            return msgspec.convert(config.get("governance", {}), cls)
+            return msgspec.convert(table, cls)
         except msgspec.ValidationError as e:
-            raise ValueError(f"owlclaw.toml [governance]: {e}") from e
+            raise ValueError(f"{source}: [governance] {_named(e, table)}") from e
 
     def resolve(
         self,
@@ -80,6 +81,23 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             if s.meta.owlclaw.constraints.rate_limit is not None
         }
         return {**limits, **self.rate_limits}
+
+
+def _named(error: msgspec.ValidationError, table: Any) -> str:
+    """msgspec's message as "field: problem", the rate_limits key spelled out (msgspec writes
+    ``[...]`` for a dict key)."""
+    problem, _, path = str(error).partition(" - at `$.")
+    if not path:
+        return problem
+    path = path.rstrip("`")
+    if path.startswith("rate_limits[...]") and isinstance(table.get("rate_limits"), dict):
+        for name, limit in table["rate_limits"].items():
+            try:
+                msgspec.convert(limit, RateLimit)
+            except msgspec.ValidationError:
+                path = path.replace("[...]", f".{name}", 1)
+                break
+    return f"{path}: {problem}"
 
 
 def skill_hides(skill: Skill, at: datetime | None) -> str | None:

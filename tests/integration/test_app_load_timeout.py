@@ -1,7 +1,8 @@
-"""The Must-show of an app that never finishes importing: ``owlclaw run`` (local placement) of two
-agents, one whose handlers.py loops forever at import. The service starts, the other agent runs,
-the looping agent's runs fail at once with a recorded error naming the app, ``owlclaw status``
-shows it failed, and SIGTERM stops everything the service started."""
+"""An app whose handlers.py starts looping forever at import while ``owlclaw run`` (local
+placement) serves it and another agent: the looping version is refused within its time limit and
+the agent keeps serving with its previous code (an AgentWarning names the file and the line), the
+other agent runs, and SIGTERM stops everything the service started. (An app
+that loops at import when the service starts is refused at start: test_start_validation.)"""
 
 from __future__ import annotations
 
@@ -15,16 +16,17 @@ import psutil
 import pytest
 
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw, owlclaw_json, user_env
+from tests.cli import free_port, owlclaw_json, user_env
 from tests.integration.test_process_lifecycle import postgres_on
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-LOOP = "from owlclaw import Registry\nregistry = Registry()\nwhile True: pass\n"  # one line
+REGISTRY = "from owlclaw import Registry\nregistry = Registry()\n"
+LOOP = REGISTRY + "while True: pass\n"  # one line: the dump shows line 3 whatever it was doing
 
 
-def test_a_service_with_an_app_that_hangs_at_import_serves_the_others_and_stops_on_sigterm(
+def test_a_served_app_changed_to_hang_at_import_keeps_its_previous_code_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:
     env = user_env(
@@ -33,12 +35,13 @@ def test_a_service_with_an_app_that_hangs_at_import_serves_the_others_and_stops_
         OWLCLAW_PLACEMENT="local",
         OWLCLAW_APP_LOAD_TIMEOUT_S="2",
     )
-    good = make_app(tmp_path / "good", config='[agent]\nmodels = ["scripted/good"]\n')
-    (good / "scripts").mkdir()
-    (good / "scripts" / "good.json").write_text(json.dumps({"steps": [{"content": "ok"}]}))
-    looper = make_app(tmp_path / "looper")
-    handlers = (looper / "handlers.py").resolve()
-    handlers.write_text(LOOP)
+    script = json.dumps({"steps": [{"content": "ok"}]})
+    for name in ("good", "looper"):
+        app = make_app(tmp_path / name, config='[agent]\nmodels = ["scripted/ok"]\n')
+        (app / "scripts").mkdir()
+        (app / "scripts" / "ok.json").write_text(script)
+    handlers = (tmp_path / "looper" / "handlers.py").resolve()
+    handlers.write_text(REGISTRY)
     log = tmp_path / "run.log"
     server = subprocess.Popen(
         [sys.executable, "-m", "owlclaw", "run", "good", "looper"],
@@ -50,28 +53,22 @@ def test_a_service_with_an_app_that_hangs_at_import_serves_the_others_and_stops_
     try:
         wait_for(lambda: "serving" in log.read_text() or server.poll() is not None, "serving", 180)
         assert server.poll() is None, log.read_text()
+        handlers.write_text(LOOP)
 
         served = owlclaw_json(env, "trigger", "good", cwd=tmp_path)
         assert served["status"] == "completed"
-
-        failed = owlclaw(env, "trigger", "looper", "--json", cwd=tmp_path)
-        assert failed.returncode == 1, failed.stderr
-        [end] = [s for s in json.loads(failed.stdout)["steps"] if s["type"] == "RunFailed"]
-        assert str(handlers) in end["error"]
-        assert "did not finish importing within 2 s" in end["error"]
-        assert end["duration_ms"] < 2000  # the recorded error, not a second probe
+        kept = owlclaw_json(env, "trigger", "looper", cwd=tmp_path)
+        assert kept["status"] == "completed"
 
         agents = {a["agent_id"]: a for a in owlclaw_json(env, "status", cwd=tmp_path)["agents"]}
-        assert agents["good"]["app_error"] is None
-        assert str(handlers) in agents["looper"]["app_error"]
-        assert "it was at line 3" in agents["looper"]["app_error"]
-        table = owlclaw(env, "status", cwd=tmp_path).stdout
-        assert "looper" in table and "failed" in table
+        assert agents["looper"]["app_error"] is None
 
         ledger = owlclaw_json(env, "ledger", "looper", cwd=tmp_path)
-        [load_failed] = [e["data"] for e in ledger if e["type"] == "AppLoadFailed"]
-        assert load_failed["app_dir"] == str(looper.resolve())
-        assert f'File "{handlers}", line 3' in load_failed["details"]
+        assert not [e for e in ledger if e["type"] == "AppLoadFailed"]
+        [warning] = {e["data"]["message"] for e in ledger if e["type"] == "AgentWarning"}
+        assert warning.startswith("kept the previous identity: ")
+        assert f"{handlers} did not finish importing within 2 s" in warning
+        assert "it was at line 3" in warning
 
         started = psutil.Process(server.pid).children(recursive=True)
         server.send_signal(signal.SIGTERM)

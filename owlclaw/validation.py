@@ -1,0 +1,59 @@
+"""Start-up validation of the apps ``owlclaw run`` is given, before the service starts anything.
+
+An app is checked the way its host will load it: its files and limits (``load_app``: SOUL.md,
+IDENTITY.md, owlclaw.toml ``[agent]``, sizes), its ``[governance]`` table (the runtime's own
+``Governance`` type) and its handlers.py (the time-limited child-process probe of ``AppCode``,
+nothing imported here). An invalid app is refused at start with its file and field named,
+instead of every one of its runs failing later.
+
+The apps checked are the directories named on the command line: the service serves exactly
+those (any other agent in the ledger is ``NotServed``) and records their app_dir in the ledger
+when it starts. A change to an app while the service runs is the reloader's business (a broken
+new version keeps the old one, with an AgentWarning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from owlclaw.app import AgentApp, AppError, AppNotFound, load_app
+from owlclaw.runtime.app_code import probe
+from owlclaw.runtime.governance import Governance
+
+
+class InvalidApps(AppError):
+    """Some apps did not validate; ``problems`` holds one message per invalid app."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def validate_app(root: Path, load_timeout_s: float) -> AgentApp:
+    """The loaded app; AppError naming the file (and field) of the first problem found."""
+    app = load_app(root)
+    try:
+        Governance.from_app_config(app.config, source=str(app.root / "owlclaw.toml"))
+    except ValueError as e:
+        raise AppError(str(e)) from e
+    if app.handlers is not None:
+        probe(app.handlers, app.handlers.read_text(encoding="utf-8"), load_timeout_s)
+    return app
+
+
+def validate_apps(roots: Iterable[Path], load_timeout_s: float) -> list[AgentApp]:
+    """Every app validated, or InvalidApps with one message per invalid one (a directory that
+    does not exist is AppNotFound at once)."""
+    apps: list[AgentApp] = []
+    problems: list[str] = []
+    for root in roots:
+        try:
+            apps.append(validate_app(root, load_timeout_s))
+        except AppNotFound:
+            raise
+        except AppError as e:
+            problems.append(str(e))
+    if problems:
+        raise InvalidApps(problems)
+    return apps
