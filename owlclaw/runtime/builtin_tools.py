@@ -1,5 +1,5 @@
-"""The built-in tools: schedule_once, schedule_cron, cancel_schedule, remember, recall,
-query_state, log_decision.
+"""The built-in tools: schedule_once, schedule_cron, cancel_schedule, list_schedules, remember,
+recall, query_state, log_decision.
 
 A tool whose effect *is* a ledger fact (a memory, a decision, a schedule request) records that
 event on the run or agent aggregate; the executor commits it with the tool's result. Each is a
@@ -12,18 +12,19 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
 from events import catalog as ev
-from events.aggregates import now
+from events.aggregates import ActiveSchedule, now
 from owlclaw.runtime.capabilities import Registry, UnknownState
 from owlclaw.tools import builtin_params as p
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.tool import RunScope, Tool, ToolContext
+from projections.schedules import next_fire_if_any
 
 MAX_ACTIVE_SCHEDULES = 100
 MAX_MEMORIES = 10_000
@@ -62,6 +63,31 @@ async def _cancel_schedule(params: p.CancelSchedule, ctx: RunScope, call_id: str
         ev.ScheduleCancelled, schedule_id=schedule_id, reason=f"cancelled by run {ctx.run.id}"
     )
     return {"success": True, "schedule_id": schedule_id}
+
+
+async def _list_schedules(params: p.ListSchedules, ctx: RunScope, call_id: str) -> Any:
+    at = now()
+    schedules = [
+        _schedule_entry(schedule_id, schedule, at)
+        for schedule_id, schedule in ctx.agent.state.schedules.items()
+        if params.kind is None or schedule.kind == params.kind
+    ]
+    schedules.sort(key=lambda s: (s["next_fire"] or "~", s["schedule_id"]))
+    return {"schedules": schedules, "count": len(schedules)}
+
+
+def _schedule_entry(schedule_id: str, schedule: ActiveSchedule, at: datetime) -> dict[str, Any]:
+    """One active schedule as the model sees it; a cron expression that no longer fires has
+    no next fire (None) rather than failing the whole listing."""
+    fire = schedule.fire_at if schedule.cron is None else next_fire_if_any(schedule.cron, at)
+    return {
+        "schedule_id": schedule_id,
+        "kind": schedule.kind,
+        "focus": schedule.focus,
+        "next_fire": fire.isoformat() if fire is not None else None,
+        "cron_expression": schedule.cron,
+        "owner_run_id": str(schedule.owner_run_id) if schedule.owner_run_id else None,
+    }
 
 
 async def _query_state(params: p.QueryState, ctx: RunScope, call_id: str) -> Any:
@@ -201,6 +227,15 @@ BUILTINS: dict[str, BuiltinTool] = dict(
             p.CancelSchedule,
             _cancel_schedule,
             category="schedule",
+        ),
+        _builtin(
+            "list_schedules",
+            "List your active schedules (id, kind, focus, next fire, the run that created "
+            "it), e.g. to find the id to cancel.",
+            p.ListSchedules,
+            _list_schedules,
+            category="schedule",
+            idempotent=True,
         ),
         _builtin(
             "remember",

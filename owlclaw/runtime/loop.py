@@ -15,7 +15,7 @@ import asyncio
 import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
@@ -28,7 +28,7 @@ import msgspec
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
-from events.aggregates import Agent, Run, now, run_stream_id
+from events.aggregates import ActiveSchedule, Agent, Run, now, run_stream_id
 from owlclaw import tracing
 from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
@@ -465,8 +465,11 @@ class AgentRuntime:
         schemas = [tools[n].spec.function_schema() for n in visible if n in tools]
         return schemas + [_recorded_schema(n) for n in visible if n not in tools], filtered
 
-    async def system_prompt(self, focus: str | None, trigger: str) -> Prompt:
-        """Identity, recalled memories, recent activity and skills; plus the recorded inputs."""
+    async def system_prompt(
+        self, focus: str | None, trigger: str, schedules: Mapping[str, ActiveSchedule] | None = None
+    ) -> Prompt:
+        """Identity, active schedules, recalled memories, recent activity and skills; plus the
+        recorded inputs."""
         recalls = self.memory is not None and self.mode.observes_world
         return await system_prompt(
             self.app,
@@ -476,6 +479,7 @@ class AgentRuntime:
             trigger,
             memory=self.memory if recalls else None,
             agent_id=self.agent_id,
+            schedules=schedules,
         )
 
     async def _decide(
@@ -483,7 +487,7 @@ class AgentRuntime:
     ) -> None:
         state.tools = self.tools()
         tools, state.hidden = self._visible(state.agent, state.tools)
-        prompt = await self.system_prompt(focus, trigger)
+        prompt = await self.system_prompt(focus, trigger, state.agent.state.schedules)
         if state.resumed is None:  # a resumed run recorded these when it started
             names = [t["function"]["name"] for t in tools]
             state.run.record(ev.VisibleToolsResolved, tools=names, filtered=state.hidden)

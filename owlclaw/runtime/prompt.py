@@ -4,14 +4,16 @@ inputs the decision was based on (recorded with the run's first LLMResponded).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+from events.aggregates import ActiveSchedule, now
 from owlclaw.app import AgentApp, select_skills
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.context import ContextItem, build_context
+from owlclaw.runtime.schedules_prompt import schedules_section
 from projections.memory import MemoryStore
 
 
@@ -33,9 +35,11 @@ async def system_prompt(
     *,
     memory: MemoryStore | None = None,
     agent_id: str = "",
+    schedules: Mapping[str, ActiveSchedule] | None = None,
 ) -> Prompt:
-    """Identity, recalled memories (only with ``memory`` set), recent activity (``recent``:
-    each past run's (text, importance) items, oldest first) and skills; plus the inputs."""
+    """Identity, the agent's active ``schedules``, recalled memories (only with ``memory``
+    set), recent activity (``recent``: each past run's (text, importance) items, oldest first)
+    and skills; plus the inputs."""
     inputs: dict[str, Any] = {}
     warning = None
     if app is None:
@@ -43,6 +47,10 @@ async def system_prompt(
     else:
         parts = [app.soul, app.identity]
         inputs |= {"soul_sha256": app.soul_sha256, "identity_sha256": app.identity_sha256}
+    section, shown = schedules_section(schedules or {}, now())
+    if section:
+        parts.append(section)
+        inputs["schedules"] = shown
     if memory is not None and limits.recall_in_prompt:
         recalled = await asyncio.to_thread(
             memory.recall, agent_id, focus or trigger, limits.recall_in_prompt

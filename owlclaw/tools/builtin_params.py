@@ -54,6 +54,13 @@ class ScheduleCron(Params):
     focus: Focus
 
 
+class ListSchedules(Params):
+    kind: Annotated[
+        Literal["once", "cron"] | None,
+        msgspec.Meta(description="Only schedules of this kind; all when omitted"),
+    ] = None
+
+
 class CancelSchedule(Params):
     schedule_id: Annotated[
         str,

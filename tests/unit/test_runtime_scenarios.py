@@ -184,3 +184,35 @@ def test_idempotent_tools_are_retried_after_system_errors_others_are_not(ledger:
     [failed] = [e for e in events if isinstance(e, ev.ToolCallFailed)]
     assert (failed.tool, failed.error_code, failed.retryable) == ("order", "TOOL_FAILED", False)
     assert "broker unavailable" in failed.error
+
+
+def test_a_later_run_lists_its_schedules_and_cancels_one(ledger: Ledger) -> None:
+    runtime = AgentRuntime(ledger, "trader", models=["scripted/none"])
+    first = run_script(
+        runtime,
+        "l1",
+        [
+            {"tool_calls": [call("schedule_cron", cron_expression="0 9 * * 1-5", focus="open")]},
+            {"content": "ok"},
+        ],
+    )
+    [schedule_id] = ledger.load_agent("trader").state.schedules
+    second = run_script(
+        runtime,
+        "l2",
+        [
+            {"tool_calls": [call("list_schedules")]},
+            {"tool_calls": [call("cancel_schedule", schedule_id=schedule_id)]},
+            {"content": "ok"},
+        ],
+    )
+    assert second.tools_called == ["list_schedules", "cancel_schedule"]
+    listed = next(e for e in run_events(ledger, second) if isinstance(e, ev.ToolCallSucceeded))
+    [entry] = listed.result["schedules"]
+    assert (entry["schedule_id"], entry["kind"], entry["cron_expression"]) == (
+        schedule_id,
+        "cron",
+        "0 9 * * 1-5",
+    )
+    assert entry["owner_run_id"] == first.run_id
+    assert ledger.load_agent("trader").state.schedules == {}
