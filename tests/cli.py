@@ -48,6 +48,24 @@ def owlclaw(
     )
 
 
+def start_run(env: dict[str, str], cwd: Path, *apps: str) -> tuple[subprocess.Popen[str], Path]:
+    """``owlclaw run APPS`` in the background, its output in ``cwd/run.log``; returns once it
+    serves or has exited (the caller asserts which)."""
+    from tests.waiting import wait_for
+
+    log = cwd / "run.log"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "owlclaw", "run", *apps],
+        env=env,
+        cwd=cwd,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wait_for(lambda: "serving" in log.read_text() or server.poll() is not None, "serving", 180)
+    return server, log
+
+
 def owlclaw_json(env: dict[str, str], *args: str, cwd: Path) -> Any:
     result = owlclaw(env, *args, "--json", cwd=cwd)
     assert result.returncode == 0, result.stderr

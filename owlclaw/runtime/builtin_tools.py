@@ -20,11 +20,11 @@ import msgspec
 from events import catalog as ev
 from events.aggregates import ActiveSchedule, now
 from owlclaw.runtime.capabilities import Registry, UnknownState
+from owlclaw.runtime.schedules_prompt import schedule_next_fire
 from owlclaw.tools import builtin_params as p
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.tool import RunScope, Tool, ToolContext
-from projections.schedules import next_fire_if_any
 
 MAX_ACTIVE_SCHEDULES = 100
 MAX_MEMORIES = 10_000
@@ -79,7 +79,7 @@ async def _list_schedules(params: p.ListSchedules, ctx: RunScope, call_id: str) 
 def _schedule_entry(schedule_id: str, schedule: ActiveSchedule, at: datetime) -> dict[str, Any]:
     """One active schedule as the model sees it; a cron expression that no longer fires has
     no next fire (None) rather than failing the whole listing."""
-    fire = schedule.fire_at if schedule.cron is None else next_fire_if_any(schedule.cron, at)
+    fire = schedule_next_fire(schedule, at)
     return {
         "schedule_id": schedule_id,
         "kind": schedule.kind,

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw_json, user_env
+from tests.cli import free_port, owlclaw_json, start_run, user_env
 from tests.integration.test_process_lifecycle import postgres_on
 from tests.waiting import wait_for
 
@@ -42,16 +40,8 @@ def test_a_served_app_changed_to_hang_at_import_keeps_its_previous_code_and_stop
         (app / "scripts" / "ok.json").write_text(script)
     handlers = (tmp_path / "looper" / "handlers.py").resolve()
     handlers.write_text(REGISTRY)
-    log = tmp_path / "run.log"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "owlclaw", "run", "good", "looper"],
-        env=env,
-        cwd=tmp_path,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
+    server, log = start_run(env, tmp_path, "good", "looper")
     try:
-        wait_for(lambda: "serving" in log.read_text() or server.poll() is not None, "serving", 180)
         assert server.poll() is None, log.read_text()
         handlers.write_text(LOOP)
 

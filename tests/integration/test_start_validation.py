@@ -5,17 +5,14 @@ probe or other process left behind; a valid app still starts."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw, user_env
+from tests.cli import free_port, owlclaw, start_run, user_env
 from tests.integration.test_process_lifecycle import postgres_on
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -71,16 +68,8 @@ def test_a_valid_app_with_governance_and_handlers_still_starts(tmp_path: Path) -
         config="[governance.rate_limits.place_order]\ncalls = 2\nper_seconds = 60\n",
     )
     (trader / "handlers.py").write_text(REGISTRY)
-    log = tmp_path / "run.log"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "owlclaw", "run", "trader"],
-        env=env,
-        cwd=tmp_path,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
+    server, log = start_run(env, tmp_path, "trader")
     try:
-        wait_for(lambda: "serving" in log.read_text() or server.poll() is not None, "serving", 180)
         assert server.poll() is None, log.read_text()
         server.send_signal(signal.SIGTERM)
         assert server.wait(30) == 0, log.read_text()
