@@ -39,12 +39,8 @@ class InMemoryRecorder(POPOApplicationRecorder):
         previous, previous_stream, previous_version = GENESIS_HASH, None, 0
         for s in stored_events:
             if s.originator_id != previous_stream:
-                previous = self._hash_before(s.originator_id, s.originator_version)
-                previous_version = max(
-                    filter(
-                        s.originator_version.__gt__, self._stored_events_index[str(s.originator_id)]
-                    ),
-                    default=min(s.originator_version, 1) - 1,  # a stream starts at 1 (or 0)
+                previous_version, previous = self._last_before(
+                    s.originator_id, s.originator_version
                 )
             if s.originator_version != previous_version + 1:  # as the SQL append refuses it
                 raise IntegrityError(
@@ -59,15 +55,18 @@ class InMemoryRecorder(POPOApplicationRecorder):
         self._links.extend(links)
         return ids
 
-    def _hash_before(self, stream: UUID | str, version: int) -> bytes:
-        """The hash of the stream's latest event below ``version`` (genesis if none)."""
+    def _last_before(self, stream: UUID | str, version: int) -> tuple[int, bytes]:
+        """The version and hash of the stream's latest event below ``version``; for a new
+        stream, the version before its first (a stream starts at 1, or 0) and genesis."""
         index = self._stored_events_index[str(stream)]
         below = (
             version - 1
             if version - 1 in index
             else max(filter(version.__gt__, index), default=None)
         )
-        return GENESIS_HASH if below is None else self._links[index[below]][1]
+        if below is None:
+            return min(version, 1) - 1, GENESIS_HASH
+        return below, self._links[index[below]][1]
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()

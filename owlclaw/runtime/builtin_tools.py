@@ -20,7 +20,7 @@ import msgspec
 from events import catalog as ev
 from events.aggregates import ActiveSchedule, now
 from owlclaw.runtime.capabilities import Registry, UnknownState
-from owlclaw.runtime.schedules_prompt import schedule_next_fire
+from owlclaw.runtime.schedules_prompt import soonest_first
 from owlclaw.tools import builtin_params as p
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
@@ -66,20 +66,19 @@ async def _cancel_schedule(params: p.CancelSchedule, ctx: RunScope, call_id: str
 
 
 async def _list_schedules(params: p.ListSchedules, ctx: RunScope, call_id: str) -> Any:
-    at = now()
     schedules = [
-        _schedule_entry(schedule_id, schedule, at)
-        for schedule_id, schedule in ctx.agent.state.schedules.items()
+        _schedule_entry(schedule_id, schedule, fire)
+        for schedule_id, schedule, fire in soonest_first(ctx.agent.state.schedules, now())
         if params.kind is None or schedule.kind == params.kind
     ]
-    schedules.sort(key=lambda s: (s["next_fire"] or "~", s["schedule_id"]))
     return {"schedules": schedules, "count": len(schedules)}
 
 
-def _schedule_entry(schedule_id: str, schedule: ActiveSchedule, at: datetime) -> dict[str, Any]:
+def _schedule_entry(
+    schedule_id: str, schedule: ActiveSchedule, fire: datetime | None
+) -> dict[str, Any]:
     """One active schedule as the model sees it; a cron expression that no longer fires has
     no next fire (None) rather than failing the whole listing."""
-    fire = schedule_next_fire(schedule, at)
     return {
         "schedule_id": schedule_id,
         "kind": schedule.kind,
