@@ -7,13 +7,13 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from actors.directory import AgentDirectory
+from actors.directory import NAMESPACE, AgentDirectory
 from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
@@ -74,31 +74,22 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     head_id = next(n["NodeID"] for n in ray.nodes() if n["NodeID"] != worker.node_id)
-
-    @ray.remote(num_cpus=0)
-    def where() -> str:
-        return str(ray.get_runtime_context().get_node_id())
-
     for node in (head_id, worker.node_id):  # both raylets up, with a worker process, first
-        strategy = NodeAffinitySchedulingStrategy(node, soft=False)
-        assert ray.get(where.options(scheduling_strategy=strategy).remote()) == node
+        assert _runs_a_task_on(node) == node
     with Ledger(db.url) as ledger:
-        directories = {  # soft affinity: placed on that node while it lives, elsewhere after
-            node: AgentDirectory(
-                ledger,
-                config,
-                actor_options={
-                    "num_cpus": 0,
-                    "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True),
-                },
-            )
-            for node in (head_id, worker.node_id)
-        }
+
+        def directory(node: str) -> AgentDirectory:
+            """Soft affinity: placed on that node while it lives, elsewhere after."""
+            strategy = NodeAffinitySchedulingStrategy(node, soft=True)
+            options = {"num_cpus": 0, "scheduling_strategy": strategy}
+            return AgentDirectory(ledger, config, actor_options=options)
+
+        directories = {node: directory(node) for node in (head_id, worker.node_id)}
         agents = [f"spread-{i}" for i in range(6)]
         home = {a: (head_id, worker.node_id)[i % 2] for i, a in enumerate(agents)}
         for agent_id in agents:
             ledger.register_agent(agent_id)
-        placed = {a: ray.get(directories[home[a]].handle(a).node.remote()) for a in agents}
+        placed = {a: _placed(directories, home[a], a, directory) for a in agents}
         assert set(placed.values()) == {head_id, worker.node_id}  # agents on both nodes
         for agent_id in agents:  # activated (litellm imported) before the runs start
             ray.get(directories[home[agent_id]].handle(agent_id).activate.remote(agent_id))
@@ -111,8 +102,7 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         deadline = time.monotonic() + 60
         while not all(started(r) for r in run_ids.values()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        killed_at = datetime.now(UTC)
-        nodes.remove_node(worker)  # the worker node dies with its agents mid-run
+        killed_at = _kill(nodes, worker)  # the worker node dies with its agents mid-run
 
         async def results() -> list[RunResult]:
             waits = (directories[home[a]].result(a, r) for a, r in run_ids.items())
@@ -139,3 +129,60 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
             assert "RunResumed" not in kinds
     resumed = [a for a in moved if "RunResumed" in [type(e).__name__ for e in histories[a]]]
     assert resumed  # at least one run was cut mid-way and resumed on the other node
+
+
+def _placed(
+    directories: dict[str, AgentDirectory],
+    node: str,
+    agent_id: str,
+    directory: Callable[[str], AgentDirectory],
+    attempts: int = 5,
+) -> str:
+    """The node of ``agent_id``'s actor, created on ``node``. Soft affinity lets Ray's GCS put it
+    elsewhere when its view of ``node`` lags (seen once, under two other test runs' load): such
+    an actor is killed and created again, with a fresh handle cache, a bounded number of times."""
+    import ray
+
+    for _ in range(attempts):
+        handle = directories[node].handle(agent_id)
+        where = str(ray.get(handle.node.remote()))
+        if where == node:
+            return where
+        name = directories[node].actor_name(agent_id)
+        ray.kill(handle, no_restart=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                break
+            time.sleep(0.1)
+        directories[node] = directory(node)
+    return where
+
+
+def _kill(nodes: Any, worker: Any) -> datetime:
+    """Remove ``worker`` and wait until its worker processes (the agents' actors) have exited:
+    they outlive their raylet by seconds and may still finish a run, which is then not resumed.
+    Returns when the last of them was gone."""
+    import psutil
+    from ray._private import ray_constants
+
+    raylet = worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process
+    children = psutil.Process(raylet.pid).children(recursive=True)
+    nodes.remove_node(worker)
+    _, alive = psutil.wait_procs(children, timeout=60)
+    assert not alive, f"worker processes outlived their node by 60 s: {alive}"
+    return datetime.now(UTC)
+
+
+def _runs_a_task_on(node: str) -> str:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    def where() -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+    strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+    return str(ray.get(where.options(scheduling_strategy=strategy).remote()))
