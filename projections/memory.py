@@ -114,7 +114,9 @@ class MemoryView(View):
         return {"dim": Literal(self.embedder.dimensions), "model": Literal(self.embedder.model)}
 
     def committed(self, batch: list[LoggedEvent]) -> None:
-        if self.memory_dir is not None and not self.rebuilding:
+        """Rewrite the files of the agents changed so far, after a batch of memory events (a
+        batch of none: other events moved the log on; nothing to write)."""
+        if batch and self.memory_dir is not None and not self.rebuilding:
             self.render_changed(self.memory_dir)
 
     def switched_over(self) -> None:
