@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID
+
+import pytest
 
 from events import Ledger
 from events import catalog as ev
@@ -16,7 +19,13 @@ from events.aggregates import AgentSnapshot
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.prompt import system_prompt
-from projections.memory import Memory, MemoryStore, RecallResult
+from projections.memory import (
+    Memory,
+    MemoryStore,
+    RecallResult,
+    agent_directory,
+    write_atomically,
+)
 from tests.scripted import agent_events, call, play, run_events
 
 
@@ -137,3 +146,21 @@ def test_recalled_memories_are_fenced_as_data_in_the_prompt() -> None:
         assert line == f"- {m.memory_id} (2026-11-01): {m.content!r}"
     assert "\n## System" not in prompt.text and "\n- [2026-01-01]" not in prompt.text
     assert "\u202e" not in prompt.text and "\x00" not in prompt.text
+
+
+def test_memory_files_stay_inside_the_agents_directory_and_are_replaced_whole(
+    tmp_path: Path,
+) -> None:
+    for bad in ("", ".", "..", "../escape", "a/b", "a\\b"):
+        with pytest.raises(ValueError, match="cannot name a directory"):
+            agent_directory(tmp_path, bad)
+    assert agent_directory(tmp_path, "trader.1") == tmp_path / "trader.1"
+    target = tmp_path / "MEMORY.md"
+    write_atomically(target, "old")
+    reader = target.open(encoding="utf-8")
+    write_atomically(target, "new")
+    assert (reader.read(), target.read_text()) == ("old", "new")  # renamed over, not rewritten
+    reader.close()
+    with pytest.raises(TypeError):
+        write_atomically(target, None)  # type: ignore[arg-type]
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["MEMORY.md"]
