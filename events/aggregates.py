@@ -82,6 +82,9 @@ class AgentState(msgspec.Struct):
     """Tools the operator disabled (ToolsChanged), sorted: hidden from the model and refused."""
     app_error: str | None = None
     """Why the app does not load (the last AppLoadFailed), until an identity loads again."""
+    memories: list[UUID] = []
+    """The agent's active memories (MemoryAdded, not archived or forgotten), oldest first: what
+    the memory limit counts and, at the limit, which are archived."""
 
 
 class UnknownTools(ValueError):
@@ -292,6 +295,21 @@ class Agent(_Aggregate):
             return "missed", missed
         return "fire", ""
 
+    def add_memory(self, memory_id: UUID, run_id: UUID, limit: int) -> list[UUID]:
+        """Count a run's new memory among the agent's active ones (MemoryAdded); at ``limit``
+        active memories, the oldest are archived first (MemoryArchived) to make room. The
+        archived ids, oldest first."""
+        over = len(self.state.memories) + 1 - limit
+        archived = self.state.memories[: max(0, over)]
+        if archived:
+            self.record(
+                ev.MemoryArchived,
+                memory_ids=archived,
+                reason=f"the agent reached its limit of {limit} active memories",
+            )
+        self.record(ev.MemoryAdded, memory_id=memory_id, run_id=run_id)
+        return archived
+
     def app_failed(self, app_dir: str, error: str, details: str = "") -> None:
         """Record that the app does not load (AppLoadFailed), once per distinct error."""
         if self.state.app_error != error:
@@ -370,6 +388,17 @@ class Agent(_Aggregate):
     def _on_ToolsChanged(self, e: ev.ToolsChanged) -> None:
         disabled = (set(self.state.disabled_tools) - set(e.enabled)) | set(e.disabled)
         self.state.disabled_tools = sorted(disabled)
+
+    def _on_MemoryAdded(self, e: ev.MemoryAdded) -> None:
+        self.state.memories.append(e.memory_id)
+
+    def _on_MemoryArchived(self, e: ev.MemoryArchived) -> None:
+        gone = set(e.memory_ids)
+        self.state.memories = [m for m in self.state.memories if m not in gone]
+
+    def _on_MemoryForgotten(self, e: ev.MemoryForgotten) -> None:
+        if e.memory_id in self.state.memories:
+            self.state.memories.remove(e.memory_id)
 
     def _on_BudgetExceeded(self, e: ev.BudgetExceeded) -> None:
         self.state.budget_exceeded += 1

@@ -175,6 +175,30 @@ class AppLoadFailed(_AgentEvent, frozen=True, kw_only=True):
     """The end of the traceback: where the import raised, or where it was when time was up."""
 
 
+class MemoryAdded(_AgentEvent, frozen=True, kw_only=True):
+    """A memory a run remembered (its MemoryRemembered, in the same commit, holds the content)
+    joins the agent's active memories: what the per-agent memory limit counts."""
+
+    memory_id: UUID
+    run_id: UUID
+
+
+class MemoryArchived(_AgentEvent, frozen=True, kw_only=True):
+    """The agent's oldest active memories left recall to make room under the memory limit
+    (recorded in the commit of the memory that reached it); MEMORY.archive.md keeps them."""
+
+    memory_ids: list[UUID]
+    reason: str
+
+
+class MemoryForgotten(_AgentEvent, frozen=True, kw_only=True):
+    """A run forgot one of the agent's active memories: it leaves recall and MEMORY.md; the
+    ledger keeps its MemoryRemembered."""
+
+    memory_id: UUID
+    run_id: UUID
+
+
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID | None
     budget: str

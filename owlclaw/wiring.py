@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from events import Ledger
@@ -21,7 +22,13 @@ def view_options(name: str, config: OwlClawConfig) -> dict[str, Any]:
     return {
         "embedder": embedder_for(memory.embedding_model, memory.embedding_dimensions),
         "size_limit": memory.memory_md_limit_bytes,
+        "memory_dir": memory_dir(config),
     }
+
+
+def memory_dir(config: OwlClawConfig) -> Path:
+    """Where the agents' MEMORY.md files are: ``<data_dir>/memory/<agent>/``."""
+    return config.data_path / "memory"
 
 
 def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:

@@ -1,14 +1,22 @@
 """Memory view: one row per MemoryRemembered with a pgvector embedding, recall, and MEMORY.md.
 
-Embeddings are computed before the batch's transaction opens (``prepare``), in batches. When an
-agent's active memories exceed the MEMORY.md size limit, its oldest ones are archived: they leave
-the active set that recall searches and move to MEMORY.archive.md. The decision depends only
-on the ledger, so a rebuild archives exactly the same memories.
+Embeddings are computed before the batch's transaction opens (``prepare``), in batches. A
+memory leaves recall when the runtime archives it (MemoryArchived, at the agent's memory limit)
+and when the agent's active memories exceed the MEMORY.md size limit (its oldest ones); archived
+memories move to MEMORY.archive.md. A forgotten memory (MemoryForgotten) leaves the view; the
+ledger keeps it. Every decision depends only on the ledger, so a rebuild gives the same rows.
+
+With ``memory_dir`` set, the view keeps each agent's MEMORY.md and MEMORY.archive.md in
+``memory_dir/<agent>/`` current: after each batch commits, the files of the agents it changed are
+rewritten atomically (a temp file in the same directory, fsync, rename).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,12 +36,15 @@ from events.catalog import LedgerEvent
 from events.ledger import LoggedEvent
 from events.recorder import connect_kwargs
 from projections.embedders import Embedder, EmbeddingUnavailable, embedder_for
-from projections.runner import channel
+from projections.runner import channel, lock_key
 from projections.sqlvalues import text
 from projections.view import View
 
 MEMORY_MD_LIMIT_BYTES = 10 * 1024 * 1024
 MIN_LIMIT, MAX_LIMIT = 1, 20
+NOTE = "<!-- rendered by OwlClaw from the ledger; edits are lost -->"
+
+log = logging.getLogger(__name__)
 
 
 def _vector(values: Sequence[float]) -> str:
@@ -54,7 +65,11 @@ class MemoryView(View):
     name: ClassVar[str] = "memory"
     tables: ClassVar[tuple[str, ...]] = ("memories", "memory_agents", "memory_index_meta")
     indexes: ClassVar[tuple[str, ...]] = ("memories_agent",)
-    events: ClassVar[tuple[type[LedgerEvent], ...]] = (ev.MemoryRemembered,)
+    events: ClassVar[tuple[type[LedgerEvent], ...]] = (
+        ev.MemoryRemembered,
+        ev.MemoryArchived,
+        ev.MemoryForgotten,
+    )
     ddl: ClassVar[tuple[str, ...]] = (
         "CREATE EXTENSION IF NOT EXISTS vector",
         "CREATE TABLE IF NOT EXISTS {memories} ("
@@ -68,6 +83,10 @@ class MemoryView(View):
         " (agent_id) INCLUDE (archived, memory_id, embedding)",
         "CREATE TABLE IF NOT EXISTS {memory_agents} ("
         " agent_id text PRIMARY KEY, active_bytes bigint NOT NULL)",
+        # changed: the log position of the agent's last change; rendered: the change its
+        # MEMORY.md files show (behind it: rewritten after the batch commits).
+        "ALTER TABLE {memory_agents} ADD COLUMN IF NOT EXISTS changed bigint NOT NULL DEFAULT 0,"
+        " ADD COLUMN IF NOT EXISTS rendered bigint NOT NULL DEFAULT 0",
         "CREATE TABLE IF NOT EXISTS {memory_index_meta} ("
         " model text NOT NULL, dimensions int NOT NULL)",
         "INSERT INTO {memory_index_meta} SELECT {model}, {dim}"
@@ -81,15 +100,59 @@ class MemoryView(View):
         rebuilding: bool = False,
         embedder: Embedder | None = None,
         size_limit: int = MEMORY_MD_LIMIT_BYTES,
+        memory_dir: Path | None = None,
     ):
         self.embedder = embedder or embedder_for("local/all-MiniLM-L6-v2")
         self.size_limit = size_limit
+        self.memory_dir = memory_dir
+        """Where each agent's MEMORY.md is kept current (None: only ``render_memory_files``)."""
         self._vectors: dict[UUID, str] = {}
         super().__init__(datastore, rebuilding=rebuilding)
 
     @property
     def placeholders(self) -> Mapping[str, Composable]:
         return {"dim": Literal(self.embedder.dimensions), "model": Literal(self.embedder.model)}
+
+    def committed(self, batch: list[LoggedEvent]) -> None:
+        """Rewrite the files of the agents changed so far, after a batch of memory events (a
+        batch of none: other events moved the log on; nothing to write)."""
+        if batch and self.memory_dir is not None and not self.rebuilding:
+            self.render_changed(self.memory_dir)
+
+    def switched_over(self) -> None:
+        if self.memory_dir is not None:
+            self.render_changed(self.memory_dir)
+
+    def render_changed(self, memory_dir: Path) -> list[str]:
+        """Rewrite the memory files of every agent changed since they were last written; the
+        agents whose files were written.
+
+        Under the projection's lock, so a batch cannot change the rows in between and two
+        writers cannot leave an older rendering last. A file that cannot be written (a
+        read-only directory) is logged and skipped: the view goes on, and the agent's next
+        change (or ``owlclaw memory``) writes it again.
+        """
+        written = []
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(self),))
+            changed = curs.execute(
+                self.sql(
+                    "SELECT agent_id, changed FROM {memory_agents} WHERE changed > rendered"
+                    " ORDER BY agent_id"
+                )
+            ).fetchall()
+            for row in changed:
+                agent_id = row["agent_id"]
+                try:
+                    write_memory_files(curs, self, agent_id, agent_directory(memory_dir, agent_id))
+                    written.append(agent_id)
+                except (OSError, ValueError) as e:
+                    log.error("memory view: MEMORY.md of agent %r not written: %s", agent_id, e)
+                curs.execute(
+                    self.sql("UPDATE {memory_agents} SET rendered = %s WHERE agent_id = %s"),
+                    (row["changed"], agent_id),
+                )
+        return written
 
     def prepare(self, batch: list[LoggedEvent]) -> None:
         memories = [e.event for e in batch if isinstance(e.event, ev.MemoryRemembered)]
@@ -98,8 +161,38 @@ class MemoryView(View):
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
         e = logged.event
-        if not isinstance(e, ev.MemoryRemembered):
-            return
+        if isinstance(e, ev.MemoryRemembered):
+            self._remembered(curs, e, logged.position)
+        elif isinstance(e, ev.MemoryArchived):
+            self._archived(curs, e.memory_ids, logged.position)
+        elif isinstance(e, ev.MemoryForgotten):
+            self._forgotten(curs, e.memory_id, logged.position)
+
+    def _archived(self, curs: Cursor[Any], memory_ids: list[UUID], position: int) -> None:
+        curs.execute(
+            self.sql(
+                "WITH gone AS (UPDATE {memories} SET archived = true"
+                "   WHERE memory_id = ANY(%(ids)s) AND NOT archived RETURNING agent_id, bytes)"
+                " UPDATE {memory_agents} a SET active_bytes = a.active_bytes - g.bytes,"
+                "   changed = %(p)s"
+                " FROM (SELECT agent_id, sum(bytes) AS bytes FROM gone GROUP BY agent_id) g"
+                " WHERE a.agent_id = g.agent_id"
+            ),
+            {"ids": memory_ids, "p": position},
+        )
+
+    def _forgotten(self, curs: Cursor[Any], memory_id: UUID, position: int) -> None:
+        curs.execute(
+            self.sql(
+                "WITH gone AS (DELETE FROM {memories} WHERE memory_id = %(id)s"
+                "   RETURNING agent_id, CASE WHEN archived THEN 0 ELSE bytes END AS bytes)"
+                " UPDATE {memory_agents} a SET active_bytes = a.active_bytes - g.bytes,"
+                "   changed = %(p)s FROM gone g WHERE a.agent_id = g.agent_id"
+            ),
+            {"id": memory_id, "p": position},
+        )
+
+    def _remembered(self, curs: Cursor[Any], e: ev.MemoryRemembered, position: int) -> None:
         content = text(e.content) or ""
         tags = [text(t) or "" for t in e.tags]
         size = len(render_entry(e.memory_id, e.timestamp, tags, content).encode())
@@ -116,17 +209,19 @@ class MemoryView(View):
                 tags,
                 e.originator_id,
                 e.timestamp,
-                logged.position,
+                position,
                 size,
                 self._vectors[e.memory_id],
             ),
         )
         curs.execute(
             self.sql(
-                "INSERT INTO {memory_agents} VALUES (%s, %s) ON CONFLICT (agent_id)"
-                " DO UPDATE SET active_bytes = {memory_agents}.active_bytes + excluded.active_bytes"
+                "INSERT INTO {memory_agents} (agent_id, active_bytes, changed) VALUES (%s, %s, %s)"
+                " ON CONFLICT (agent_id) DO UPDATE SET"
+                " active_bytes = {memory_agents}.active_bytes + excluded.active_bytes,"
+                " changed = excluded.changed"
             ),
-            (text(e.agent_id), size),
+            (text(e.agent_id), size, position),
         )
         curs.execute(
             self.sql(
@@ -188,11 +283,14 @@ class MemoryStore:
         after_position: int | None = None,
         timeout: float = 1.0,
         now: datetime | None = None,
+        min_similarity: float | None = None,
     ) -> RecallResult:
         """Memories of ``agent_id`` most relevant to ``query``.
 
         ``after_position``: wait (at most ``timeout`` s) until the view has absorbed that log
         position, so a memory remembered earlier in the same run is found.
+        ``min_similarity``: leave out memories less similar to the query than this (the
+        relevance floor), however few remain.
         """
         if not MIN_LIMIT <= limit <= MAX_LIMIT:
             raise ValueError(f"limit must be between {MIN_LIMIT} and {MAX_LIMIT}, got {limit}")
@@ -214,6 +312,7 @@ class MemoryStore:
                 relevance=round(float(r[4]) * self._decay(now, r[3]), 6),
             )
             for r in rows
+            if min_similarity is None or float(r[4]) >= min_similarity
         ]
         memories.sort(key=lambda m: (-m.relevance, -m.created_at.timestamp()))
         return RecallResult(memories[:limit], warning)
@@ -273,15 +372,6 @@ class MemoryStore:
                 embedder = embedder_for(model, dimensions)
             embedded = (model, _vector(embedder.embed([query])[0]))
 
-    def count(self, agent_id: str) -> int:
-        """How many memories (active and archived) the view holds for the agent."""
-        with self.view.datastore.get_connection() as conn:
-            row = conn.execute(
-                self.view.sql("SELECT count(*) AS n FROM {memories} WHERE agent_id = %s"),
-                (agent_id,),
-            ).fetchone()
-        return int(row["n"]) if row else 0
-
     def wait_for(self, position: int, timeout: float) -> bool:
         """Block until the memory view has absorbed ``position``; False on timeout."""
         view = self.view
@@ -299,28 +389,59 @@ class MemoryStore:
         return True
 
 
-def render_memory_files(view: MemoryView, agent_id: str, directory: Path) -> tuple[Path, Path]:
-    """Write MEMORY.md (active memories) and MEMORY.archive.md (archived) for one agent.
+def agent_directory(memory_dir: Path, agent_id: str) -> Path:
+    """``memory_dir/<agent_id>``; an agent id that is not one plain path component is refused
+    (ValueError), so no agent's files land outside its own directory."""
+    if agent_id in ("", ".", "..") or Path(agent_id).name != agent_id or "\\" in agent_id:
+        raise ValueError(f"agent id {agent_id!r} cannot name a directory")
+    return memory_dir / agent_id
+
+
+def write_atomically(path: Path, content: str) -> None:
+    """Replace ``path`` with ``content`` all at once: a reader sees the old file or the new one,
+    never a part, and a crash leaves one of them (temp file in the same directory, fsync,
+    rename)."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        Path(temp).replace(path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def write_memory_files(
+    curs: Cursor[Any], view: MemoryView, agent_id: str, directory: Path
+) -> tuple[Path, Path]:
+    """Write MEMORY.md (active memories) and MEMORY.archive.md (archived) for one agent from the
+    view as ``curs`` sees it. Forgotten memories are in neither.
 
     Entries are ordered by time then log position; the same view always gives the same bytes.
     """
-    with view.datastore.get_connection() as conn:
-        rows = conn.execute(
-            view.sql(
-                "SELECT memory_id, created_at, tags, content, archived FROM {memories}"
-                " WHERE agent_id = %s ORDER BY created_at, position"
-            ),
-            (agent_id,),
-        ).fetchall()
-    note = "<!-- rendered by OwlClaw from the ledger; edits are lost -->"
-    active = [r for r in rows if not r["archived"]]
-    archived = [r for r in rows if r["archived"]]
+    rows = curs.execute(
+        view.sql(
+            "SELECT memory_id, created_at, tags, content, archived FROM {memories}"
+            " WHERE agent_id = %s ORDER BY created_at, position"
+        ),
+        (agent_id,),
+    ).fetchall()
     directory.mkdir(parents=True, exist_ok=True)
     paths = (directory / "MEMORY.md", directory / "MEMORY.archive.md")
-    for path, entries in ((paths[0], active), (paths[1], archived)):
-        title = f"# {path.name} — {agent_id}\n\n{note}\n\n"
+    for path, archived in zip(paths, (False, True), strict=True):
+        title = f"# {path.name} — {agent_id}\n\n{NOTE}\n\n"
         body = "".join(
-            render_entry(r["memory_id"], r["created_at"], r["tags"], r["content"]) for r in entries
+            render_entry(r["memory_id"], r["created_at"], r["tags"], r["content"])
+            for r in rows
+            if r["archived"] == archived
         )
-        path.write_text(title + body, encoding="utf-8")
+        write_atomically(path, title + body)
     return paths
+
+
+def render_memory_files(view: MemoryView, agent_id: str, directory: Path) -> tuple[Path, Path]:
+    """Write MEMORY.md and MEMORY.archive.md for one agent into ``directory`` now."""
+    with view.datastore.transaction(commit=False) as curs:
+        return write_memory_files(curs, view, agent_id, directory)

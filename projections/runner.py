@@ -433,4 +433,5 @@ def rebuild(
             (live.tracking_name, fresh.tracking_name),
         )
         parking.move(curs, fresh.tracking_name, live.tracking_name)
+    live.switched_over()
     return runner.position

@@ -74,6 +74,10 @@ class View(PostgresTrackingRecorder):
     def committed(self, batch: list[LoggedEvent]) -> None:
         """Work after a batch's transaction committed (e.g. recording what the view did)."""
 
+    def switched_over(self) -> None:
+        """Work once a rebuild's tables have become the serving ones (e.g. rewriting files the
+        rebuild did not write while its tables were not serving)."""
+
     @abstractmethod
     def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
         """Change the view for one event (inside the batch's transaction)."""

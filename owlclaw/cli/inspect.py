@@ -323,18 +323,21 @@ def projections_rebuild(
     """Rebuild a projection from position 0 into new tables and switch over atomically."""
     from rich.progress import Progress
 
+    from owlclaw.wiring import view_options
     from projections import VIEWS, rebuild
 
     view_class = VIEWS.get(name)
     if view_class is None:
         fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
         return
-    with open_ledger() as (_, led), Progress(console=err, transient=True) as bar:
+    config = load_config()
+    with open_ledger(config) as (_, led), Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"rebuilding {name}", total=None)
         position = rebuild(
             led,
             view_class,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+            **view_options(name, config),
         )
     if as_json:
         print_json({"name": name, "position": position})
@@ -364,7 +367,13 @@ def memory(
             behind = bring_up_to_date(led, view)
         memory_md, archive = render_memory_files(view, agent, config.data_path / "memory" / agent)
         store = MemoryStore(view, half_life_days=config.memory.half_life_days)
-        result = store.recall(agent, recall, limit=limit) if recall is not None else None
+        result = (
+            store.recall(
+                agent, recall, limit=limit, min_similarity=config.runtime.recall_min_similarity
+            )
+            if recall is not None
+            else None
+        )
     if as_json:
         print_json(
             {

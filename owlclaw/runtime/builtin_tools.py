@@ -1,5 +1,5 @@
 """The built-in tools: schedule_once, schedule_cron, cancel_schedule, list_schedules, remember,
-recall, query_state, log_decision.
+recall, forget, query_state, log_decision.
 
 A tool whose effect *is* a ledger fact (a memory, a decision, a schedule request) records that
 event on the run or agent aggregate; the executor commits it with the tool's result. Each is a
@@ -27,7 +27,6 @@ from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.tool import RunScope, Tool, ToolContext
 
 MAX_ACTIVE_SCHEDULES = 100
-MAX_MEMORIES = 10_000
 
 
 @dataclass(frozen=True)
@@ -117,14 +116,8 @@ async def _log_decision(params: p.LogDecision, ctx: RunScope, call_id: str) -> A
 
 
 async def _remember(params: p.Remember, ctx: RunScope, call_id: str) -> Any:
-    if ctx.memory is not None:
-        held = await asyncio.to_thread(ctx.memory.count, ctx.agent.agent_id)
-        if held >= MAX_MEMORIES:
-            return _error(
-                f"this agent already holds {held} memories (limit {MAX_MEMORIES})",
-                "MEMORY_LIMIT",
-            )
     memory_id = uuid.uuid4()
+    archived = ctx.agent.add_memory(memory_id, ctx.run.id, ctx.limits.max_memories)
     event = ctx.run.record(
         ev.MemoryRemembered,
         agent_id=ctx.agent.agent_id,
@@ -132,7 +125,21 @@ async def _remember(params: p.Remember, ctx: RunScope, call_id: str) -> Any:
         content=params.content,
         tags=list(params.tags),
     )
-    return {"memory_id": str(memory_id), "timestamp": event.timestamp.isoformat()}
+    result: dict[str, Any] = {"memory_id": str(memory_id), "timestamp": event.timestamp.isoformat()}
+    if archived:
+        result["archived_memory_ids"] = [str(m) for m in archived]
+    return result
+
+
+async def _forget(params: p.Forget, ctx: RunScope, call_id: str) -> Any:
+    if params.memory_id not in ctx.agent.state.memories:
+        return _error(
+            f"no active memory {str(params.memory_id)!r} of this agent"
+            " (unknown, already forgotten or archived)",
+            "MEMORY_NOT_FOUND",
+        )
+    ctx.agent.record(ev.MemoryForgotten, memory_id=params.memory_id, run_id=ctx.run.id)
+    return {"success": True, "memory_id": str(params.memory_id)}
 
 
 async def _recall(params: p.Recall, ctx: RunScope, call_id: str) -> Any:
@@ -144,6 +151,7 @@ async def _recall(params: p.Recall, ctx: RunScope, call_id: str) -> Any:
         params.query,
         params.limit,
         after_position=ctx.committed_position,
+        min_similarity=ctx.limits.recall_min_similarity,
     )
     if result.warning:
         ctx.run.record(ev.RunWarning, source="recall", message=result.warning)
@@ -250,6 +258,13 @@ BUILTINS: dict[str, BuiltinTool] = dict(
             _recall,
             category="memory",
             idempotent=True,
+        ),
+        _builtin(
+            "forget",
+            "Forget one of your memories that is wrong or no longer useful (by its id).",
+            p.Forget,
+            _forget,
+            category="memory",
         ),
         _builtin(
             "query_state",

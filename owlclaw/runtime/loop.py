@@ -619,7 +619,13 @@ class AgentRuntime:
 
         def scope() -> RunScope:
             return RunScope(
-                state.agent, state.run, self.registry, self.memory, state.position, self.threads
+                state.agent,
+                state.run,
+                self.registry,
+                self.memory,
+                state.position,
+                self.threads,
+                self.limits,
             )
 
         app_bytes = self.app.settings.tool_result_bytes if self.app is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Literal
+from uuid import UUID
 
 import msgspec
 from croniter import croniter
@@ -87,6 +88,13 @@ class Recall(Params):
     limit: Annotated[
         int, msgspec.Meta(ge=1, le=20, description="Maximum memories to return (1 to 20)")
     ] = 5
+
+
+class Forget(Params):
+    memory_id: Annotated[
+        UUID,
+        msgspec.Meta(description="The id remember returned (recall and the prompt show it)"),
+    ]
 
 
 class QueryState(Params):

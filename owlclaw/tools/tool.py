@@ -17,6 +17,7 @@ from owlclaw.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
     from events.aggregates import Agent, Run
+    from owlclaw.config import RuntimeConfig
     from owlclaw.runtime.capabilities import Registry
     from owlclaw.tools.threads import HandlerThreads
     from projections.memory import MemoryStore
@@ -35,6 +36,8 @@ class RunScope:
     """The log position of the run's last commit: recall waits for the view to reach it."""
     threads: HandlerThreads
     """Where synchronous handlers run, off the event loop."""
+    limits: RuntimeConfig
+    """The runtime's limits (the memory limit, recall's similarity floor)."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The runtime with the scripted model on the real ledger where PostgreSQL matters: the recall
-scenario (the memory view), commits per tool step, traces, bad arguments, the memory limit. The
-scenarios that need only a ledger run in memory: tests/unit/test_runtime_scenarios.py."""
+scenario (the memory view), commits per tool step, traces, bad arguments. The memory limit and
+forget: tests/*/test_memory_lifecycle.py. The scenarios that need only a ledger run in memory:
+tests/unit/test_runtime_scenarios.py."""
 
 from __future__ import annotations
 
@@ -125,25 +126,3 @@ def test_one_trace_per_run_with_generations_and_tool_spans(
         for s in spans
         if s is not root
     )
-
-
-def test_remember_refuses_beyond_the_per_agent_memory_limit(
-    ledger: Ledger, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from owlclaw.runtime import builtin_tools
-
-    monkeypatch.setattr(builtin_tools, "MAX_MEMORIES", 2)
-    view = MemoryView(ledger.datastore, embedder=local_embedder)
-    view.create_table()
-    runner = ProjectionRunner(ledger, view)
-    runtime = AgentRuntime(ledger, "hoarder", models=["scripted/none"], memory=MemoryStore(view))
-    for i in range(3):
-        result = run_script(
-            runtime,
-            f"hoard{i}",
-            [{"tool_calls": [call("remember", content=f"fact {i}")]}, {"content": "ok"}],
-        )
-        runner.catch_up()
-    [failed] = [e for e in run_events(ledger, result) if isinstance(e, ev.ToolCallFailed)]
-    assert failed.error_code == "MEMORY_LIMIT"
-    assert MemoryStore(view).count("hoarder") == 2
