@@ -27,6 +27,7 @@ from owlclaw.agents import AgentActivity, HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
+from owlclaw.runtime.approvals import ApprovalAnswer
 from owlclaw.runtime.loop import AgentRuntime, RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -127,13 +128,31 @@ class AgentHost:
 
         return await self._accept(agent_id, change)
 
+    async def answer_approval(
+        self,
+        agent_id: str,
+        approval_id: str,
+        approve: bool,
+        by: str,
+        note: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> ApprovalAnswer:
+        """Record a person's answer through the agent's writer; the parked run resumes."""
+
+        async def answer(runtime: AgentRuntime) -> tuple[ApprovalAnswer, uuid.UUID]:
+            answered = await runtime.answer_approval(approval_id, approve, by, note, arguments)
+            return answered, uuid.UUID(answered.run_id)
+
+        return await self._accept(agent_id, answer)
+
     async def _accept(
         self,
         agent_id: str,
-        write: Callable[[AgentRuntime], Awaitable[tuple[T, ev.RunQueued | None]]],
+        write: Callable[[AgentRuntime], Awaitable[tuple[T, ev.RunQueued | uuid.UUID | None]]],
     ) -> T:
         """Write through the agent's runtime under its accepting lock (so mailbox order is
-        acceptance order); a run it queued joins the mailbox; a conflict stands this copy down."""
+        acceptance order); a run it queued, or a parked run it answered (its id), joins the
+        mailbox; a conflict stands this copy down."""
         while True:
             hosted = await self._activate(agent_id)
             async with hosted.accepting:
@@ -144,7 +163,9 @@ class AgentHost:
                 except StreamConflict:
                     self._stand_down(agent_id, hosted)
                     raise
-                if queued is not None:
+                if isinstance(queued, uuid.UUID):
+                    self._resume(hosted, queued)
+                elif queued is not None:
                     self._enqueue(hosted, queued)
                 return answer
 
@@ -241,13 +262,20 @@ class AgentHost:
         self.activations += 1
         interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
         if interrupted is not None:
-            future: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
-            hosted.results[str(interrupted)] = future
-            hosted.mailbox.put_nowait(("resume", interrupted, future))
+            self._resume(hosted, interrupted)
+        if await runtime.expire_approvals():
+            agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        for answered in await asyncio.to_thread(self.ledger.answered_parked_runs, agent):
+            self._resume(hosted, answered)
         for queued in await asyncio.to_thread(self.ledger.unstarted_runs, agent):
             self._enqueue(hosted, queued)
         hosted.consumer = asyncio.create_task(self._drain(agent_id, hosted))
         return hosted
+
+    def _resume(self, hosted: _Hosted, run_id: uuid.UUID) -> None:
+        future: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        hosted.results[str(run_id)] = future
+        hosted.mailbox.put_nowait(("resume", run_id, future))
 
     def _enqueue(self, hosted: _Hosted, queued: ev.RunQueued) -> None:
         future: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()

@@ -10,7 +10,7 @@ and verdicts the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, Self, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -22,6 +22,7 @@ from events.catalog import LedgerEvent, Stream
 AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
 ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
+ANSWERED_APPROVALS_KEPT = 1000
 """Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
 HEARTBEAT = "heartbeat"
 """The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
@@ -43,6 +44,11 @@ def run_stream_id(agent_id: str, run_no: int) -> UUID:
     return uuid5(agent_stream_id(agent_id), f"run/{run_no}")
 
 
+def approval_id_for(run_id: UUID, call_id: str) -> str:
+    """One approval per call: a resumed run finds the answer to the call it parked at."""
+    return str(uuid5(run_id, f"approval/{call_id}"))
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 
@@ -55,6 +61,28 @@ class ActiveSchedule(msgspec.Struct):
     fire_at: datetime | None = None
     backend_id: str | None = None
     last_fire_time: datetime | None = None
+
+
+class Approval(msgspec.Struct):
+    """A call waiting for (or given) a person's answer."""
+
+    run_id: UUID
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    approvers: list[str]
+    requested_at: datetime
+    expires_at: datetime
+    status: Literal["pending", "granted", "denied", "expired"] = "pending"
+    by: str = ""
+    note: str = ""
+    answered_at: datetime | None = None
+    edited_arguments: dict[str, Any] | None = None
+
+
+class ApprovalClosed(ValueError):
+    """An answer to an approval that is unknown or already answered (nothing recorded)."""
 
 
 class AgentState(msgspec.Struct):
@@ -82,6 +110,8 @@ class AgentState(msgspec.Struct):
     """Tools the operator disabled (ToolsChanged), sorted: hidden from the model and refused."""
     app_error: str | None = None
     """Why the app does not load (the last AppLoadFailed), until an identity loads again."""
+    approvals: dict[str, Approval] = {}
+    """Pending approvals, and the latest answered ones (a parked run reads its answer here)."""
     memories: list[UUID] = []
     """The agent's active memories (MemoryAdded, not archived or forgotten), oldest first: what
     the memory limit counts and, at the limit, which are archived."""
@@ -295,6 +325,78 @@ class Agent(_Aggregate):
             return "missed", missed
         return "fire", ""
 
+    def request_approval(
+        self,
+        run_id: UUID,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        reason: str,
+        approvers: Collection[str],
+        timeout_s: float,
+    ) -> str:
+        """Record that a call waits for approval; its id (the same for the same call)."""
+        approval_id = approval_id_for(run_id, call_id)
+        self.record(
+            ev.ApprovalRequested,
+            approval_id=approval_id,
+            run_id=run_id,
+            call_id=call_id,
+            tool=tool,
+            arguments=arguments,
+            reason=reason,
+            approvers=list(approvers),
+            expires_at=now() + timedelta(seconds=timeout_s),
+        )
+        return approval_id
+
+    def approval_for(self, run_id: UUID, call_id: str) -> Approval | None:
+        return self.state.approvals.get(approval_id_for(run_id, call_id))
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        approve: bool,
+        by: str,
+        note: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> Approval:
+        """Record a person's answer; ApprovalClosed when there is nothing to answer (unknown,
+        answered, past its expiry) or ``by`` may not answer it. The approval as answered."""
+        approval = self.state.approvals.get(approval_id)
+        if approval is None:
+            raise ApprovalClosed(f"no approval {approval_id!r} for agent {self.agent_id}")
+        if approval.status == "pending" and approval.expires_at <= now():
+            raise ApprovalClosed(f"approval {approval_id} expired at {approval.expires_at}")
+        if approval.status != "pending":
+            raise ApprovalClosed(f"approval {approval_id} is already {approval.status}")
+        if approval.approvers and by not in approval.approvers:
+            raise ApprovalClosed(
+                f"{by!r} may not answer approval {approval_id} (approvers: "
+                f"{', '.join(approval.approvers)})"
+            )
+        if approve:
+            self.record(
+                ev.ApprovalGranted, approval_id=approval_id, by=by, note=note, arguments=arguments
+            )
+        else:
+            self.record(ev.ApprovalDenied, approval_id=approval_id, by=by, note=note)
+        return approval
+
+    def expire_approvals(self, at: datetime) -> list[UUID]:
+        """Record ApprovalExpired for pending approvals past their time; their runs."""
+        due = [
+            (approval_id, a.run_id)
+            for approval_id, a in self.state.approvals.items()
+            if a.status == "pending" and a.expires_at <= at
+        ]
+        for approval_id, _ in due:
+            self.record(ev.ApprovalExpired, approval_id=approval_id)
+        return [run_id for _, run_id in due]
+
+    def pending_approvals(self) -> list[tuple[str, Approval]]:
+        return [(i, a) for i, a in self.state.approvals.items() if a.status == "pending"]
+
     def add_memory(self, memory_id: UUID, run_id: UUID, limit: int) -> list[UUID]:
         """Count a run's new memory among the agent's active ones (MemoryAdded); at ``limit``
         active memories, the oldest are archived first (MemoryArchived) to make room. The
@@ -400,6 +502,42 @@ class Agent(_Aggregate):
         if e.memory_id in self.state.memories:
             self.state.memories.remove(e.memory_id)
 
+    def _on_ApprovalRequested(self, e: ev.ApprovalRequested) -> None:
+        self.state.approvals[e.approval_id] = Approval(
+            run_id=e.run_id,
+            call_id=e.call_id,
+            tool=e.tool,
+            arguments=dict(e.arguments),
+            reason=e.reason,
+            approvers=list(e.approvers),
+            requested_at=e.timestamp,
+            expires_at=e.expires_at,
+        )
+
+    def _answered(
+        self, approval_id: str, status: Literal["granted", "denied", "expired"], e: LedgerEvent
+    ) -> Approval | None:
+        approval = self.state.approvals.get(approval_id)
+        if approval is None or approval.status != "pending":
+            return None
+        approval.status, approval.answered_at = status, e.timestamp
+        answered = [i for i, a in self.state.approvals.items() if a.status != "pending"]
+        for old in answered[: max(0, len(answered) - ANSWERED_APPROVALS_KEPT)]:
+            del self.state.approvals[old]
+        return approval
+
+    def _on_ApprovalGranted(self, e: ev.ApprovalGranted) -> None:
+        if (approval := self._answered(e.approval_id, "granted", e)) is not None:
+            approval.by, approval.note = e.by, e.note
+            approval.edited_arguments = dict(e.arguments) if e.arguments is not None else None
+
+    def _on_ApprovalDenied(self, e: ev.ApprovalDenied) -> None:
+        if (approval := self._answered(e.approval_id, "denied", e)) is not None:
+            approval.by, approval.note = e.by, e.note
+
+    def _on_ApprovalExpired(self, e: ev.ApprovalExpired) -> None:
+        self._answered(e.approval_id, "expired", e)
+
     def _on_BudgetExceeded(self, e: ev.BudgetExceeded) -> None:
         self.state.budget_exceeded += 1
 
@@ -462,6 +600,9 @@ class Run(_Aggregate):
     _on_ToolCallDenied = _on_ToolCallRejected = _refuse_call
     _on_ToolCallSucceeded = _on_ToolCallFailed = _close_call
     _on_ToolCallTimedOut = _on_ToolOutcomeUnknown = _close_call
+
+    def _on_RunParked(self, e: ev.RunParked) -> None:
+        self.state.status = "parked"
 
     def _on_RunInterrupted(self, e: ev.RunInterrupted) -> None:
         self.state.status = "interrupted"

@@ -199,6 +199,41 @@ class MemoryForgotten(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID
 
 
+class ApprovalRequested(_AgentEvent, frozen=True, kw_only=True):
+    """A run's tool call waits for a person's yes (governance ask / ask_if / default); the run
+    parks (RunParked) until ApprovalGranted, ApprovalDenied or ApprovalExpired."""
+
+    approval_id: str
+    run_id: UUID
+    call_id: str
+    tool: str
+    arguments: JSON
+    reason: str
+    approvers: list[str]
+    """Who may answer; empty: any operator."""
+    expires_at: datetime
+
+
+class ApprovalGranted(_AgentEvent, frozen=True, kw_only=True):
+    approval_id: str
+    by: str
+    note: str = ""
+    arguments: JSON | None = None
+    """Arguments the approver edited (validated against the tool's schema), or None."""
+
+
+class ApprovalDenied(_AgentEvent, frozen=True, kw_only=True):
+    approval_id: str
+    by: str
+    note: str = ""
+
+
+class ApprovalExpired(_AgentEvent, frozen=True, kw_only=True):
+    """Nobody answered in time: the call is denied."""
+
+    approval_id: str
+
+
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID | None
     budget: str
@@ -309,6 +344,14 @@ class MemoryRemembered(_RunEvent, frozen=True, kw_only=True):
     memory_id: UUID
     content: str
     tags: list[str] = []
+
+
+class RunParked(_RunEvent, frozen=True, kw_only=True):
+    """The run stopped at a call waiting for approval; no process holds it. The answer resumes
+    it from its recorded steps (RunResumed)."""
+
+    approval_id: str
+    call_id: str
 
 
 class RunInterrupted(_RunEvent, frozen=True, kw_only=True):

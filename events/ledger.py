@@ -274,13 +274,20 @@ class Ledger:
         return agent
 
     def interrupted_run(self, agent: Agent) -> UUID | None:
-        """The agent's latest started run if it has no end event (its process stopped mid-run).
-        Runs of an agent run one at a time, so only the latest started one can be open."""
+        """The agent's latest started run if it has no end event and is not parked for an
+        approval (its process stopped mid-run). Runs of an agent run one at a time, so only
+        the latest started one can be open."""
         for run_no in range(agent.state.run_count, 0, -1):
             run_id = run_stream_id(agent.agent_id, run_no)
             if self._recorder.select_events(run_id, limit=1):
-                return None if self.load_run(run_id).state.ended else run_id
+                state = self.load_run(run_id).state
+                return None if state.ended or state.status == "parked" else run_id
         return None
+
+    def answered_parked_runs(self, agent: Agent) -> list[UUID]:
+        """Runs parked for an approval that has been answered (or expired) since: to resume."""
+        answered = {a.run_id for a in agent.state.approvals.values() if a.status != "pending"}
+        return [r for r in sorted(answered) if self.load_run(r).state.status == "parked"]
 
     def unstarted_runs(self, agent: Agent) -> list[ev.RunQueued]:
         """Queued runs that never started (their process stopped first), oldest first."""

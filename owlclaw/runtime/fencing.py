@@ -18,6 +18,9 @@ FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
     ev.InboundReceived,
     ev.AppAttached,
     ev.ToolsChanged,
+    ev.ApprovalGranted,
+    ev.ApprovalDenied,
+    ev.ApprovalExpired,
 )
 """Agent-stream events other writers append that the runtime's own facts commute with."""
 OWN_COMMITS_KEPT = 1000

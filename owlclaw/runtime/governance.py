@@ -1,6 +1,6 @@
 """What an agent may do: visible tools (tools the operator disabled, allow/deny lists and skill
-constraints; deny wins), per-tool rate limits (enforced by ``rate_limits.RateLimiter``) and a
-daily token/cost budget.
+constraints; deny wins), which calls wait for a person's approval (ask, ask_if, the default),
+per-tool rate limits (enforced by ``rate_limits.RateLimiter``) and a daily token/cost budget.
 
 Every filtered tool carries its reason, so "why couldn't the agent do X" is answered by the
 ledger (VisibleToolsResolved, ToolCallDenied, BudgetExceeded).
@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
-from typing import Annotated, Any
+from fnmatch import fnmatchcase
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from events import Ledger
 from events.aggregates import Agent, run_stream_id
 from owlclaw.app import RateLimit, Skill
+from owlclaw.runtime.conditions import Condition, ConditionError
 
 OPERATOR_DISABLED = "disabled by the operator (owlclaw tools --enable re-enables it)"
 
@@ -25,9 +27,20 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The ``[governance]`` table of an app's owlclaw.toml."""
 
     allow: tuple[str, ...] = ()
-    """Only these tools are visible; empty means all."""
+    """Only these tools are visible; empty means all. Globs (``send_*``), like deny and ask."""
     deny: tuple[str, ...] = ()
     """Never visible, even when allowed."""
+    ask: tuple[str, ...] = ()
+    """Calls to these tools wait for a person's approval (deny wins over ask, ask over allow)."""
+    ask_if: dict[str, str] = {}
+    """Tool name -> condition on its arguments (``"amount > 1000"``) under which a call waits
+    for approval; see ``owlclaw.runtime.conditions``."""
+    default: Literal["allow", "ask"] = "allow"
+    """What a visible tool that neither ``ask`` nor ``ask_if`` names does."""
+    approvers: tuple[str, ...] = ()
+    """Who may answer this agent's approvals; empty means any operator."""
+    approval_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400.0
+    """A request nobody answers in this time expires, which counts as denied."""
     rate_limits: dict[str, RateLimit] = {}
     """Tool name -> at most ``calls`` calls per ``per_seconds`` for this agent."""
     daily_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
@@ -40,9 +53,23 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         """Validate the table; ValueError names ``source`` and the offending field."""
         table = config.get("governance", {})
         try:
-            return msgspec.convert(table, cls)
+            governance = msgspec.convert(table, cls)
         except msgspec.ValidationError as e:
             raise ValueError(f"{source}: [governance] {_named(e, table)}") from e
+        for tool, text in governance.ask_if.items():
+            try:
+                Condition.parse(text)
+            except ConditionError as e:
+                raise ValueError(f"{source}: [governance] ask_if.{tool}: {e}") from e
+        return governance
+
+    def approval_reason(self, tool: str, arguments: Mapping[str, Any]) -> str | None:
+        """Why a call of a visible tool waits for approval, or None when it may go ahead."""
+        if _matches(tool, self.ask):
+            return "governance.ask names it"
+        if (text := self.ask_if.get(tool)) is not None:
+            return f"ask_if: {text}" if Condition.parse(text).holds(arguments) else None
+        return "the agent's default is ask" if self.default == "ask" else None
 
     def resolve(
         self,
@@ -63,9 +90,9 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             skill = (skills or {}).get(name)
             if name in disabled:
                 filtered[name] = OPERATOR_DISABLED
-            elif name in self.deny:
+            elif _matches(name, self.deny):
                 filtered[name] = "denied by governance.deny"
-            elif self.allow and name not in self.allow:
+            elif self.allow and not _matches(name, (*self.allow, *self.ask, *self.ask_if)):
                 filtered[name] = "not in governance.allow"
             elif skill is not None and (reason := skill_hides(skill, at)) is not None:
                 filtered[name] = reason
@@ -81,6 +108,10 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             if s.meta.owlclaw.constraints.rate_limit is not None
         }
         return {**limits, **self.rate_limits}
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _named(error: msgspec.ValidationError, table: Any) -> str:

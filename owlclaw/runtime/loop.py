@@ -34,6 +34,7 @@ from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.replay import RecordedRun
+from owlclaw.runtime.approvals import ApprovalAnswer, checked_edit
 from owlclaw.runtime.builtin_tools import agent_tools
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
@@ -49,6 +50,7 @@ from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.executor import (
     CallSite,
+    Parked,
     Settled,
     ToolLimits,
     call_tool,
@@ -224,6 +226,31 @@ class AgentRuntime:
         agent, positions = await self._append(agent, over=None)
         return ToolsChange(self.agent_id, list(agent.state.disabled_tools), positions[-1])
 
+    async def answer_approval(
+        self,
+        approval_id: str,
+        approve: bool,
+        by: str,
+        note: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> ApprovalAnswer:
+        """Record a person's answer as the agent's writer. ApprovalClosed (nothing to answer)
+        or ToolArgumentsInvalid (edited arguments outside the tool's schema): nothing recorded.
+        The run to resume is in the answer."""
+        agent = await self._io_call(self._prepare_agent)
+        checked_edit(agent, approval_id, arguments, self.tools())
+        approval = agent.answer_approval(approval_id, approve, by, note, arguments)
+        agent, positions = await self._append(agent)
+        return ApprovalAnswer.of(agent, approval_id, approval.run_id, positions[-1])
+
+    async def expire_approvals(self) -> list[UUID]:
+        """Record ApprovalExpired for this agent's overdue approvals; the runs to resume."""
+        agent = await self._io_call(self._prepare_agent)
+        runs = agent.expire_approvals(now())
+        if runs:
+            await self._append(agent)
+        return runs
+
     async def load(self) -> None:
         """Load the agent and its app now, committing what that recorded (IdentityLoaded,
         AppLoadFailed), so a host activating the agent shows a broken app before any run."""
@@ -260,17 +287,20 @@ class AgentRuntime:
         await self._commit(state)
 
     async def resume(self, run_id: UUID) -> RunResult:
-        """Finish a run whose process stopped mid-run: its recorded model responses are served
-        again without calling a model, tools whose outcome is recorded are not repeated, a call
-        without a recorded outcome is recorded as ToolOutcomeUnknown (and re-executed only if the
-        tool is idempotent); after the recorded steps the run goes on with the model."""
+        """Finish a run whose process stopped mid-run, or that was parked for an approval now
+        answered: its recorded model responses are served again without calling a model, tools
+        whose outcome is recorded are not repeated, a call without a recorded outcome is
+        recorded as ToolOutcomeUnknown (and re-executed only if the tool is idempotent); after
+        the recorded steps the run goes on with the model (a parked call goes through the
+        pipeline again, now answered). Each resumed segment has the whole run timeout."""
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
         run = await self._io_call(self.ledger.load_run, run_id)
         recorded = RecordedRun(run_id, await self._io_call(self.ledger.stream, run_id))
         state = RunProgress(agent, run, started)
         state.resumed, state.replaying = recorded, deque(recorded.messages)
-        run.record(ev.RunInterrupted, reason="the process running it stopped")
+        if run.state.status != "parked":
+            run.record(ev.RunInterrupted, reason="the process running it stopped")
         run.record(ev.RunResumed, from_version=run.version - 1)
         start = recorded.started
         with tracing.run_trace(run.id, self.agent_id, start.trigger, start.focus) as span:
@@ -411,6 +441,8 @@ class AgentRuntime:
             raise
         except StreamConflict:
             raise
+        except Parked:  # waits for a person's answer: committed, not ended
+            pass
         except Exception as e:
             run.end(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)
@@ -644,6 +676,7 @@ class AgentRuntime:
             scope=scope,
             commit=commit,
             agent_id=self.agent_id,
+            governance=self.governance,
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from events import catalog as ev
+from events.aggregates import Agent, Approval, Run
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.tools.executor import LiveExecution, Settled, ToolLimits, encode_told, truncate
 from owlclaw.tools.tool import Tool, ToolContext
@@ -57,6 +58,11 @@ class Replay:
 
     def recorded_arguments(self, call_id: str) -> dict[str, Any] | None:
         return self.recorded.arguments(call_id)
+
+    def approval(self, agent: Agent, run: Run, call_id: str) -> Approval | None:
+        """The answer the agent recorded for the recorded run's call (the replay's own run
+        is a new one)."""
+        return agent.approval_for(self.recorded.run_id, call_id)
 
     async def settle(
         self, tool: Tool | None, params: Any, ctx: ToolContext, limits: ToolLimits

@@ -25,6 +25,9 @@ from owlclaw.runtime.loop import AgentRuntime
 
 EFFECTS = (ev.DecisionLogged, ev.MemoryRemembered, ev.RunWarning, ev.RunStarted)
 """Events a tool's execution or the environment writes: taken from the record, not compared."""
+PAUSES = (ev.RunParked, ev.RunInterrupted, ev.RunResumed)
+"""Where a run stopped and went on (an approval, a crash): the replay runs straight through,
+deciding each parked call with the answer the agent recorded."""
 
 
 @dataclass
@@ -66,7 +69,9 @@ def fingerprint(event: ev.LedgerEvent) -> tuple[Any, ...]:  # noqa: PLR0911 - on
 
 
 def _steps(events: list[ev.LedgerEvent]) -> list[tuple[Any, ...]]:
-    return [fingerprint(e) for e in events if e.stream == "run" and not isinstance(e, EFFECTS)]
+    return [
+        fingerprint(e) for e in events if e.stream == "run" and not isinstance(e, EFFECTS + PAUSES)
+    ]
 
 
 def replay_run(

@@ -1,7 +1,11 @@
 """The tool pipeline: every call the model makes goes through these stages, in this order.
 
-parse → govern → rate-limit → (write-ahead ToolCallRequested) → execute with a timeout →
-classify errors → retry idempotent tools → make the result JSON-safe → truncate → record.
+parse → govern → approve → rate-limit → (write-ahead ToolCallRequested) → execute with a
+timeout → classify errors → retry idempotent tools → make the result JSON-safe → truncate →
+record.
+
+A call that needs a person's approval parks its run (``Parked``) until the answer is recorded;
+the run then resumes from its recorded steps and this call comes through again, answered.
 
 Refusals (rejected, denied, rate-limited) are recorded without a ToolCallRequested and still
 count toward the run's call limit (the Run aggregate counts them). What "execute" means is the
@@ -17,13 +21,13 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential_jitter
 
 from events import catalog as ev
-from events.aggregates import Run
+from events.aggregates import Agent, Approval, Run, approval_id_for
 from owlclaw import tracing
 from owlclaw.tools.errors import ToolError, unknown_tool
 from owlclaw.tools.tool import RunScope, Tool, ToolContext, idempotency_key
@@ -32,6 +36,17 @@ TRACEBACK_CHARS = 4000
 REJECTED_TEXT_CHARS = 2000
 RETRY_INITIAL_S, RETRY_MAX_S = 0.05, 2.0
 log = logging.getLogger("owlclaw.tools")
+
+if TYPE_CHECKING:
+    from owlclaw.runtime.governance import Governance
+
+
+class Parked(Exception):
+    """The run waits for approval ``approval_id``: it stops here, committed, not ended."""
+
+    def __init__(self, approval_id: str):
+        super().__init__(approval_id)
+        self.approval_id = approval_id
 
 
 class Admits(Protocol):
@@ -74,6 +89,10 @@ class Execution(Protocol):
         """A replay's arguments for a tool this process does not load."""
         ...
 
+    def approval(self, agent: Agent, run: Run, call_id: str) -> Approval | None:
+        """The answer (or pending request) for a call that needs approval, if it was asked."""
+        ...
+
 
 @dataclass
 class CallSite:
@@ -89,6 +108,7 @@ class CallSite:
     commit: Callable[[], Awaitable[None]]
     """Makes what the run recorded durable (the write-ahead of a request)."""
     agent_id: str
+    governance: Governance
 
     @property
     def run(self) -> Run:
@@ -114,6 +134,10 @@ async def call_tool(site: CallSite, call_id: str, name: str, arguments: str) -> 
             error=f"tool {name!r} is not available: {hidden}", error_code="TOOL_DENIED"
         )
         return refuse(site.run, ev.ToolCallDenied, told, call_id=call_id, tool=name, reason=hidden)
+    approved = approve(site, call_id, name, params)
+    if isinstance(approved, Settled):
+        return approved
+    params = approved
     if (limited := rate_limit(site, name)) is not None:
         told = ToolError(error=limited, error_code="RATE_LIMITED", retryable=True)
         return refuse(site.run, ev.ToolCallDenied, told, call_id=call_id, tool=name, reason=limited)
@@ -159,6 +183,61 @@ def govern(site: CallSite, name: str) -> str | None:
     return site.hidden.get(name)
 
 
+def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
+    """The parameters to execute with (an approver may have edited them), a refusal when the
+    approval was denied or expired, or ``Parked`` when the call waits for an answer (asked now:
+    ApprovalRequested on the agent, RunParked on the run)."""
+    arguments = msgspec.to_builtins(params)
+    reason = site.governance.approval_reason(name, arguments)
+    if reason is None:
+        return params
+    scope = site.scope()
+    approval = site.execution.approval(scope.agent, scope.run, call_id)
+    if approval is None:
+        approval_id = scope.agent.request_approval(
+            scope.run.id,
+            call_id,
+            name,
+            arguments,
+            reason,
+            site.governance.approvers,
+            site.governance.approval_timeout_s,
+        )
+        scope.run.record(ev.RunParked, approval_id=approval_id, call_id=call_id)
+        raise Parked(approval_id)
+    if approval.status == "pending":
+        scope.run.record(
+            ev.RunParked, approval_id=approval_id_for(scope.run.id, call_id), call_id=call_id
+        )
+        raise Parked(approval_id_for(scope.run.id, call_id))
+    if approval.status == "granted":
+        if approval.edited_arguments is None:
+            return params
+        edited = site.tools[name].spec.parse(approval.edited_arguments)
+        if isinstance(edited, ToolError):  # the tool's schema changed since the answer
+            return refuse(
+                scope.run,
+                ev.ToolCallRejected,
+                edited,
+                call_id=call_id,
+                tool=name,
+                error=edited.error,
+                arguments_text=printable(str(approval.edited_arguments)),
+            )
+        return edited
+    if approval.status == "denied":
+        told = ToolError(
+            error=f"denied by {approval.by}" + (f": {approval.note}" if approval.note else ""),
+            error_code="APPROVAL_DENIED",
+        )
+    else:
+        told = ToolError(
+            error=f"nobody approved the call before {approval.expires_at.isoformat()}",
+            error_code="APPROVAL_EXPIRED",
+        )
+    return refuse(scope.run, ev.ToolCallDenied, told, call_id=call_id, tool=name, reason=told.error)
+
+
 def rate_limit(site: CallSite, name: str) -> str | None:
     """Why the call exceeds the tool's rate limit (an admitted call is counted). Wall-clock
     time: windows are loaded from the ledger's timestamps (owlclaw.runtime.rate_limits)."""
@@ -187,6 +266,9 @@ class LiveExecution:
 
     def recorded_arguments(self, call_id: str) -> dict[str, Any] | None:
         return None
+
+    def approval(self, agent: Agent, run: Run, call_id: str) -> Approval | None:
+        return agent.approval_for(run.id, call_id)
 
 
 async def with_retries(

@@ -1,0 +1,118 @@
+"""Answering approvals: a person says yes or no to a call a run parked at.
+
+Like every write that reaches an agent, an answer goes through the agent's one writer when
+``owlclaw run`` serves it (``AgentRuntime.answer_approval``, reached with ``POST
+/approvals/{id}``), which then resumes the parked run; with no server serving the agent, the CLI
+records it directly (``answer_directly``) and the run resumes when a host next activates the
+agent. An answer commutes with the agent's other facts, so a conflicting append is re-recorded
+on top of the stream as it is then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from events import Ledger
+from events.aggregates import Agent, Approval, ApprovalClosed
+from owlclaw.tools.errors import ToolError
+from owlclaw.tools.tool import Tool
+
+
+class ToolArgumentsInvalid(ValueError):
+    """An approver's edited arguments do not fit the tool's schema (nothing recorded)."""
+
+
+class ApprovalAnswer(msgspec.Struct, frozen=True):
+    approval_id: str
+    agent_id: str
+    run_id: str
+    status: str
+    position: int
+
+    @classmethod
+    def of(cls, agent: Agent, approval_id: str, run_id: UUID, position: int) -> ApprovalAnswer:
+        status = agent.state.approvals[approval_id].status
+        return cls(approval_id, agent.agent_id, str(run_id), status, position)
+
+
+class PendingApproval(msgspec.Struct, frozen=True):
+    """What ``owlclaw approvals`` and ``GET /approvals`` list."""
+
+    approval_id: str
+    agent_id: str
+    run_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    approvers: list[str]
+    requested_at: str
+    expires_at: str
+
+    @classmethod
+    def of(cls, agent_id: str, approval_id: str, approval: Approval) -> PendingApproval:
+        return cls(
+            approval_id,
+            agent_id,
+            str(approval.run_id),
+            approval.tool,
+            approval.arguments,
+            approval.reason,
+            approval.approvers,
+            approval.requested_at.isoformat(),
+            approval.expires_at.isoformat(),
+        )
+
+
+def checked_edit(
+    agent: Agent, approval_id: str, arguments: dict[str, Any] | None, tools: Mapping[str, Tool]
+) -> None:
+    """ToolArgumentsInvalid when an approver's edited arguments do not fit the tool."""
+    approval = agent.state.approvals.get(approval_id)
+    if approval is None or arguments is None:
+        return
+    tool = tools.get(approval.tool)
+    if tool is None:
+        raise ToolArgumentsInvalid(f"the agent's app no longer has tool {approval.tool!r}")
+    parsed = tool.spec.parse(arguments)
+    if isinstance(parsed, ToolError):
+        raise ToolArgumentsInvalid(f"edited arguments of {approval.tool}: {parsed.error}")
+
+
+def pending(ledger: Ledger, agent_ids: list[str]) -> list[PendingApproval]:
+    """The pending approvals of these agents, oldest first."""
+    found = []
+    for agent_id in agent_ids:
+        agent = ledger.load_agent(agent_id)
+        found += [PendingApproval.of(agent_id, i, a) for i, a in agent.pending_approvals()]
+    return sorted(found, key=lambda p: p.requested_at)
+
+
+def agent_of(ledger: Ledger, approval_id: str, agent_ids: list[str]) -> str:
+    """The agent that asked for ``approval_id``; ApprovalClosed if none did."""
+    for agent_id in agent_ids:
+        if approval_id in ledger.load_agent(agent_id).state.approvals:
+            return agent_id
+    raise ApprovalClosed(f"no approval {approval_id!r}")
+
+
+def answer_directly(
+    ledger: Ledger,
+    agent_id: str,
+    approval_id: str,
+    approve: bool,
+    by: str,
+    note: str = "",
+    arguments: dict[str, Any] | None = None,
+    tools: Mapping[str, Tool] | None = None,
+) -> ApprovalAnswer:
+    """Record an answer from outside the agent's writer (no server serves it)."""
+    agent = ledger.load_agent(agent_id)
+    if tools is not None:
+        checked_edit(agent, approval_id, arguments, tools)
+    approval = agent.answer_approval(approval_id, approve, by, note, arguments)
+    agent, positions = ledger.append_rebasing(agent)
+    return ApprovalAnswer.of(agent, approval_id, approval.run_id, positions[-1])

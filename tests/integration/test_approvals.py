@@ -1,0 +1,199 @@
+"""Human approval of tool calls on the real ledger: a call the governance asks about parks its
+run (nothing held in memory), the answer is recorded on the agent's stream, and the run resumes
+from its recorded steps — on another host after a restart, too."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from actors.host import AgentHost
+from events import Ledger
+from events import catalog as ev
+from events.aggregates import ApprovalClosed
+from owlclaw.app import load_app
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.llm.scripted import register_script
+from owlclaw.runtime.app_code import AppCode
+from owlclaw.runtime.approvals import ToolArgumentsInvalid, answer_directly, pending
+from owlclaw.runtime.loop import RunResult
+from owlclaw.runtime.verify import ReplayReport, replay_run
+from tests.apps import make_app
+from tests.scripted import call
+
+pytestmark = pytest.mark.integration
+
+HANDLERS = """
+from pathlib import Path
+from owlclaw import Registry
+
+registry = Registry()
+
+
+@registry.capability("Place an order.")
+def place_order(symbol: str, amount: float) -> dict:
+    with Path({orders!r}).open("a") as f:
+        f.write(f"{{symbol}} {{amount}}\\n")
+    return {{"placed": symbol, "amount": amount}}
+"""
+
+
+def trader(tmp_path: Path, agent_id: str, governance: str) -> tuple[str, Path]:
+    orders = tmp_path / f"{agent_id}-orders.txt"
+    root = make_app(tmp_path / agent_id, config=f"[governance]\n{governance}\n")
+    (root / "handlers.py").write_text(HANDLERS.format(orders=str(orders)))
+    register_script(
+        agent_id,
+        [{"tool_calls": [call("place_order", symbol="ACME", amount=5000)]}, {"content": "ok"}],
+    )
+    return str(root), orders
+
+
+def config(agent_id: str) -> OwlClawConfig:
+    return OwlClawConfig(runtime=RuntimeConfig(models=(f"scripted/{agent_id}",)))
+
+
+async def park(ledger: Ledger, agent_id: str) -> tuple[str, str]:
+    """Run the agent until it parks; (run id, approval id). The host then stops."""
+    host = AgentHost(ledger, config(agent_id))
+    try:
+        run_id = await host.submit(agent_id, "webhook", focus="buy ACME")
+        result = await host.result(agent_id, run_id)
+    finally:
+        await host.close()
+    assert result.status == "parked"
+    [approval] = pending(ledger, [agent_id])
+    assert approval.run_id == run_id and approval.tool == "place_order"
+    return run_id, approval.approval_id
+
+
+async def resumed(ledger: Ledger, agent_id: str, run_id: str) -> RunResult:
+    """A new host activates the agent: an answered parked run resumes first."""
+    host = AgentHost(ledger, config(agent_id))
+    try:
+        return await host.result(agent_id, run_id)
+    finally:
+        await host.close()
+
+
+def run_events(ledger: Ledger, run_id: str) -> list[ev.LedgerEvent]:
+    import uuid
+
+    return ledger.stream(uuid.UUID(run_id))
+
+
+def test_approved_after_the_host_stopped_the_call_runs_once_on_a_new_host(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    app, orders = trader(tmp_path, "asker", 'ask_if = { place_order = "amount > 1000" }')
+    ledger.register_agent("asker", app)
+    run_id, approval_id = asyncio.run(park(ledger, "asker"))
+    assert not orders.exists()  # nothing ran while parked
+    kinds = [type(e).__name__ for e in run_events(ledger, run_id)]
+    assert kinds[-1] == "RunParked" and "ToolCallRequested" not in kinds
+
+    answered = answer_directly(ledger, "asker", approval_id, True, "alice", "fine")
+    assert answered.status == "granted" and answered.run_id == run_id
+    result = asyncio.run(resumed(ledger, "asker", run_id))
+    assert result.status == "completed"
+    assert orders.read_text() == "ACME 5000.0\n"  # exactly once
+    events = run_events(ledger, run_id)
+    assert [type(e).__name__ for e in events].count("ToolCallSucceeded") == 1
+    assert "RunInterrupted" not in [type(e).__name__ for e in events]
+    assert pending(ledger, ["asker"]) == []
+    with pytest.raises(ApprovalClosed, match="already granted"):
+        answer_directly(ledger, "asker", approval_id, False, "bob")
+    assert verified(ledger, "asker", app).matched
+
+
+def test_denied_the_model_is_told_who_denied_it_and_the_run_ends_as_scripted(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    app, orders = trader(tmp_path, "denied", 'ask = ["place_*"]')
+    ledger.register_agent("denied", app)
+    run_id, approval_id = asyncio.run(park(ledger, "denied"))
+    answer_directly(ledger, "denied", approval_id, False, "bob", "too big")
+    result = asyncio.run(resumed(ledger, "denied", run_id))
+    assert result.status == "completed" and not orders.exists()
+    [denied] = [e for e in run_events(ledger, run_id) if isinstance(e, ev.ToolCallDenied)]
+    assert denied.reason == "denied by bob: too big"
+    assert verified(ledger, "denied", app).matched
+
+
+def test_an_approval_nobody_answers_expires_as_a_denial(ledger: Ledger, tmp_path: Path) -> None:
+    app, orders = trader(tmp_path, "expiry", 'ask = ["place_order"]\napproval_timeout_s = 0.2')
+    ledger.register_agent("expiry", app)
+    run_id, approval_id = asyncio.run(park(ledger, "expiry"))
+    [waiting] = pending(ledger, ["expiry"])
+    deadline = time.time() + 5
+    while time.time() < deadline and waiting.expires_at >= _now_iso():
+        time.sleep(0.05)
+    with pytest.raises(ApprovalClosed, match="expired"):
+        answer_directly(ledger, "expiry", approval_id, True, "alice")
+    result = asyncio.run(resumed(ledger, "expiry", run_id))  # activation records the expiry
+    assert result.status == "completed" and not orders.exists()
+    agent_kinds = [type(e).__name__ for e in ledger.stream(ledger.load_agent("expiry").id)]
+    assert agent_kinds.count("ApprovalExpired") == 1
+    [denied] = [e for e in run_events(ledger, run_id) if isinstance(e, ev.ToolCallDenied)]
+    assert denied.reason.startswith("nobody approved the call before")
+
+
+def test_edited_arguments_are_checked_against_the_tool_and_used(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    app, orders = trader(tmp_path, "edited", 'ask = ["place_order"]')
+    ledger.register_agent("edited", app)
+    run_id, approval_id = asyncio.run(park(ledger, "edited"))
+
+    async def answer(arguments: dict[str, object]) -> str:
+        host = AgentHost(ledger, config("edited"))
+        try:
+            answered = await host.answer_approval(
+                "edited", approval_id, True, "carol", arguments=arguments
+            )
+            return (await host.result("edited", answered.run_id)).status
+        finally:
+            await host.close()
+
+    before = len(ledger.stream(ledger.load_agent("edited").id))
+    with pytest.raises(ToolArgumentsInvalid, match="amount"):
+        asyncio.run(answer({"symbol": "ACME", "amount": "a lot"}))
+    assert len(ledger.stream(ledger.load_agent("edited").id)) == before  # nothing recorded
+    assert asyncio.run(answer({"symbol": "ACME", "amount": 900})) == "completed"
+    assert orders.read_text() == "ACME 900.0\n"
+    [requested] = [e for e in run_events(ledger, run_id) if isinstance(e, ev.ToolCallRequested)]
+    assert requested.arguments == {"symbol": "ACME", "amount": 900.0}
+
+
+def test_calls_below_the_condition_do_not_wait(ledger: Ledger, tmp_path: Path) -> None:
+    app, orders = trader(tmp_path, "small", 'ask_if = { place_order = "amount > 10000" }')
+    ledger.register_agent("small", app)
+
+    async def run() -> RunResult:
+        host = AgentHost(ledger, config("small"))
+        try:
+            run_id = await host.submit("small", "webhook")
+            return await host.result("small", run_id)
+        finally:
+            await host.close()
+
+    assert asyncio.run(run()).status == "completed"
+    assert orders.read_text() == "ACME 5000.0\n"
+    assert pending(ledger, ["small"]) == []
+
+
+def verified(ledger: Ledger, agent_id: str, app_dir: str) -> ReplayReport:
+    """``owlclaw replay --verify`` of the agent's first run (parked, then resumed)."""
+    app = load_app(Path(app_dir))
+    assert app.handlers is not None
+    registry = AppCode(5.0).load(app.handlers)
+    return replay_run(ledger, agent_id, 1, app=app, registry=registry)
+
+
+def _now_iso() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat()
