@@ -20,6 +20,7 @@ from events import Ledger, UnknownAgent
 from events import catalog as ev
 from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
+from owlclaw.runtime.approvals import ApprovalAnswer
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -143,6 +144,21 @@ class AgentDirectory:
             agent_id, enable, disable
         )
         return change
+
+    async def answer_approval(
+        self,
+        agent_id: str,
+        approval_id: str,
+        approve: bool,
+        by: str,
+        note: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> ApprovalAnswer:
+        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        answer: ApprovalAnswer = await self.handle(agent_id).answer_approval.remote(
+            agent_id, approval_id, approve, by, note, arguments
+        )
+        return answer
 
     async def status(self, agent_id: str | None = None) -> HostStatus:
         """One agent's host, or (None) every host this directory has used, merged."""

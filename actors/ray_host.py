@@ -18,6 +18,7 @@ from events import Ledger
 from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
+from owlclaw.runtime.approvals import ApprovalAnswer
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -81,6 +82,17 @@ class AgentHostActor:
         self, agent_id: str, enable: list[str], disable: list[str]
     ) -> ToolsChange:
         return await self.host.change_tools(agent_id, enable, disable)
+
+    async def answer_approval(
+        self,
+        agent_id: str,
+        approval_id: str,
+        approve: bool,
+        by: str,
+        note: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> ApprovalAnswer:
+        return await self.host.answer_approval(agent_id, approval_id, approve, by, note, arguments)
 
     @ray.method(concurrency_group="control")
     def status(self, agent_id: str | None = None) -> HostStatus:

@@ -82,7 +82,12 @@ class Approval(msgspec.Struct):
 
 
 class ApprovalClosed(ValueError):
-    """An answer to an approval that is unknown or already answered (nothing recorded)."""
+    """An answer to an approval that is already answered or expired, or that this person may
+    not give (nothing recorded)."""
+
+
+class UnknownApproval(ApprovalClosed):
+    """No such approval."""
 
 
 class AgentState(msgspec.Struct):
@@ -365,7 +370,7 @@ class Agent(_Aggregate):
         answered, past its expiry) or ``by`` may not answer it. The approval as answered."""
         approval = self.state.approvals.get(approval_id)
         if approval is None:
-            raise ApprovalClosed(f"no approval {approval_id!r} for agent {self.agent_id}")
+            raise UnknownApproval(f"no approval {approval_id!r} for agent {self.agent_id}")
         if approval.status == "pending" and approval.expires_at <= now():
             raise ApprovalClosed(f"approval {approval_id} expired at {approval.expires_at}")
         if approval.status != "pending":

@@ -346,6 +346,14 @@ class Ledger:
             raise LedgerUnavailable(f"cannot read the ledger: {e}") from e
         return [LoggedEvent(n.id, self._decode(n, n.id)) for n in notifications]
 
+    def agent_ids(self) -> list[str]:
+        """Every registered agent, in registration order."""
+        ids, after = [], 0
+        while page := self.read(after, types=[ev.AgentRegistered]):
+            ids += [e.event.agent_id for e in page if isinstance(e.event, ev.AgentRegistered)]
+            after = page[-1].position
+        return ids
+
     def head(self) -> int:
         """The position of the last event readers can see (0 for an empty ledger)."""
         return self._recorder.max_notification_id() or 0

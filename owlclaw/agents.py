@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import msgspec
 
 from events import catalog as ev
+from owlclaw.runtime.approvals import ApprovalAnswer
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -74,6 +75,19 @@ class Agents(Protocol):
     ) -> ToolsChange:
         """Enable and disable the agent's tools (ToolsChanged) through its writer; UnknownTools
         (a ValueError) for a name its app does not have, and nothing is recorded."""
+        ...
+
+    async def answer_approval(
+        self,
+        agent_id: str,
+        approval_id: str,
+        approve: bool,
+        by: str,
+        note: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> ApprovalAnswer:
+        """Record a person's answer through the agent's writer and resume the parked run;
+        ApprovalClosed / ToolArgumentsInvalid (ValueErrors) and nothing recorded otherwise."""
         ...
 
     async def status(self, agent_id: str | None = None) -> HostStatus: ...

@@ -8,6 +8,7 @@ import httpx
 import msgspec
 
 from owlclaw.config import OwlClawConfig
+from owlclaw.runtime.approvals import ApprovalAnswer, PendingApproval
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.webhook import server_token
@@ -98,6 +99,28 @@ class ServerClient:
         """Enable and disable a served agent's tools through its writer."""
         body = {"enable": enable, "disable": disable}
         return msgspec.convert(self._call("POST", f"/agents/{agent_id}/tools", body), ToolsChange)
+
+    def approvals(self) -> list[PendingApproval]:
+        return msgspec.convert(self._call("GET", "/approvals"), list[PendingApproval])
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        approve: bool,
+        by: str,
+        note: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> ApprovalAnswer:
+        """Answer an approval through the served agent's writer (the run resumes at once)."""
+        body = {
+            "decision": "approve" if approve else "deny",
+            "by": by,
+            "note": note,
+            "arguments": arguments,
+        }
+        return msgspec.convert(
+            self._call("POST", f"/approvals/{approval_id}", body), ApprovalAnswer
+        )
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/status")

@@ -27,6 +27,7 @@ from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
+from owlclaw.runtime.approvals import ApprovalAnswer, PendingApproval, agent_of, pending
 from owlclaw.runtime.loop import RunResult
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -268,6 +269,25 @@ class Service:
         """Enable and disable a served agent's tools through its writer."""
         self.served(agent_id)
         return await self.agents.change_tools(agent_id, enable, disable)
+
+    async def answer_approval(
+        self,
+        approval_id: str,
+        approve: bool,
+        by: str,
+        note: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> ApprovalAnswer:
+        """Answer a served agent's approval through its writer; the parked run resumes."""
+        assert self.ledger is not None
+        agent_id = await asyncio.to_thread(agent_of, self.ledger, approval_id, list(self.apps))
+        return await self.agents.answer_approval(
+            agent_id, approval_id, approve, by, note, arguments
+        )
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        assert self.ledger is not None
+        return pending(self.ledger, list(self.apps))
 
     def status(self) -> dict[str, Any]:
         assert self.ledger is not None

@@ -9,6 +9,11 @@
   recorded by the agent's writer (200, the agent's disabled tools; 400 ``unknown_tool``);
 - ``POST /agents/{id}/fires`` (a TimerFire): a timer delivery from the Hatchet worker when the
   agents live in this process; answered with the agent's verdict (200);
+- ``GET /approvals``: the served agents' pending approvals;
+- ``POST /approvals/{id}`` ``{"decision": "approve"|"deny", "by"?, "note"?, "arguments"?}``: a
+  person's answer, recorded by the agent's writer; the parked run resumes (200); 404
+  ``unknown_approval``; 409 ``approval_closed`` when it was already answered or expired (nothing
+  recorded); 400 ``invalid_arguments`` for edited arguments outside the tool's schema;
 - ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token.
 
 Until the service has started, calls are answered 503 ``starting``.
@@ -19,19 +24,21 @@ Every other request carries ``Authorization: Bearer <token>``. Errors are JSON
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hmac
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from aiohttp import web
 
 from events import UnknownAgent
-from events.aggregates import UnknownTools
+from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
+from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.service import NotServed, Service
 from owlclaw.timers.fires import TimerFire
 
@@ -49,6 +56,13 @@ class TriggerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class ToolsBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     enable: list[str] = []
     disable: list[str] = []
+
+
+class AnswerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    decision: Literal["approve", "deny"]
+    by: str = "webhook"
+    note: str = ""
+    arguments: dict[str, Any] | None = None
 
 
 class EventBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -76,6 +90,46 @@ def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": message, "code": code}, status=status)
 
 
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+async def _body(request: web.Request, kind: type[Any]) -> Any:
+    raw = await request.read()
+    try:
+        return msgspec.json.decode(raw or b"{}", type=kind)
+    except msgspec.DecodeError as e:
+        raise web.HTTPBadRequest(
+            text=msgspec.json.encode(
+                {"error": f"invalid body: {e}", "code": "bad_request"}
+            ).decode(),
+            content_type="application/json",
+        ) from e
+
+
+def _approval_routes(service: Service) -> list[web.RouteDef]:
+    async def approvals(_: web.Request) -> web.Response:
+        found = await asyncio.to_thread(service.pending_approvals)
+        return web.json_response(msgspec.to_builtins(found))
+
+    async def answer(request: web.Request) -> web.Response:
+        data: AnswerBody = await _body(request, AnswerBody)
+        approval_id = request.match_info["approval_id"]
+        try:
+            answered = await service.answer_approval(
+                approval_id, data.decision == "approve", data.by, data.note, data.arguments
+            )
+        except UnknownApproval as e:
+            return _error(404, "unknown_approval", str(e))
+        except ApprovalClosed as e:
+            return _error(409, "approval_closed", str(e))
+        except ToolArgumentsInvalid as e:
+            return _error(400, "invalid_arguments", str(e))
+        return web.json_response(msgspec.to_builtins(answered))
+
+    return [web.get("/approvals", approvals), web.post("/approvals/{approval_id}", answer)]
+
+
 def make_app(service: Service, token: str) -> web.Application:
     expected = f"Bearer {token}".encode()
 
@@ -93,22 +147,10 @@ def make_app(service: Service, token: str) -> web.Application:
             return _error(404, "unknown_agent", str(e))
         return response
 
-    async def body(request: web.Request, kind: type[Any]) -> Any:
-        raw = await request.read()
-        try:
-            return msgspec.json.decode(raw or b"{}", type=kind)
-        except msgspec.DecodeError as e:
-            raise web.HTTPBadRequest(
-                text=msgspec.json.encode(
-                    {"error": f"invalid body: {e}", "code": "bad_request"}
-                ).decode(),
-                content_type="application/json",
-            ) from e
-
     async def trigger(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
-        data: TriggerBody = await body(request, TriggerBody)
+        data: TriggerBody = await _body(request, TriggerBody)
         key = request.headers.get("Idempotency-Key")
         if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY:
             return _error(
@@ -125,7 +167,7 @@ def make_app(service: Service, token: str) -> web.Application:
     async def fires(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
-        fire: TimerFire = await body(request, TimerFire)
+        fire: TimerFire = await _body(request, TimerFire)
         if fire.agent_id != agent_id:
             return _error(
                 400, "bad_request", f"the fire is for {fire.agent_id!r}, not {agent_id!r}"
@@ -136,14 +178,14 @@ def make_app(service: Service, token: str) -> web.Application:
     async def events(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
-        data: EventBody = await body(request, EventBody)
+        data: EventBody = await _body(request, EventBody)
         position = await service.receive(agent_id, data.source, data.payload)
         return web.json_response({"agent_id": agent_id, "position": position}, status=202)
 
     async def tools(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
-        data: ToolsBody = await body(request, ToolsBody)
+        data: ToolsBody = await _body(request, ToolsBody)
         try:
             change = await service.change_tools(agent_id, data.enable, data.disable)
         except ValueError as e:
@@ -164,6 +206,7 @@ def make_app(service: Service, token: str) -> web.Application:
             web.post("/agents/{agent_id}/events", events),
             web.post("/agents/{agent_id}/fires", fires),
             web.post("/agents/{agent_id}/tools", tools),
+            *_approval_routes(service),
             web.get("/status", status),
             web.get("/health", health),
         ]

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Generator
 import psycopg
 from psycopg.sql import SQL, Identifier
 
-from events.catalog import TERMINAL_RUN_EVENTS, LedgerEvent
+from events.catalog import TERMINAL_RUN_EVENTS, LedgerEvent, RunParked
 from events.ledger import Ledger, LoggedEvent
 from events.recorder import connect_kwargs
 from projections.runner import channel
@@ -61,10 +61,16 @@ async def _aiterate(iterator: Generator[LoggedEvent]) -> AsyncIterator[LoggedEve
 
 
 async def afollow_run(
-    ledger: Ledger, run_id: str, *, poll_s: float = 0.05, timeout_s: float = 600.0
+    ledger: Ledger,
+    run_id: str,
+    *,
+    poll_s: float = 0.05,
+    timeout_s: float = 600.0,
+    until_parked: bool = False,
 ) -> AsyncIterator[LedgerEvent]:
     """One run's events as they are committed, until its end event (TimeoutError after
-    ``timeout_s``). It reads the run's own stream, so it is cheap whatever the log's size."""
+    ``timeout_s``), or with ``until_parked`` until it waits for an approval. It reads the run's
+    own stream, so it is cheap whatever the log's size."""
     stream, seen = uuid.UUID(run_id), 0
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
@@ -74,6 +80,8 @@ async def afollow_run(
             if isinstance(event, TERMINAL_RUN_EVENTS):
                 return
         seen = len(events)
+        if until_parked and events and isinstance(events[-1], RunParked):
+            return
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
         await asyncio.sleep(poll_s)

@@ -34,7 +34,7 @@ from owlclaw.cli.common import (
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.narrate import step_text
 
-ENDED_WELL = ("completed", "skipped")
+ENDED_WELL = ("completed", "skipped", "parked")
 
 
 @app.command()
@@ -175,8 +175,7 @@ def trigger(
         return
     with open_ledger(config) as (_, led):
         events = _follow(led, run_id, timeout, show=not as_json)
-    ended = next(e for e in reversed(events) if isinstance(e, ev.TERMINAL_RUN_EVENTS))
-    status = type(ended).__name__.removeprefix("Run").lower()
+    status = _parked_status(events) or type(events[-1]).__name__.removeprefix("Run").lower()
     if as_json:
         print_json(
             {
@@ -190,13 +189,28 @@ def trigger(
         raise typer.Exit(EXIT_FAILED)
 
 
+def _parked_status(events: list[ev.LedgerEvent]) -> str | None:
+    """ "parked" when the run waits for an approval (the command says which), else None."""
+    if not events or not isinstance(events[-1], ev.RunParked):
+        return None
+    approval_id = events[-1].approval_id
+    err.print(
+        f"[yellow]parked:[/] waiting for approval {approval_id} "
+        f"(`owlclaw approve {approval_id}` or `owlclaw deny {approval_id}`)",
+        highlight=False,
+    )
+    return "parked"
+
+
 def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.LedgerEvent]:
     """The run's events as they are committed, printed as they come, until its end event."""
     from projections.feed import afollow_run
 
     async def follow() -> list[ev.LedgerEvent]:
         events = []
-        async for event in afollow_run(led, run_id, poll_s=0.1, timeout_s=timeout):
+        async for event in afollow_run(
+            led, run_id, poll_s=0.1, timeout_s=timeout, until_parked=True
+        ):
             events.append(event)
             if show and (text := step_text(event)):
                 out.print(text, highlight=False, markup=False, soft_wrap=True)

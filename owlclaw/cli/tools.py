@@ -23,6 +23,7 @@ from owlclaw.cli.common import (
 from owlclaw.cli.inspect import bring_up_to_date
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.tools.switches import ToolsChange
+from owlclaw.tools.tool import Tool
 
 
 @app.command()
@@ -92,14 +93,14 @@ def _change(
             if e.code != "unknown_agent":
                 raise
     with open_ledger(config) as (_, led):
-        known = _app_tools(led, agent, config.runtime.app_load_timeout_s)
+        known = list(app_tools(led, agent, config.runtime.app_load_timeout_s))
         try:
             return change_tools_directly(led, agent, known, enable, disable), "ledger"
         except ValueError as e:
             fail(str(e), hint, EXIT_USAGE)
 
 
-def _app_tools(led: Ledger, agent: str, timeout_s: float) -> list[str]:
+def app_tools(led: Ledger, agent: str, timeout_s: float) -> dict[str, Tool]:
     """The tools of the agent's app as it is on disk (built-in tools only without one); its
     handlers.py is loaded the way a host loads it, with the time limit."""
     from owlclaw.app import load_app
@@ -113,7 +114,7 @@ def _app_tools(led: Ledger, agent: str, timeout_s: float) -> list[str]:
         loaded = load_app(Path(app_dir))
         if loaded.handlers:
             registry = AppCode(timeout_s).load(loaded.handlers)
-    return list(agent_tools(registry))
+    return agent_tools(registry)
 
 
 def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:

@@ -17,7 +17,7 @@ from uuid import UUID
 import msgspec
 
 from events import Ledger
-from events.aggregates import Agent, Approval, ApprovalClosed
+from events.aggregates import Agent, Approval, UnknownApproval
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.tool import Tool
 
@@ -92,11 +92,11 @@ def pending(ledger: Ledger, agent_ids: list[str]) -> list[PendingApproval]:
 
 
 def agent_of(ledger: Ledger, approval_id: str, agent_ids: list[str]) -> str:
-    """The agent that asked for ``approval_id``; ApprovalClosed if none did."""
+    """The agent that asked for ``approval_id``; UnknownApproval if none did."""
     for agent_id in agent_ids:
         if approval_id in ledger.load_agent(agent_id).state.approvals:
             return agent_id
-    raise ApprovalClosed(f"no approval {approval_id!r}")
+    raise UnknownApproval(f"no approval {approval_id!r}")
 
 
 def answer_directly(

@@ -1,0 +1,176 @@
+"""``owlclaw approvals`` / ``approve`` / ``deny``: the calls agents wait on a person for.
+
+An answer goes through the agent's writer when ``owlclaw run`` serves the agent (the parked run
+resumes at once), else it is recorded directly in the ledger and the run resumes when a host
+next activates the agent.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from owlclaw.cli.common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    JsonOption,
+    app,
+    fail,
+    handles_errors,
+    open_ledger,
+    out,
+    print_json,
+)
+from owlclaw.config import OwlClawConfig, load_config
+from owlclaw.runtime.approvals import ApprovalAnswer, PendingApproval
+
+ARGS_EXAMPLE = """pass an object, e.g. --args '{"amount": 900}'"""
+NoteOption = Annotated[str, typer.Option("--note", help="Why, for the ledger and the model.")]
+ByOption = Annotated[str | None, typer.Option("--by", help="Who answers (default: the OS user).")]
+
+
+@app.command()
+@handles_errors
+def approvals(
+    agent: Annotated[str | None, typer.Argument(help="Only this agent's.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Pending approvals: the tool calls agents' runs are parked at, oldest first."""
+    from owlclaw.client import ServerClient, ServerUnavailable
+    from owlclaw.runtime.approvals import pending
+
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        found = pending(led, [agent] if agent else led.agent_ids())
+    with ServerClient(config, timeout_s=5) as client:
+        try:
+            served = {p.approval_id for p in client.approvals()}
+        except ServerUnavailable:
+            served = set()
+    if as_json:
+        print_json([{**_fields(p), "served": p.approval_id in served} for p in found])
+        return
+    if not found:
+        out.print("no pending approvals")
+        return
+    table = Table(title="pending approvals")
+    for column in ("id", "agent", "tool", "arguments", "reason", "requested", "expires"):
+        table.add_column(column)
+    for p in found:
+        arguments = json.dumps(p.arguments, ensure_ascii=False)
+        table.add_row(
+            p.approval_id, p.agent_id, p.tool, arguments, p.reason, p.requested_at, p.expires_at
+        )
+    out.print(table)
+
+
+@app.command()
+@handles_errors
+def approve(
+    approval_id: Annotated[str, typer.Argument(help="From `owlclaw approvals`.")],
+    note: NoteOption = "",
+    args: Annotated[
+        str | None,
+        typer.Option("--args", metavar="JSON", help="Run the call with these arguments instead."),
+    ] = None,
+    by: ByOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Let a parked call run (with --args: edited arguments, checked against the tool)."""
+    arguments = _arguments(args)
+    _report(_answer(load_config(), approval_id, True, by, note, arguments), as_json)
+
+
+@app.command()
+@handles_errors
+def deny(
+    approval_id: Annotated[str, typer.Argument(help="From `owlclaw approvals`.")],
+    note: NoteOption = "",
+    by: ByOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Refuse a parked call: the model is told who denied it and why, and goes on."""
+    _report(_answer(load_config(), approval_id, False, by, note, None), as_json)
+
+
+def _arguments(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(f"--args is not JSON: {e}", ARGS_EXAMPLE, EXIT_USAGE)
+    if not isinstance(value, dict):
+        fail("--args must be a JSON object", ARGS_EXAMPLE, EXIT_USAGE)
+    return value
+
+
+def _answer(
+    config: OwlClawConfig,
+    approval_id: str,
+    approve: bool,
+    by: str | None,
+    note: str,
+    arguments: dict[str, Any] | None,
+) -> tuple[ApprovalAnswer, str]:
+    """Through the agent's server when one serves it, else directly in the ledger."""
+    from events.aggregates import ApprovalClosed, UnknownApproval
+    from owlclaw.cli.tools import app_tools
+    from owlclaw.client import ServerClient, ServerRefused, ServerUnavailable
+    from owlclaw.runtime.approvals import ToolArgumentsInvalid, agent_of, answer_directly
+
+    by = by or getpass.getuser()
+    with ServerClient(config) as client:
+        try:
+            return client.answer_approval(approval_id, approve, by, note, arguments), "server"
+        except ServerUnavailable:
+            pass
+        except ServerRefused as e:
+            if e.code == "approval_closed":
+                fail(str(e), "`owlclaw approvals` lists what is still open", EXIT_FAILED)
+            if e.code == "invalid_arguments":
+                fail(str(e), "`owlclaw approvals` shows the call's arguments", EXIT_USAGE)
+            if e.code != "unknown_approval":  # not one of the served agents': the ledger
+                raise
+    with open_ledger(config) as (_, led):
+        try:
+            agent = agent_of(led, approval_id, led.agent_ids())
+            tools = app_tools(led, agent, config.runtime.app_load_timeout_s)
+            return answer_directly(
+                led, agent, approval_id, approve, by, note, arguments, tools
+            ), "ledger"
+        except UnknownApproval as e:
+            fail(str(e), "`owlclaw approvals` lists the pending ones", EXIT_NOT_FOUND)
+        except ApprovalClosed as e:
+            fail(str(e), "`owlclaw approvals` lists what is still open", EXIT_FAILED)
+        except ToolArgumentsInvalid as e:
+            fail(str(e), "`owlclaw approvals` shows the call's arguments", EXIT_USAGE)
+
+
+def _report(answered: tuple[ApprovalAnswer, str], as_json: bool) -> None:
+    answer, via = answered
+    if as_json:
+        print_json({**_fields(answer), "via": via})
+        return
+    how = (
+        "the agent's server: the run resumes now"
+        if via == "server"
+        else ("the ledger directly: the run resumes when a host next activates the agent")
+    )
+    out.print(
+        f"[green]{answer.status}[/] approval {answer.approval_id} of {answer.agent_id} "
+        f"(run {answer.run_id}) at log position {answer.position}, through {how}",
+        highlight=False,
+    )
+
+
+def _fields(value: PendingApproval | ApprovalAnswer) -> dict[str, Any]:
+    import msgspec
+
+    fields: dict[str, Any] = msgspec.to_builtins(value)
+    return fields
