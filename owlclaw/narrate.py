@@ -21,7 +21,7 @@ def _arguments(arguments: Any) -> str:
     return ", ".join(f"{k}={_short(v, 50)}" for k, v in arguments.items())
 
 
-def step_text(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911 - one case per event type
+def step_text(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911, PLR0912 - one case per event type
     """What the step was, or None for bookkeeping events."""
     match e:
         case ev.RunStarted(run_no=n, trigger=trigger, focus=focus):
@@ -43,6 +43,10 @@ def step_text(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911 - one case per 
             return f"  ✗ {tool} rejected: {_short(error)}"[:WIDTH]
         case ev.ToolCallDenied(tool=tool, reason=reason):
             return f"  ✗ {tool} denied: {reason}"[:WIDTH]
+        case ev.RunParked(approval_id=approval_id):
+            return f"  ⏸ parked: waiting for approval {approval_id}"
+        case ev.RunResumed():
+            return "  ▶ resumed from its recorded steps"
         case ev.RunCompleted(answer=answer):
             return f"completed: {_short(answer, 90)}"
         case ev.RunSkipped(reason=reason):

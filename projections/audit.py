@@ -1,6 +1,7 @@
 """Audit view: one row per tool call — arguments, outcome, duration, result size and whether the
-model saw it truncated, the tokens and cost of the LLM response that asked for it, and the
-decision type of log_decision calls."""
+model saw it truncated, the tokens and cost of the LLM response that asked for it, the decision
+type of log_decision calls, and for a call that waited for approval: why, who answered, how,
+and how long it waited."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ class AuditView(View):
         ev.ToolCallTimedOut,
         ev.ToolOutcomeUnknown,
         ev.DecisionLogged,
+        ev.ApprovalRequested,
+        ev.ApprovalGranted,
+        ev.ApprovalDenied,
+        ev.ApprovalExpired,
     )
     ddl: ClassVar[tuple[str, ...]] = (
         "CREATE TABLE IF NOT EXISTS {audit_tool_calls} ("
@@ -40,6 +45,13 @@ class AuditView(View):
         " finished_at timestamptz, position bigint NOT NULL, PRIMARY KEY (run_id, call_id))",
         "ALTER TABLE {audit_tool_calls} ADD COLUMN IF NOT EXISTS result_bytes bigint,"
         " ADD COLUMN IF NOT EXISTS truncated boolean",
+        "ALTER TABLE {audit_tool_calls} ADD COLUMN IF NOT EXISTS approval_id text,"
+        " ADD COLUMN IF NOT EXISTS approval_reason text,"
+        " ADD COLUMN IF NOT EXISTS approval_status text,"
+        " ADD COLUMN IF NOT EXISTS approved_by text, ADD COLUMN IF NOT EXISTS approval_note text,"
+        " ADD COLUMN IF NOT EXISTS approval_requested_at timestamptz,"
+        " ADD COLUMN IF NOT EXISTS approval_answered_at timestamptz,"
+        " ADD COLUMN IF NOT EXISTS approval_wait_ms double precision",
         "CREATE INDEX IF NOT EXISTS {audit_tool_calls_agent} ON {audit_tool_calls}"
         " (agent_id, requested_at)",
         "CREATE TABLE IF NOT EXISTS {audit_run_context} ("
@@ -74,10 +86,38 @@ class AuditView(View):
                     " SELECT %s, %s, c.agent_id, %s, %s, 'requested', c.llm_tokens,"
                     " c.llm_cost_usd, %s, %s FROM (SELECT 1) one"
                     " LEFT JOIN {audit_run_context} c ON c.run_id = %s"
-                    " ON CONFLICT (run_id, call_id) DO NOTHING"
+                    " ON CONFLICT (run_id, call_id) DO UPDATE SET status = 'requested',"
+                    " arguments = excluded.arguments,"  # after an approval: the arguments it ran
+                    " agent_id = excluded.agent_id, tokens = excluded.tokens,"
+                    " cost_usd = excluded.cost_usd"
                 ),
                 (run, text(e.call_id), text(e.tool), jsonb(e.arguments), e.timestamp, pos, run),
             )
+        elif isinstance(e, ev.ApprovalRequested):  # committed before its run's first events:
+            curs.execute(  # the run's agent and tokens are filled in by the call's next event
+                self.sql(
+                    "INSERT INTO {audit_tool_calls} (run_id, call_id, agent_id, tool, arguments,"
+                    " status, tokens, cost_usd, requested_at, position, approval_id,"
+                    " approval_reason, approval_status, approval_requested_at)"
+                    " SELECT %(run)s, %(call)s, c.agent_id, %(tool)s, %(arguments)s,"
+                    " 'awaiting_approval', c.llm_tokens, c.llm_cost_usd, %(at)s, %(pos)s,"
+                    " %(approval)s, %(reason)s, 'pending', %(at)s FROM (SELECT 1) one"
+                    " LEFT JOIN {audit_run_context} c ON c.run_id = %(run)s"
+                    " ON CONFLICT (run_id, call_id) DO NOTHING"
+                ),
+                {
+                    "run": e.run_id,
+                    "call": text(e.call_id),
+                    "tool": text(e.tool),
+                    "arguments": jsonb(e.arguments),
+                    "at": e.timestamp,
+                    "pos": pos,
+                    "approval": e.approval_id,
+                    "reason": text(e.reason),
+                },
+            )
+        elif isinstance(e, ev.ApprovalGranted | ev.ApprovalDenied | ev.ApprovalExpired):
+            self._answered(curs, e)
         elif isinstance(e, ev.ToolCallDenied | ev.ToolCallRejected):
             error = e.reason if isinstance(e, ev.ToolCallDenied) else e.error
             status = "denied" if isinstance(e, ev.ToolCallDenied) else "rejected"
@@ -128,6 +168,29 @@ class AuditView(View):
                 (text(e.decision_type), run, text(e.call_id)),
             )
 
+    def _answered(
+        self, curs: Cursor[Any], e: ev.ApprovalGranted | ev.ApprovalDenied | ev.ApprovalExpired
+    ) -> None:
+        status, by, note = "expired", None, None
+        if not isinstance(e, ev.ApprovalExpired):
+            status = "granted" if isinstance(e, ev.ApprovalGranted) else "denied"
+            by, note = text(e.by), text(e.note)
+        curs.execute(
+            self.sql(
+                "UPDATE {audit_tool_calls} SET approval_status = %(status)s, approved_by = %(by)s,"
+                " approval_note = %(note)s, approval_answered_at = %(at)s,"
+                " approval_wait_ms = extract(epoch FROM %(at)s - approval_requested_at) * 1000"
+                " WHERE approval_id = %(approval)s AND approval_status = 'pending'"
+            ),
+            {
+                "status": status,
+                "by": by,
+                "note": note,
+                "at": e.timestamp,
+                "approval": e.approval_id,
+            },
+        )
+
     def _finish(
         self,
         curs: Cursor[Any],
@@ -154,6 +217,7 @@ class AuditView(View):
                 " %(at)s, %(at)s, %(pos)s"
                 " FROM (SELECT 1) one LEFT JOIN {audit_run_context} c ON c.run_id = %(run)s"
                 " ON CONFLICT (run_id, call_id) DO UPDATE SET status = excluded.status,"
+                " agent_id = coalesce(a.agent_id, excluded.agent_id),"
                 " result = excluded.result, error = excluded.error,"
                 " error_code = excluded.error_code, retryable = excluded.retryable,"
                 " duration_ms = excluded.duration_ms, result_bytes = excluded.result_bytes,"

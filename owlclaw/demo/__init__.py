@@ -1,5 +1,6 @@
 """``owlclaw demo``: the seeds' trading agent through the four acceptance scenarios of the
-built-in tools, on the embedded default — real PostgreSQL + pgvector, Ray actors, projections,
+built-in tools and a fifth where a large order waits for a person's approval, on the embedded
+default — real PostgreSQL + pgvector, Ray actors, projections,
 the timer service (the locally built Hatchet engine when there is one, else the built-in
 backend), the local embedding model and the webhook endpoint. The model is the scripted
 provider playing ``trading/scripts/trader.json``; the market is ``market.json``, rewritten here
@@ -11,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +42,8 @@ from projections.feed import afollow_run
 from projections.memory import render_memory_files
 
 AGENT = "trader"
+APPROVAL_PAUSE_S = 3.0
+"""How long the demo's operator looks at the order before approving it."""
 SCHEDULE_WAIT_S = 90.0
 """Longest wait for a timer fire (Hatchet's engine polls its schedules every few seconds)."""
 
@@ -150,6 +155,15 @@ class Demo:
         run_id = await service.submit(AGENT, "heartbeat")
         await self.follow(ledger, run_id)
 
+        self.scenario("Scenario 5 — a large order waits for a person's approval")
+        self.market(is_trading_time=True, session="open", volatility="falling", rebound_signal=True)
+        run_id = await service.submit(AGENT, "webhook", "rebound confirmed: buy ACME")
+        seen = await self.follow(ledger, run_id, until_parked=True)
+        parked = seen[-1]
+        assert isinstance(parked, ev.RunParked), f"run {run_id} did not park: {parked}"
+        await self.approve_from_the_cli(parked.approval_id)
+        await self.follow(ledger, run_id, skip=len(seen))
+
         self.scenario("Scenario 4 (cont.) — the cancelled schedule never runs")
         await self.wait_past(ledger, cancelled)
 
@@ -164,15 +178,47 @@ class Demo:
         with ServerClient(self.config) as client:
             client.send_event(AGENT, "market-feed", payload)
 
-    async def follow(self, ledger: Ledger, run_id: str) -> list[ev.LedgerEvent]:
-        """Narrate the run's steps as they are committed, until it ends."""
-        self.report.runs.append(run_id)
+    async def follow(
+        self, ledger: Ledger, run_id: str, *, until_parked: bool = False, skip: int = 0
+    ) -> list[ev.LedgerEvent]:
+        """Narrate the run's steps as they are committed (after the first ``skip``), until it
+        ends or, with ``until_parked``, waits for an approval."""
+        if run_id not in self.report.runs:
+            self.report.runs.append(run_id)
         events = []
-        async for event in afollow_run(ledger, run_id):
+        async for event in afollow_run(ledger, run_id, until_parked=until_parked):
             events.append(event)
-            if text := step_text(event):
+            if len(events) > skip and (text := step_text(event)):
                 self.say(("  " if not isinstance(event, ev.RunStarted) else "") + text)
         return events
+
+    async def approve_from_the_cli(self, approval_id: str) -> None:
+        """What an operator does: look at the request, then `owlclaw approve` it."""
+        with ServerClient(self.config) as client:  # the server runs on this event loop
+            requests = await asyncio.to_thread(client.approvals)
+        [request] = [a for a in requests if a.approval_id == approval_id]
+        self.say(
+            f"approval requested: {request.tool}({json.dumps(request.arguments)}) because "
+            f"{request.reason}; the run holds no process while it waits",
+            "yellow",
+        )
+        until = time.time() + APPROVAL_PAUSE_S
+        with self.countdown("a person reviews the order", until) as tick:
+            while time.time() < until:
+                tick()
+                await asyncio.sleep(0.2)
+        command = ["owlclaw", "approve", approval_id, "--note", "within today's risk limit"]
+        self.say("$ " + " ".join(command[:3]) + ' --note "within today\'s risk limit"')
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", *command, "--by", "demo-operator"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"owlclaw approve failed: {done.stderr}")
+        self.say(" ".join(done.stdout.split()), "green")
 
     @staticmethod
     def scheduled(ledger: Ledger, run_id: str) -> ev.ScheduleRequested:

@@ -14,12 +14,15 @@ from projections.audit import AuditView
 
 ERROR_CODE = (
     "CASE status WHEN 'rejected' THEN 'REJECTED'"
-    " WHEN 'denied' THEN CASE WHEN starts_with(error, %(rate)s) THEN 'RATE_LIMITED'"
+    " WHEN 'denied' THEN CASE WHEN approval_status IN ('denied', 'expired')"
+    " THEN 'APPROVAL_' || upper(approval_status)"
+    " WHEN starts_with(error, %(rate)s) THEN 'RATE_LIMITED'"
     " ELSE 'DENIED' END"
     " WHEN 'outcome_unknown' THEN 'OUTCOME_UNKNOWN' ELSE coalesce(error_code, 'FAILED') END"
 )
 """A refused or failed call's error code: rejected (invalid arguments or unknown tool), denied
-(governance, disabled by the operator), rate-limited, a failed call's own code, outcome unknown."""
+(governance, disabled by the operator), an approval denied or expired, rate-limited, a failed
+call's own code, outcome unknown."""
 
 
 class ToolStats(msgspec.Struct, frozen=True):
@@ -56,7 +59,7 @@ def tool_stats(view: AuditView, agent_id: str) -> list[ToolStats]:
             view.sql(
                 f"SELECT tool, {ERROR_CODE} AS code, count(*) AS n FROM {{audit_tool_calls}}"
                 " WHERE agent_id = %(agent)s"
-                " AND status NOT IN ('requested', 'succeeded', 'timed_out')"
+                " AND status NOT IN ('requested', 'succeeded', 'timed_out', 'awaiting_approval')"
                 " GROUP BY 1, 2 ORDER BY 1, 2"
             ),
             {"agent": agent_id, "rate": RATE_LIMITED},

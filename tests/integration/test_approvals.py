@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,9 @@ from owlclaw.runtime.app_code import AppCode
 from owlclaw.runtime.approvals import ToolArgumentsInvalid, answer_directly, pending
 from owlclaw.runtime.loop import RunResult
 from owlclaw.runtime.verify import ReplayReport, replay_run
+from owlclaw.tools.stats import tool_stats
+from projections import ProjectionRunner
+from projections.audit import AuditView
 from tests.apps import make_app
 from tests.scripted import call
 
@@ -107,6 +111,13 @@ def test_approved_after_the_host_stopped_the_call_runs_once_on_a_new_host(
     with pytest.raises(ApprovalClosed, match="already granted"):
         answer_directly(ledger, "asker", approval_id, False, "bob")
     assert verified(ledger, "asker", app).matched
+    [row] = audit_rows(ledger, "asker")
+    assert (row["status"], row["approval_status"], row["approved_by"]) == (
+        "succeeded",
+        "granted",
+        "alice",
+    )
+    assert row["approval_reason"] == "ask_if: amount > 1000" and row["approval_wait_ms"] > 0
 
 
 def test_denied_the_model_is_told_who_denied_it_and_the_run_ends_as_scripted(
@@ -121,6 +132,14 @@ def test_denied_the_model_is_told_who_denied_it_and_the_run_ends_as_scripted(
     [denied] = [e for e in run_events(ledger, run_id) if isinstance(e, ev.ToolCallDenied)]
     assert denied.reason == "denied by bob: too big"
     assert verified(ledger, "denied", app).matched
+    [row] = audit_rows(ledger, "denied")
+    assert (row["status"], row["approval_status"], row["approval_note"]) == (
+        "denied",
+        "denied",
+        "too big",
+    )
+    [stats] = tool_stats(AuditView(ledger.datastore), "denied")
+    assert stats.errors == {"APPROVAL_DENIED": 1}
 
 
 def test_an_approval_nobody_answers_expires_as_a_denial(ledger: Ledger, tmp_path: Path) -> None:
@@ -191,6 +210,17 @@ def verified(ledger: Ledger, agent_id: str, app_dir: str) -> ReplayReport:
     assert app.handlers is not None
     registry = AppCode(5.0).load(app.handlers)
     return replay_run(ledger, agent_id, 1, app=app, registry=registry)
+
+
+def audit_rows(ledger: Ledger, agent_id: str) -> list[dict[str, Any]]:
+    view = AuditView(ledger.datastore)
+    view.create_table()
+    ProjectionRunner(ledger, view).catch_up()
+    with ledger.datastore.transaction(commit=False) as curs:
+        rows = curs.execute(
+            view.sql("SELECT * FROM {audit_tool_calls} WHERE agent_id = %s"), (agent_id,)
+        ).fetchall()
+    return [dict(r) for r in rows]
 
 
 def _now_iso() -> str:

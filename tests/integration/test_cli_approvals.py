@@ -72,6 +72,7 @@ def test_parked_answered_from_the_cli_with_the_server_down_and_through_the_webho
 
     server, log = start_run(env, tmp_path, "trader")
     try:
+        assert server.poll() is None, log.read_text()
         parked = owlclaw_json(env, "trigger", "trader", cwd=tmp_path)
         assert parked["status"] == "parked", parked
         [waiting] = owlclaw_json(env, "approvals", cwd=tmp_path)
@@ -88,6 +89,7 @@ def test_parked_answered_from_the_cli_with_the_server_down_and_through_the_webho
 
     server, log = start_run(env, tmp_path, "trader")
     try:
+        assert server.poll() is None, log.read_text()
         run = parked["run_id"]
         wait_for(lambda: statuses(env, tmp_path)[run] == "RunCompleted", "the resumed run", 120)
         assert orders.read_text() == "ACME 5000.0\n"  # once, on the restarted host

@@ -120,6 +120,22 @@ def test_scenario_4_a_cancelled_schedule_never_runs(ledger: list[dict[str, Any]]
     assert "re-check the breakout before the close" not in focuses
 
 
+def test_scenario_5_a_large_order_waits_for_approval_and_runs_once(
+    ledger: list[dict[str, Any]],
+) -> None:
+    [requested] = agent_events(ledger, "ApprovalRequested")
+    assert requested["data"]["tool"] == "place_order"
+    assert requested["data"]["reason"] == "ask_if: notional_usd > 10000"
+    [granted] = agent_events(ledger, "ApprovalGranted")
+    assert granted["data"]["approval_id"] == requested["data"]["approval_id"]
+    assert granted["data"]["by"] == "demo-operator"
+    [run] = [r for r in runs_of(ledger).values() if r[0]["stream"] == requested["data"]["run_id"]]
+    kinds = [e["type"] for e in run]
+    assert kinds.index("RunParked") < kinds.index("RunResumed") < kinds.index("ToolCallSucceeded")
+    assert tools_called(run) == ["place_order", "log_decision"]  # the order ran once
+    assert run[-1]["type"] == "RunCompleted"
+
+
 def test_timers_ran_on_the_hatchet_engine_when_it_is_built(ledger: list[dict[str, Any]]) -> None:
     backends = {e["data"]["backend"] for e in agent_events(ledger, "ScheduleRegistered")}
     if IN_CI:  # `make test` builds the engine, so the demo must have used it

