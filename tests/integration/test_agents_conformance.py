@@ -28,10 +28,11 @@ from actors.directory import AgentDirectory
 from actors.host import AgentHost
 from events import Agent, Ledger, UnknownAgent
 from events import catalog as ev
-from events.aggregates import Run, UnknownTools, run_stream_id
+from events.aggregates import ApprovalClosed, Run, UnknownTools, run_stream_id
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.runtime.approvals import pending
 from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -610,3 +611,30 @@ def test_tools_are_switched_through_the_agents_writer(setting: Setting) -> None:
         e for e in ledger.stream(ledger.load_agent(agent_id).id) if isinstance(e, ev.ToolsChanged)
     ]
     assert [c.disabled for c in changes] == [["log_decision"]]  # the unknown name: nothing
+
+
+def test_parked_runs_wait_for_their_answers_while_the_mailbox_goes_on(setting: Setting) -> None:
+    ledger, agent_id = setting.ledger, unique("approvals")
+    config = '[agent]\nmodels = ["scripted/one_tool"]\n\n[governance]\nask = ["log_*"]\n'
+    ledger.register_agent(agent_id, str(make_app(setting.apps / agent_id, config=config)))
+
+    async def scenario(agents: Agents) -> list[str]:
+        first = await agents.submit(agent_id, "webhook", focus="first")
+        second = await agents.submit(agent_id, "webhook", focus="second")  # not blocked
+        parked = [(await agents.result(agent_id, r)).status for r in (first, second)]
+        waiting = {a.run_id: a.approval_id for a in pending(ledger, [agent_id])}
+        yes = await agents.answer_approval(agent_id, waiting[first], True, "ops")
+        no = await agents.answer_approval(agent_id, waiting[second], False, "ops", "not now")
+        with pytest.raises(ApprovalClosed, match="already granted"):
+            await agents.answer_approval(agent_id, waiting[first], False, "ops")
+        await until(recorded(ledger, no.run_id, ev.RunCompleted))
+        await until(recorded(ledger, yes.run_id, ev.RunCompleted))
+        return parked
+
+    assert hosted(setting, scenario) == ["parked", "parked"]
+    first, second = runs(ledger, agent_id)
+    assert [type(e).__name__ for e in first].count("DecisionLogged") == 1
+    [denied] = [e for e in second if isinstance(e, ev.ToolCallDenied)]
+    assert denied.reason == "denied by ops: not now"
+    assert not [e for e in second if isinstance(e, ev.DecisionLogged)]
+    assert_one_end_each_and_contiguous(ledger, agent_id)
