@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 import msgspec
 
 from owlclaw.app import AppError
+from owlclaw.runtime.conditions import Condition, ConditionError
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.tool import ToolContext
 
@@ -85,11 +86,18 @@ class Registry:
         max_result_bytes: int | None = None,
         category: str = "capability",
         dangerous: bool = False,
+        ask_if: str | None = None,
     ) -> Callable[[Handler], Handler]:
-        """Register a handler (sync or async) as a tool; its type hints are its schema."""
+        """Register a handler (sync or async) as a tool; its type hints are its schema.
+        ``ask_if``: calls whose arguments meet this condition wait for a person's approval."""
 
         def register(handler: Handler) -> Handler:
             tool_name = name or handler.__name__
+            if ask_if is not None:
+                try:
+                    Condition.parse(ask_if)
+                except ConditionError as e:
+                    raise ConditionError(f"capability {tool_name}: ask_if: {e}") from None
             params, context_parameter = _params_struct(tool_name, handler)
             spec = ToolSpec(
                 tool_name,
@@ -100,6 +108,7 @@ class Registry:
                 max_result_bytes=max_result_bytes,
                 category=category,
                 dangerous=dangerous,
+                ask_if=ask_if,
             )
             self.capabilities[tool_name] = Capability(spec, handler, context_parameter)
             return handler

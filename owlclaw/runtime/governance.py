@@ -63,11 +63,14 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                 raise ValueError(f"{source}: [governance] ask_if.{tool}: {e}") from e
         return governance
 
-    def approval_reason(self, tool: str, arguments: Mapping[str, Any]) -> str | None:
-        """Why a call of a visible tool waits for approval, or None when it may go ahead."""
+    def approval_reason(
+        self, tool: str, arguments: Mapping[str, Any], declared: str | None = None
+    ) -> str | None:
+        """Why a call of a visible tool waits for approval, or None when it may go ahead.
+        ``declared``: the tool's own ask_if (the app's table wins)."""
         if _matches(tool, self.ask):
             return "governance.ask names it"
-        if (text := self.ask_if.get(tool)) is not None:
+        if (text := self.ask_if.get(tool, declared)) is not None:
             return f"ask_if: {text}" if Condition.parse(text).holds(arguments) else None
         return "the agent's default is ask" if self.default == "ask" else None
 

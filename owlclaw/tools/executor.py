@@ -188,7 +188,9 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
     approval was denied or expired, or ``Parked`` when the call waits for an answer (asked now:
     ApprovalRequested on the agent, RunParked on the run)."""
     arguments = msgspec.to_builtins(params)
-    reason = site.governance.approval_reason(name, arguments)
+    tool = site.tools.get(name)
+    declared = tool.spec.ask_if if tool is not None else None
+    reason = site.governance.approval_reason(name, arguments, declared)
     if reason is None:
         return params
     scope = site.scope()
@@ -211,9 +213,9 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
         )
         raise Parked(approval_id_for(scope.run.id, call_id))
     if approval.status == "granted":
-        if approval.edited_arguments is None:
+        if approval.edited_arguments is None or tool is None:  # None: a replay's unknown tool
             return params
-        edited = site.tools[name].spec.parse(approval.edited_arguments)
+        edited = tool.spec.parse(approval.edited_arguments)
         if isinstance(edited, ToolError):  # the tool's schema changed since the answer
             return refuse(
                 scope.run,

@@ -31,6 +31,9 @@ class ToolSpec:
     effect_in_ledger: bool = False
     """Its only effect is ledger events committed with its outcome, so a call a crash left
     without an outcome had no effect and runs again on resume."""
+    ask_if: str | None = None
+    """A condition on the arguments (``"amount > 1000"``) under which a call waits for a
+    person's approval, as the capability declares it; the app's ``[governance] ask_if`` wins."""
 
     def function_schema(self) -> dict[str, Any]:
         """The OpenAI/litellm ``tools`` entry for this tool."""
