@@ -345,6 +345,7 @@ class Agent(_Aggregate):
         self.record(
             ev.ApprovalRequested,
             approval_id=approval_id,
+            agent_id=self.agent_id,
             run_id=run_id,
             call_id=call_id,
             tool=tool,

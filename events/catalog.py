@@ -204,6 +204,7 @@ class ApprovalRequested(_AgentEvent, frozen=True, kw_only=True):
     parks (RunParked) until ApprovalGranted, ApprovalDenied or ApprovalExpired."""
 
     approval_id: str
+    agent_id: str
     run_id: UUID
     call_id: str
     tool: str

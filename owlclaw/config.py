@@ -35,6 +35,16 @@ class MemoryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Beyond this size, an agent's oldest memories move to MEMORY.archive.md."""
 
 
+class ApprovalsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    notify_url: str | None = None
+    """Where each approval request is POSTed (JSON, ``Idempotency-Key: <approval id>``), at
+    least once; None: nobody is notified (``owlclaw approvals`` still lists them)."""
+    notify_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    notify_attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
+    """Tries per request (exponential backoff with jitter) before it is parked for
+    ``owlclaw projections retry approval_notifications``."""
+
+
 class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     models: tuple[str, ...] = ("scripted/demo",)
     """Fallback chain of litellm model strings, tried in order."""
@@ -115,6 +125,7 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ledger: LedgerConfig = LedgerConfig()
     memory: MemoryConfig = MemoryConfig()
     runtime: RuntimeConfig = RuntimeConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
     timers: TimersConfig = TimersConfig()
     server: ServerConfig = ServerConfig()
 
@@ -149,6 +160,7 @@ ENV_FIELDS = {
     "SERVER_HOST": ("server", "host"),
     "SERVER_PORT": ("server", "port"),
     "SERVER_TOKEN": ("server", "token"),
+    "APPROVALS_NOTIFY_URL": ("approvals", "notify_url"),
 }
 
 

@@ -10,12 +10,19 @@ from typing import Any
 
 from events import Ledger
 from owlclaw.config import OwlClawConfig
-from projections import VIEWS, MemoryStore, MemoryView, View
+from projections import VIEWS, ApprovalNotifications, MemoryStore, MemoryView, View
 from projections.embedders import embedder_for
 
 
 def view_options(name: str, config: OwlClawConfig) -> dict[str, Any]:
     """Constructor options of a view from the configuration."""
+    if name == ApprovalNotifications.name:
+        approvals = config.approvals
+        return {
+            "url": approvals.notify_url,
+            "timeout_s": approvals.notify_timeout_s,
+            "attempts": approvals.notify_attempts,
+        }
     if name != MemoryView.name:
         return {}
     memory = config.memory

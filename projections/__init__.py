@@ -4,18 +4,21 @@ configuration is applied in ``owlclaw.wiring``."""
 
 from projections.audit import AuditView
 from projections.memory import MemoryStore, MemoryView
+from projections.notifications import ApprovalNotifications
 from projections.runner import ProjectionFailed, ProjectionRunner, ProjectionStatus, rebuild
 from projections.runs import RunsView
 from projections.schedules import SchedulesView
 from projections.view import View
 
 VIEWS: dict[str, type[View]] = {
-    view.name: view for view in (AuditView, RunsView, MemoryView, SchedulesView)
+    view.name: view
+    for view in (AuditView, RunsView, MemoryView, SchedulesView, ApprovalNotifications)
 }
 
 
 __all__ = [
     "VIEWS",
+    "ApprovalNotifications",
     "AuditView",
     "MemoryStore",
     "MemoryView",

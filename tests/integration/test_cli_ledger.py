@@ -93,7 +93,13 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
     status = owlclaw(fresh_db, "projections", "status", "--json", cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     lag = {p["name"]: p["lag_events"] for p in json.loads(status.stdout)}
-    assert lag == {"audit": 14, "runs": 14, "memory": 14, "schedules": 14}
+    assert lag == {
+        "audit": 14,
+        "runs": 14,
+        "memory": 14,
+        "schedules": 14,
+        "approval_notifications": 14,
+    }
     rebuilt = owlclaw(fresh_db, "projections", "rebuild", "audit", "--json", cwd=tmp_path)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert json.loads(rebuilt.stdout) == {"name": "audit", "position": 14}
@@ -103,6 +109,7 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
         "runs": 14,
         "memory": 14,
         "schedules": 14,
+        "approval_notifications": 14,
     }
     unknown = owlclaw(fresh_db, "projections", "rebuild", "nope", cwd=tmp_path)
     assert unknown.returncode == 3 and "unknown projection 'nope'" in unknown.stderr

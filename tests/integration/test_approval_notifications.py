@@ -1,0 +1,110 @@
+"""The outbound notice of approval requests: at least once, retried, deduplicable by the
+approval id, and parked (not lost) while the receiver keeps refusing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from events import Ledger
+from projections import ApprovalNotifications, ProjectionRunner
+from projections.runner import retry_parked
+
+pytestmark = pytest.mark.integration
+
+
+class Receiver:
+    """A loopback webhook that answers the statuses it is given, then 200."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        self.received: list[tuple[str, dict[str, Any]]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                receiver.received.append((self.headers["Idempotency-Key"], body))
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/approvals"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    receiver = Receiver()
+    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    thread.start()
+    yield receiver
+    receiver.server.shutdown()
+
+
+def request_approval(ledger: Ledger, agent_id: str) -> str:
+    agent = ledger.register_agent(agent_id)
+    approval_id = agent.request_approval(
+        uuid.uuid4(), "c1", "place_order", {"amount": 5000}, "ask_if: amount > 1000", [], 3600
+    )
+    ledger.append(agent)
+    return approval_id
+
+
+def rows(view: ApprovalNotifications) -> dict[str, dict[str, Any]]:
+    with view.datastore.transaction(commit=False) as curs:
+        found = curs.execute(view.sql("SELECT * FROM {approval_notifications}")).fetchall()
+    return {r["approval_id"]: dict(r) for r in found}
+
+
+def test_a_request_is_retried_until_delivered_and_names_itself_for_deduplication(
+    ledger: Ledger, receiver: Receiver
+) -> None:
+    approval_id = request_approval(ledger, "notified")
+    receiver.statuses = [503]  # the receiver is briefly down
+    view = ApprovalNotifications(ledger.datastore, url=receiver.url, attempts=3)
+    view.create_table()
+    ProjectionRunner(ledger, view).catch_up()
+    assert [key for key, _ in receiver.received] == [approval_id, approval_id]
+    body = receiver.received[-1][1]
+    assert (body["agent_id"], body["tool"], body["arguments"]) == (
+        "notified",
+        "place_order",
+        {"amount": 5000},
+    )
+    assert rows(view)[approval_id]["http_status"] == 200
+
+
+def test_a_receiver_that_keeps_refusing_parks_the_request_until_it_is_retried(
+    ledger: Ledger, receiver: Receiver
+) -> None:
+    approval_id = request_approval(ledger, "refused")
+    receiver.statuses = [500] * 100
+    view = ApprovalNotifications(ledger.datastore, url=receiver.url, attempts=1)
+    view.create_table()
+    runner = ProjectionRunner(ledger, view)
+    runner.catch_up()
+    assert approval_id not in rows(view)
+    assert runner.status().parked_count == 1
+    receiver.statuses = []  # fixed
+    [outcome] = retry_parked(ledger, view)
+    assert outcome.error is None
+    assert rows(view)[approval_id]["http_status"] == 200
+    assert receiver.received[-1][0] == approval_id
+
+
+def test_without_a_url_nothing_is_sent_and_the_view_says_why(ledger: Ledger) -> None:
+    approval_id = request_approval(ledger, "quiet")
+    view = ApprovalNotifications(ledger.datastore)
+    view.create_table()
+    ProjectionRunner(ledger, view).catch_up()
+    assert rows(view)[approval_id]["not_sent"] == "no approvals.notify_url configured"
