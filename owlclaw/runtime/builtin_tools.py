@@ -1,5 +1,5 @@
-"""The built-in tools: schedule_once, schedule_cron, cancel_schedule, list_schedules, remember,
-recall, forget, query_state, log_decision.
+"""The built-in tools: schedule_once, schedule_cron, cancel_schedule, list_schedules,
+load_skill, remember, recall, forget, query_state, log_decision.
 
 A tool whose effect *is* a ledger fact (a memory, a decision, a schedule request) records that
 event on the run or agent aggregate; the executor commits it with the tool's result. Each is a
@@ -71,6 +71,14 @@ async def _list_schedules(params: p.ListSchedules, ctx: RunScope, call_id: str) 
         if params.kind is None or schedule.kind == params.kind
     ]
     return {"schedules": schedules, "count": len(schedules)}
+
+
+async def _load_skill(params: p.LoadSkill, ctx: RunScope, call_id: str) -> Any:
+    skill = ctx.skills.get(params.name)
+    if skill is None:
+        known = ", ".join(sorted(ctx.skills)) or "none"
+        return _error(f"no skill named {params.name!r} (skills: {known})", "UNKNOWN_SKILL")
+    return {"name": skill.meta.name, "sha256": skill.sha256, "content": skill.body()}
 
 
 def _schedule_entry(
@@ -242,6 +250,14 @@ BUILTINS: dict[str, BuiltinTool] = dict(
             p.ListSchedules,
             _list_schedules,
             category="schedule",
+            idempotent=True,
+        ),
+        _builtin(
+            "load_skill",
+            "Read one of your skills in full, by its name from the skill index.",
+            p.LoadSkill,
+            _load_skill,
+            category="skill",
             idempotent=True,
         ),
         _builtin(

@@ -658,6 +658,7 @@ class AgentRuntime:
                 state.position,
                 self.threads,
                 self.limits,
+                self.app.skills if self.app is not None else {},
             )
 
         app_bytes = self.app.settings.tool_result_bytes if self.app is not None else None

@@ -16,6 +16,7 @@ from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.context import ContextItem, build_context
 from owlclaw.runtime.memories_prompt import memories_section
 from owlclaw.runtime.schedules_prompt import schedules_section
+from owlclaw.runtime.skills_prompt import skills_index
 from projections.memory import MemoryStore
 
 
@@ -72,6 +73,10 @@ async def system_prompt(
         parts.append(context)
     if app is not None:
         skills = select_skills(app, focus, limits.skills_tokens)
+        index, listed = skills_index(app.skills, {s.meta.name for s in skills})
+        if index:
+            parts.append(index)
+            inputs["skill_index"] = listed
         parts += [f"## Skill: {s.meta.name}\n{s.body()}" for s in skills]
         inputs["skills"] = [s.meta.name for s in skills]
     return Prompt("\n\n".join(parts), inputs, warning)

@@ -62,6 +62,10 @@ class ListSchedules(Params):
     ] = None
 
 
+class LoadSkill(Params):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200, description="A skill's name")]
+
+
 class CancelSchedule(Params):
     schedule_id: Annotated[
         str,

@@ -16,7 +16,10 @@ import msgspec
 from owlclaw.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from events.aggregates import Agent, Run
+    from owlclaw.app import Skill
     from owlclaw.config import RuntimeConfig
     from owlclaw.runtime.capabilities import Registry
     from owlclaw.tools.threads import HandlerThreads
@@ -38,6 +41,8 @@ class RunScope:
     """Where synchronous handlers run, off the event loop."""
     limits: RuntimeConfig
     """The runtime's limits (the memory limit, recall's similarity floor)."""
+    skills: Mapping[str, Skill]
+    """The app's skills by name, for load_skill."""
 
 
 @dataclass(frozen=True)
