@@ -23,6 +23,7 @@ AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
 ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
 ANSWERED_APPROVALS_KEPT = 1000
+INBOUND_KEPT = 20
 """Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
 HEARTBEAT = "heartbeat"
 """The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
@@ -109,6 +110,9 @@ class AgentState(msgspec.Struct):
     budget_exceeded: int = 0
     pending_inbound: int = 0
     """Timer fires and inbound events since the agent's last run started."""
+    inbound: list[int] = []
+    """The inbound events' agent-stream versions (the newest ``INBOUND_KEPT``), for the next
+    heartbeat."""
     idempotency_keys: dict[str, UUID] = {}
     """Idempotency key -> run id of recently accepted keyed runs (a retried trigger's run)."""
     disabled_tools: list[str] = []
@@ -131,6 +135,8 @@ class RunState(msgspec.Struct):
     run_no: int = 0
     trigger: str = ""
     focus: str | None = None
+    inbound: list[int] = []
+    """Agent-stream versions of the inbound events this run was given (a heartbeat's)."""
     started_at: datetime | None = None
     status: str = "pending"
     llm_calls: int = 0
@@ -252,6 +258,7 @@ class Agent(_Aggregate):
             context=context or {},
             idle=trigger == HEARTBEAT and self.state.pending_inbound == 0,
             idempotency_key=idempotency_key,
+            inbound=list(self.state.inbound) if trigger == HEARTBEAT else [],
         )
         assert isinstance(queued, ev.RunQueued)
         return queued
@@ -447,6 +454,7 @@ class Agent(_Aggregate):
         self.state.run_count = e.run_no
         self.state.last_run_id = e.run_id
         self.state.pending_inbound = 0
+        self.state.inbound = []
         if e.idempotency_key is not None:
             keys = self.state.idempotency_keys
             keys[e.idempotency_key] = e.run_id
@@ -455,6 +463,7 @@ class Agent(_Aggregate):
 
     def _on_InboundReceived(self, e: ev.InboundReceived) -> None:
         self.state.pending_inbound += 1
+        self.state.inbound = [*self.state.inbound, e.originator_version][-INBOUND_KEPT:]
 
     def _on_ScheduleRequested(self, e: ev.ScheduleRequested) -> None:
         self.state.schedules[e.schedule_id] = ActiveSchedule(
@@ -568,6 +577,7 @@ class Run(_Aggregate):
             focus=queued.focus,
             payload=dict(queued.payload),
             context=dict(queued.context),
+            inbound=list(queued.inbound),
         )
         return run
 
@@ -584,6 +594,7 @@ class Run(_Aggregate):
         self.state.focus = e.focus
         self.state.started_at = e.timestamp
         self.state.status = "running"
+        self.state.inbound = list(e.inbound)
 
     def _on_LLMResponded(self, e: ev.LLMResponded) -> None:
         self.state.llm_calls += 1

@@ -90,6 +90,9 @@ class RunQueued(_AgentEvent, frozen=True, kw_only=True):
     """A heartbeat with nothing pending when it was queued: the run is skipped, no model call."""
     idempotency_key: str | None = None
     """The client's key for this trigger: a retry with the same key gets this run again."""
+    inbound: list[int] = []
+    """A heartbeat's: the agent-stream versions of the InboundReceived since the agent's
+    previous run (the newest kept); the run shows them to the model and so consumes them."""
 
 
 MisfirePolicy = Literal["catch_up", "coalesce", "skip"]
@@ -252,6 +255,8 @@ class RunStarted(_RunEvent, frozen=True, kw_only=True):
     focus: str | None = None
     payload: JSON = {}
     context: JSON = {}
+    inbound: list[int] = []
+    """Its RunQueued's ``inbound``: a resumed run shows the model the same events."""
 
 
 class VisibleToolsResolved(_RunEvent, frozen=True, kw_only=True):

@@ -284,6 +284,14 @@ class Ledger:
                 return None if state.ended or state.status == "parked" else run_id
         return None
 
+    def agent_events_at(self, agent: Agent, versions: Sequence[int]) -> list[LedgerEvent]:
+        """The agent-stream events at ``versions`` (one range read), in stream order."""
+        if not versions:
+            return []
+        wanted = set(versions)
+        stored = self._recorder.select_events(agent.id, gt=min(wanted) - 1, lte=max(wanted))
+        return [self._decode(s) for s in stored if s.originator_version in wanted]
+
     def answered_parked_runs(self, agent: Agent) -> list[UUID]:
         """Runs parked for an approval that has been answered (or expired) since: to resume."""
         answered = {a.run_id for a in agent.state.approvals.values() if a.status != "pending"}

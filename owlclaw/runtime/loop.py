@@ -15,7 +15,7 @@ import asyncio
 import json
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
@@ -498,10 +498,14 @@ class AgentRuntime:
         return schemas + [_recorded_schema(n) for n in visible if n not in tools], filtered
 
     async def system_prompt(
-        self, focus: str | None, trigger: str, schedules: Mapping[str, ActiveSchedule] | None = None
+        self,
+        focus: str | None,
+        trigger: str,
+        schedules: Mapping[str, ActiveSchedule] | None = None,
+        inbound: Sequence[ev.LedgerEvent] = (),
     ) -> Prompt:
-        """Identity, active schedules, recalled memories, recent activity and skills; plus the
-        recorded inputs."""
+        """Identity, what arrived since the last run, active schedules, recalled memories,
+        recent activity and skills; plus the recorded inputs."""
         recalls = self.memory is not None and self.mode.observes_world
         return await system_prompt(
             self.app,
@@ -512,6 +516,7 @@ class AgentRuntime:
             memory=self.memory if recalls else None,
             agent_id=self.agent_id,
             schedules=schedules,
+            inbound=inbound,
         )
 
     async def _decide(
@@ -519,7 +524,10 @@ class AgentRuntime:
     ) -> None:
         state.tools = self.tools()
         tools, state.hidden = self._visible(state.agent, state.tools)
-        prompt = await self.system_prompt(focus, trigger, state.agent.state.schedules)
+        inbound = await self._io_call(
+            self.ledger.agent_events_at, state.agent, state.run.state.inbound
+        )
+        prompt = await self.system_prompt(focus, trigger, state.agent.state.schedules, inbound)
         if state.resumed is None:  # a resumed run recorded these when it started
             names = [t["function"]["name"] for t in tools]
             state.run.record(ev.VisibleToolsResolved, tools=names, filtered=state.hidden)

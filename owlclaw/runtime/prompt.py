@@ -4,16 +4,18 @@ inputs the decision was based on (recorded with the run's first LLMResponded).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain
 from typing import Any
 
+from events import catalog as ev
 from events.aggregates import ActiveSchedule, now
 from owlclaw.app import AgentApp, select_skills
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.context import ContextItem, build_context
+from owlclaw.runtime.inbound_prompt import inbound_section
 from owlclaw.runtime.memories_prompt import memories_section
 from owlclaw.runtime.schedules_prompt import schedules_section
 from owlclaw.runtime.skills_prompt import skills_index
@@ -39,10 +41,12 @@ async def system_prompt(
     memory: MemoryStore | None = None,
     agent_id: str = "",
     schedules: Mapping[str, ActiveSchedule] | None = None,
+    inbound: Sequence[ev.LedgerEvent] = (),
 ) -> Prompt:
-    """Identity, the agent's active ``schedules``, recalled memories (only with ``memory``
-    set), recent activity (``recent``: each past run's (text, importance) items, oldest first)
-    and skills; plus the inputs."""
+    """Identity, what arrived since the last run (``inbound``, a heartbeat's), the agent's
+    active ``schedules``, recalled memories (only with ``memory`` set), recent activity
+    (``recent``: each past run's (text, importance) items, oldest first) and skills; plus the
+    inputs."""
     inputs: dict[str, Any] = {}
     warning = None
     if app is None:
@@ -50,6 +54,10 @@ async def system_prompt(
     else:
         parts = [app.soul, app.identity]
         inputs |= {"soul_sha256": app.soul_sha256, "identity_sha256": app.identity_sha256}
+    arrived, versions = inbound_section(inbound)
+    if arrived:
+        parts.append(arrived)
+        inputs["inbound"] = versions
     section, shown = schedules_section(schedules or {}, now())
     if section:
         parts.append(section)
