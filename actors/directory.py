@@ -20,7 +20,7 @@ from events import Ledger, UnknownAgent
 from events import catalog as ev
 from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
-from owlclaw.runtime.approvals import ApprovalAnswer
+from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -145,20 +145,16 @@ class AgentDirectory:
         )
         return change
 
-    async def answer_approval(
-        self,
-        agent_id: str,
-        approval_id: str,
-        approve: bool,
-        by: str,
-        note: str = "",
-        arguments: dict[str, Any] | None = None,
-    ) -> ApprovalAnswer:
+    async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
         await asyncio.to_thread(self.ledger.load_agent, agent_id)
         answer: ApprovalAnswer = await self.handle(agent_id).answer_approval.remote(
-            agent_id, approval_id, approve, by, note, arguments
+            agent_id, decision
         )
         return answer
+
+    async def expire_approvals(self, agent_id: str) -> int:
+        expired: int = await self.handle(agent_id).expire_approvals.remote(agent_id)
+        return expired
 
     async def status(self, agent_id: str | None = None) -> HostStatus:
         """One agent's host, or (None) every host this directory has used, merged."""

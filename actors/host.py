@@ -27,7 +27,7 @@ from owlclaw.agents import AgentActivity, HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
-from owlclaw.runtime.approvals import ApprovalAnswer
+from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import AgentRuntime, RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -128,31 +128,33 @@ class AgentHost:
 
         return await self._accept(agent_id, change)
 
-    async def answer_approval(
-        self,
-        agent_id: str,
-        approval_id: str,
-        approve: bool,
-        by: str,
-        note: str = "",
-        arguments: dict[str, Any] | None = None,
-    ) -> ApprovalAnswer:
+    async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
         """Record a person's answer through the agent's writer; the parked run resumes."""
 
-        async def answer(runtime: AgentRuntime) -> tuple[ApprovalAnswer, uuid.UUID]:
-            answered = await runtime.answer_approval(approval_id, approve, by, note, arguments)
-            return answered, uuid.UUID(answered.run_id)
+        async def answer(runtime: AgentRuntime) -> tuple[ApprovalAnswer, list[uuid.UUID]]:
+            answered = await runtime.answer_approval(decision)
+            return answered, [uuid.UUID(answered.run_id)]
 
         return await self._accept(agent_id, answer)
+
+    async def expire_approvals(self, agent_id: str) -> int:
+        """Record ApprovalExpired for the agent's overdue approvals; their runs resume (each
+        parked call is denied). How many expired."""
+
+        async def expire(runtime: AgentRuntime) -> tuple[int, list[uuid.UUID]]:
+            runs = await runtime.expire_approvals()
+            return len(runs), runs
+
+        return await self._accept(agent_id, expire)
 
     async def _accept(
         self,
         agent_id: str,
-        write: Callable[[AgentRuntime], Awaitable[tuple[T, ev.RunQueued | uuid.UUID | None]]],
+        write: Callable[[AgentRuntime], Awaitable[tuple[T, ev.RunQueued | list[uuid.UUID] | None]]],
     ) -> T:
         """Write through the agent's runtime under its accepting lock (so mailbox order is
-        acceptance order); a run it queued, or a parked run it answered (its id), joins the
-        mailbox; a conflict stands this copy down."""
+        acceptance order); a run it queued, or the parked runs it answered (their ids), join
+        the mailbox; a conflict stands this copy down."""
         while True:
             hosted = await self._activate(agent_id)
             async with hosted.accepting:
@@ -163,8 +165,9 @@ class AgentHost:
                 except StreamConflict:
                     self._stand_down(agent_id, hosted)
                     raise
-                if isinstance(queued, uuid.UUID):
-                    self._resume(hosted, queued)
+                if isinstance(queued, list):
+                    for run_id in queued:
+                        self._resume(hosted, run_id)
                 elif queued is not None:
                     self._enqueue(hosted, queued)
                 return answer

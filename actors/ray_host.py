@@ -18,7 +18,7 @@ from events import Ledger
 from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
-from owlclaw.runtime.approvals import ApprovalAnswer
+from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -83,16 +83,11 @@ class AgentHostActor:
     ) -> ToolsChange:
         return await self.host.change_tools(agent_id, enable, disable)
 
-    async def answer_approval(
-        self,
-        agent_id: str,
-        approval_id: str,
-        approve: bool,
-        by: str,
-        note: str = "",
-        arguments: dict[str, Any] | None = None,
-    ) -> ApprovalAnswer:
-        return await self.host.answer_approval(agent_id, approval_id, approve, by, note, arguments)
+    async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
+        return await self.host.answer_approval(agent_id, decision)
+
+    async def expire_approvals(self, agent_id: str) -> int:
+        return await self.host.expire_approvals(agent_id)
 
     @ray.method(concurrency_group="control")
     def status(self, agent_id: str | None = None) -> HostStatus:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import msgspec
 
 from events import catalog as ev
-from owlclaw.runtime.approvals import ApprovalAnswer
+from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -77,17 +77,14 @@ class Agents(Protocol):
         (a ValueError) for a name its app does not have, and nothing is recorded."""
         ...
 
-    async def answer_approval(
-        self,
-        agent_id: str,
-        approval_id: str,
-        approve: bool,
-        by: str,
-        note: str = "",
-        arguments: dict[str, Any] | None = None,
-    ) -> ApprovalAnswer:
+    async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
         """Record a person's answer through the agent's writer and resume the parked run;
         ApprovalClosed / ToolArgumentsInvalid (ValueErrors) and nothing recorded otherwise."""
+        ...
+
+    async def expire_approvals(self, agent_id: str) -> int:
+        """Record ApprovalExpired for the agent's overdue approvals through its writer; their
+        parked runs resume, the calls denied. How many expired."""
         ...
 
     async def status(self, agent_id: str | None = None) -> HostStatus: ...

@@ -8,7 +8,7 @@ import httpx
 import msgspec
 
 from owlclaw.config import OwlClawConfig
-from owlclaw.runtime.approvals import ApprovalAnswer, PendingApproval
+from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.webhook import server_token
@@ -103,24 +103,16 @@ class ServerClient:
     def approvals(self) -> list[PendingApproval]:
         return msgspec.convert(self._call("GET", "/approvals"), list[PendingApproval])
 
-    def answer_approval(
-        self,
-        approval_id: str,
-        approve: bool,
-        by: str,
-        note: str = "",
-        arguments: dict[str, Any] | None = None,
-    ) -> ApprovalAnswer:
+    def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Answer an approval through the served agent's writer (the run resumes at once)."""
         body = {
-            "decision": "approve" if approve else "deny",
-            "by": by,
-            "note": note,
-            "arguments": arguments,
+            "decision": "approve" if decision.approve else "deny",
+            "by": decision.by,
+            "note": decision.note,
+            "arguments": decision.arguments,
         }
-        return msgspec.convert(
-            self._call("POST", f"/approvals/{approval_id}", body), ApprovalAnswer
-        )
+        answered = self._call("POST", f"/approvals/{decision.approval_id}", body)
+        return msgspec.convert(answered, ApprovalAnswer)
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/status")

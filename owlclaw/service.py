@@ -27,7 +27,14 @@ from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
-from owlclaw.runtime.approvals import ApprovalAnswer, PendingApproval, agent_of, pending
+from owlclaw.runtime.approvals import (
+    ApprovalAnswer,
+    Decision,
+    PendingApproval,
+    agent_of,
+    overdue,
+    pending,
+)
 from owlclaw.runtime.loop import RunResult
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -40,6 +47,8 @@ from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner
 
 HATCHET_DATABASE = "owlclaw_hatchet"
+EXPIRY_CHECK_S = 5.0
+"""How often served agents' pending approvals are checked for their expiry."""
 WORKER_START_S = 60.0
 
 
@@ -104,6 +113,7 @@ class Service:
         worker, runner = await asyncio.to_thread(self._timers)
         self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
         self.supervisor.start("timer-worker", worker.run)
+        self.supervisor.start("approval-expiry", self._expire_approvals)
         for agent_id, app in self.apps.items():
             if app.settings.heartbeat_s > 0:
                 beat = functools.partial(self._heartbeat, agent_id, app.settings.heartbeat_s)
@@ -229,6 +239,17 @@ class Service:
                 return
             await self.submit(agent_id, "heartbeat")
 
+    async def _expire_approvals(self, stop: asyncio.Event) -> None:
+        """Every ``EXPIRY_CHECK_S``, expire the served agents' overdue approvals (read from the
+        ledger, so an agent that is not active is activated for it)."""
+        assert self.ledger is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), EXPIRY_CHECK_S)
+                return
+            for agent_id in await asyncio.to_thread(overdue, self.ledger, list(self.apps)):
+                await self.agents.expire_approvals(agent_id)
+
     # --- what clients ask for -------------------------------------------------------------
 
     def served(self, agent_id: str) -> AgentApp:
@@ -270,20 +291,12 @@ class Service:
         self.served(agent_id)
         return await self.agents.change_tools(agent_id, enable, disable)
 
-    async def answer_approval(
-        self,
-        approval_id: str,
-        approve: bool,
-        by: str,
-        note: str = "",
-        arguments: dict[str, Any] | None = None,
-    ) -> ApprovalAnswer:
+    async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Answer a served agent's approval through its writer; the parked run resumes."""
         assert self.ledger is not None
-        agent_id = await asyncio.to_thread(agent_of, self.ledger, approval_id, list(self.apps))
-        return await self.agents.answer_approval(
-            agent_id, approval_id, approve, by, note, arguments
-        )
+        served = list(self.apps)
+        agent_id = await asyncio.to_thread(agent_of, self.ledger, decision.approval_id, served)
+        return await self.agents.answer_approval(agent_id, decision)
 
     def pending_approvals(self) -> list[PendingApproval]:
         assert self.ledger is not None

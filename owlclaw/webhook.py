@@ -38,7 +38,7 @@ from aiohttp import web
 from events import UnknownAgent
 from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
-from owlclaw.runtime.approvals import ToolArgumentsInvalid
+from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
 from owlclaw.service import NotServed, Service
 from owlclaw.timers.fires import TimerFire
 
@@ -116,9 +116,10 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
         data: AnswerBody = await _body(request, AnswerBody)
         approval_id = request.match_info["approval_id"]
         try:
-            answered = await service.answer_approval(
+            decision = Decision(
                 approval_id, data.decision == "approve", data.by, data.note, data.arguments
             )
+            answered = await service.answer_approval(decision)
         except UnknownApproval as e:
             return _error(404, "unknown_approval", str(e))
         except ApprovalClosed as e:

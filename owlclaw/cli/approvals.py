@@ -27,7 +27,7 @@ from owlclaw.cli.common import (
     print_json,
 )
 from owlclaw.config import OwlClawConfig, load_config
-from owlclaw.runtime.approvals import ApprovalAnswer, PendingApproval
+from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
 
 ARGS_EXAMPLE = """pass an object, e.g. --args '{"amount": 900}'"""
 NoteOption = Annotated[str, typer.Option("--note", help="Why, for the ledger and the model.")]
@@ -82,8 +82,8 @@ def approve(
     as_json: JsonOption = False,
 ) -> None:
     """Let a parked call run (with --args: edited arguments, checked against the tool)."""
-    arguments = _arguments(args)
-    _report(_answer(load_config(), approval_id, True, by, note, arguments), as_json)
+    decision = Decision(approval_id, True, by or getpass.getuser(), note, _arguments(args))
+    _report(_answer(load_config(), decision), as_json)
 
 
 @app.command()
@@ -95,7 +95,8 @@ def deny(
     as_json: JsonOption = False,
 ) -> None:
     """Refuse a parked call: the model is told who denied it and why, and goes on."""
-    _report(_answer(load_config(), approval_id, False, by, note, None), as_json)
+    decision = Decision(approval_id, False, by or getpass.getuser(), note)
+    _report(_answer(load_config(), decision), as_json)
 
 
 def _arguments(text: str | None) -> dict[str, Any] | None:
@@ -110,24 +111,16 @@ def _arguments(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _answer(
-    config: OwlClawConfig,
-    approval_id: str,
-    approve: bool,
-    by: str | None,
-    note: str,
-    arguments: dict[str, Any] | None,
-) -> tuple[ApprovalAnswer, str]:
+def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, str]:
     """Through the agent's server when one serves it, else directly in the ledger."""
     from events.aggregates import ApprovalClosed, UnknownApproval
     from owlclaw.cli.tools import app_tools
     from owlclaw.client import ServerClient, ServerRefused, ServerUnavailable
     from owlclaw.runtime.approvals import ToolArgumentsInvalid, agent_of, answer_directly
 
-    by = by or getpass.getuser()
     with ServerClient(config) as client:
         try:
-            return client.answer_approval(approval_id, approve, by, note, arguments), "server"
+            return client.answer_approval(decision), "server"
         except ServerUnavailable:
             pass
         except ServerRefused as e:
@@ -139,11 +132,9 @@ def _answer(
                 raise
     with open_ledger(config) as (_, led):
         try:
-            agent = agent_of(led, approval_id, led.agent_ids())
+            agent = agent_of(led, decision.approval_id, led.agent_ids())
             tools = app_tools(led, agent, config.runtime.app_load_timeout_s)
-            return answer_directly(
-                led, agent, approval_id, approve, by, note, arguments, tools
-            ), "ledger"
+            return answer_directly(led, agent, decision, tools), "ledger"
         except UnknownApproval as e:
             fail(str(e), "`owlclaw approvals` lists the pending ones", EXIT_NOT_FOUND)
         except ApprovalClosed as e:

@@ -17,13 +17,23 @@ from uuid import UUID
 import msgspec
 
 from events import Ledger
-from events.aggregates import Agent, Approval, UnknownApproval
+from events.aggregates import Agent, Approval, UnknownApproval, now
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.tool import Tool
 
 
 class ToolArgumentsInvalid(ValueError):
     """An approver's edited arguments do not fit the tool's schema (nothing recorded)."""
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """A person's answer to one approval: yes (optionally with edited arguments) or no."""
+
+    approval_id: str
+    approve: bool
+    by: str
+    note: str = ""
+    arguments: dict[str, Any] | None = None
 
 
 class ApprovalAnswer(msgspec.Struct, frozen=True):
@@ -67,11 +77,10 @@ class PendingApproval(msgspec.Struct, frozen=True):
         )
 
 
-def checked_edit(
-    agent: Agent, approval_id: str, arguments: dict[str, Any] | None, tools: Mapping[str, Tool]
-) -> None:
+def checked_edit(agent: Agent, decision: Decision, tools: Mapping[str, Tool]) -> None:
     """ToolArgumentsInvalid when an approver's edited arguments do not fit the tool."""
-    approval = agent.state.approvals.get(approval_id)
+    approval = agent.state.approvals.get(decision.approval_id)
+    arguments = decision.arguments
     if approval is None or arguments is None:
         return
     tool = tools.get(approval.tool)
@@ -91,6 +100,16 @@ def pending(ledger: Ledger, agent_ids: list[str]) -> list[PendingApproval]:
     return sorted(found, key=lambda p: p.requested_at)
 
 
+def overdue(ledger: Ledger, agent_ids: list[str]) -> list[str]:
+    """The agents with a pending approval past its expiry."""
+    at = now()
+    return [
+        agent_id
+        for agent_id in agent_ids
+        if any(a.expires_at <= at for _, a in ledger.load_agent(agent_id).pending_approvals())
+    ]
+
+
 def agent_of(ledger: Ledger, approval_id: str, agent_ids: list[str]) -> str:
     """The agent that asked for ``approval_id``; UnknownApproval if none did."""
     for agent_id in agent_ids:
@@ -100,19 +119,16 @@ def agent_of(ledger: Ledger, approval_id: str, agent_ids: list[str]) -> str:
 
 
 def answer_directly(
-    ledger: Ledger,
-    agent_id: str,
-    approval_id: str,
-    approve: bool,
-    by: str,
-    note: str = "",
-    arguments: dict[str, Any] | None = None,
-    tools: Mapping[str, Tool] | None = None,
+    ledger: Ledger, agent_id: str, decision: Decision, tools: Mapping[str, Tool] | None = None
 ) -> ApprovalAnswer:
     """Record an answer from outside the agent's writer (no server serves it)."""
     agent = ledger.load_agent(agent_id)
     if tools is not None:
-        checked_edit(agent, approval_id, arguments, tools)
-    approval = agent.answer_approval(approval_id, approve, by, note, arguments)
+        checked_edit(agent, decision, tools)
+    approval = record_decision(agent, decision)
     agent, positions = ledger.append_rebasing(agent)
-    return ApprovalAnswer.of(agent, approval_id, approval.run_id, positions[-1])
+    return ApprovalAnswer.of(agent, decision.approval_id, approval.run_id, positions[-1])
+
+
+def record_decision(agent: Agent, d: Decision) -> Approval:
+    return agent.answer_approval(d.approval_id, d.approve, d.by, d.note, d.arguments)

@@ -34,7 +34,7 @@ from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.replay import RecordedRun
-from owlclaw.runtime.approvals import ApprovalAnswer, checked_edit
+from owlclaw.runtime.approvals import ApprovalAnswer, Decision, checked_edit, record_decision
 from owlclaw.runtime.builtin_tools import agent_tools
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
@@ -226,22 +226,15 @@ class AgentRuntime:
         agent, positions = await self._append(agent, over=None)
         return ToolsChange(self.agent_id, list(agent.state.disabled_tools), positions[-1])
 
-    async def answer_approval(
-        self,
-        approval_id: str,
-        approve: bool,
-        by: str,
-        note: str = "",
-        arguments: dict[str, Any] | None = None,
-    ) -> ApprovalAnswer:
+    async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Record a person's answer as the agent's writer. ApprovalClosed (nothing to answer)
         or ToolArgumentsInvalid (edited arguments outside the tool's schema): nothing recorded.
         The run to resume is in the answer."""
         agent = await self._io_call(self._prepare_agent)
-        checked_edit(agent, approval_id, arguments, self.tools())
-        approval = agent.answer_approval(approval_id, approve, by, note, arguments)
+        checked_edit(agent, decision, self.tools())
+        approval = record_decision(agent, decision)
         agent, positions = await self._append(agent)
-        return ApprovalAnswer.of(agent, approval_id, approval.run_id, positions[-1])
+        return ApprovalAnswer.of(agent, decision.approval_id, approval.run_id, positions[-1])
 
     async def expire_approvals(self) -> list[UUID]:
         """Record ApprovalExpired for this agent's overdue approvals; the runs to resume."""

@@ -32,7 +32,7 @@ from events.aggregates import ApprovalClosed, Run, UnknownTools, run_stream_id
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.runtime.approvals import pending
+from owlclaw.runtime.approvals import Decision, overdue, pending
 from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -623,10 +623,12 @@ def test_parked_runs_wait_for_their_answers_while_the_mailbox_goes_on(setting: S
         second = await agents.submit(agent_id, "webhook", focus="second")  # not blocked
         parked = [(await agents.result(agent_id, r)).status for r in (first, second)]
         waiting = {a.run_id: a.approval_id for a in pending(ledger, [agent_id])}
-        yes = await agents.answer_approval(agent_id, waiting[first], True, "ops")
-        no = await agents.answer_approval(agent_id, waiting[second], False, "ops", "not now")
+        yes = await agents.answer_approval(agent_id, Decision(waiting[first], True, "ops"))
+        no = await agents.answer_approval(
+            agent_id, Decision(waiting[second], False, "ops", "not now")
+        )
         with pytest.raises(ApprovalClosed, match="already granted"):
-            await agents.answer_approval(agent_id, waiting[first], False, "ops")
+            await agents.answer_approval(agent_id, Decision(waiting[first], False, "ops"))
         await until(recorded(ledger, no.run_id, ev.RunCompleted))
         await until(recorded(ledger, yes.run_id, ev.RunCompleted))
         return parked
@@ -638,3 +640,27 @@ def test_parked_runs_wait_for_their_answers_while_the_mailbox_goes_on(setting: S
     assert denied.reason == "denied by ops: not now"
     assert not [e for e in second if isinstance(e, ev.DecisionLogged)]
     assert_one_end_each_and_contiguous(ledger, agent_id)
+
+
+def test_an_overdue_approval_expires_through_the_agents_writer(setting: Setting) -> None:
+    ledger, agent_id = setting.ledger, unique("expiring")
+    config = (
+        '[agent]\nmodels = ["scripted/one_tool"]\n\n'
+        '[governance]\nask = ["log_decision"]\napproval_timeout_s = 0.2\n'
+    )
+    ledger.register_agent(agent_id, str(make_app(setting.apps / agent_id, config=config)))
+
+    async def scenario(agents: Agents) -> int:
+        run_id = await agents.submit(agent_id, "webhook")
+        assert (await agents.result(agent_id, run_id)).status == "parked"
+        await until(lambda: overdue(ledger, [agent_id]) == [agent_id])
+        expired = await agents.expire_approvals(agent_id)
+        await until(recorded(ledger, run_id, ev.RunCompleted))
+        return expired
+
+    assert hosted(setting, scenario) == 1
+    [run] = runs(ledger, agent_id)
+    [denied] = [e for e in run if isinstance(e, ev.ToolCallDenied)]
+    assert denied.reason.startswith("nobody approved the call before")
+    kinds = [type(e).__name__ for e in ledger.stream(ledger.load_agent(agent_id).id)]
+    assert kinds.count("ApprovalExpired") == 1

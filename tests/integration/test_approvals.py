@@ -19,7 +19,7 @@ from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.app_code import AppCode
-from owlclaw.runtime.approvals import ToolArgumentsInvalid, answer_directly, pending
+from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, answer_directly, pending
 from owlclaw.runtime.loop import RunResult
 from owlclaw.runtime.verify import ReplayReport, replay_run
 from owlclaw.tools.stats import tool_stats
@@ -99,7 +99,7 @@ def test_approved_after_the_host_stopped_the_call_runs_once_on_a_new_host(
     kinds = [type(e).__name__ for e in run_events(ledger, run_id)]
     assert kinds[-1] == "RunParked" and "ToolCallRequested" not in kinds
 
-    answered = answer_directly(ledger, "asker", approval_id, True, "alice", "fine")
+    answered = answer_directly(ledger, "asker", Decision(approval_id, True, "alice", "fine"))
     assert answered.status == "granted" and answered.run_id == run_id
     result = asyncio.run(resumed(ledger, "asker", run_id))
     assert result.status == "completed"
@@ -109,7 +109,7 @@ def test_approved_after_the_host_stopped_the_call_runs_once_on_a_new_host(
     assert "RunInterrupted" not in [type(e).__name__ for e in events]
     assert pending(ledger, ["asker"]) == []
     with pytest.raises(ApprovalClosed, match="already granted"):
-        answer_directly(ledger, "asker", approval_id, False, "bob")
+        answer_directly(ledger, "asker", Decision(approval_id, False, "bob"))
     assert verified(ledger, "asker", app).matched
     [row] = audit_rows(ledger, "asker")
     assert (row["status"], row["approval_status"], row["approved_by"]) == (
@@ -126,7 +126,7 @@ def test_denied_the_model_is_told_who_denied_it_and_the_run_ends_as_scripted(
     app, orders = trader(tmp_path, "denied", 'ask = ["place_*"]')
     ledger.register_agent("denied", app)
     run_id, approval_id = asyncio.run(park(ledger, "denied"))
-    answer_directly(ledger, "denied", approval_id, False, "bob", "too big")
+    answer_directly(ledger, "denied", Decision(approval_id, False, "bob", "too big"))
     result = asyncio.run(resumed(ledger, "denied", run_id))
     assert result.status == "completed" and not orders.exists()
     [denied] = [e for e in run_events(ledger, run_id) if isinstance(e, ev.ToolCallDenied)]
@@ -151,7 +151,7 @@ def test_an_approval_nobody_answers_expires_as_a_denial(ledger: Ledger, tmp_path
     while time.time() < deadline and waiting.expires_at >= _now_iso():
         time.sleep(0.05)
     with pytest.raises(ApprovalClosed, match="expired"):
-        answer_directly(ledger, "expiry", approval_id, True, "alice")
+        answer_directly(ledger, "expiry", Decision(approval_id, True, "alice"))
     result = asyncio.run(resumed(ledger, "expiry", run_id))  # activation records the expiry
     assert result.status == "completed" and not orders.exists()
     agent_kinds = [type(e).__name__ for e in ledger.stream(ledger.load_agent("expiry").id)]
@@ -170,9 +170,8 @@ def test_edited_arguments_are_checked_against_the_tool_and_used(
     async def answer(arguments: dict[str, object]) -> str:
         host = AgentHost(ledger, config("edited"))
         try:
-            answered = await host.answer_approval(
-                "edited", approval_id, True, "carol", arguments=arguments
-            )
+            decision = Decision(approval_id, True, "carol", arguments=arguments)
+            answered = await host.answer_approval("edited", decision)
             return (await host.result("edited", answered.run_id)).status
         finally:
             await host.close()
