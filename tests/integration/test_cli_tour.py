@@ -255,7 +255,13 @@ def test_status_reports_agents_timers_and_projections(tour: Tour, scheduling_run
     assert status["server"]["agents"]["my-agent"]["runs"] >= 1
     assert status["server"]["placement"] == "shared"
     assert status["pending_timers"] >= 1
-    assert {p["name"] for p in status["projections"]} == {"audit", "runs", "memory", "schedules"}
+    assert {p["name"] for p in status["projections"]} == {
+        "audit",
+        "runs",
+        "memory",
+        "schedules",
+        "approval_notifications",
+    }
     assert [a["agent_id"] for a in status["agents"]] == ["my-agent"]
 
 
