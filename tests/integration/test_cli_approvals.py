@@ -54,7 +54,7 @@ def statuses(env: dict[str, str], cwd: Path) -> dict[str, str]:
     return runs
 
 
-def test_parked_answered_from_the_cli_with_the_server_down_and_through_the_webhook(
+def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_webhook(
     tmp_path: Path,
 ) -> None:
     env = user_env(
@@ -78,7 +78,8 @@ def test_parked_answered_from_the_cli_with_the_server_down_and_through_the_webho
         [waiting] = owlclaw_json(env, "approvals", cwd=tmp_path)
         assert waiting["tool"] == "place_order" and waiting["served"] is True
         assert waiting["arguments"] == {"symbol": "ACME", "amount": 5000.0}
-        stop(server)  # the host goes away while the run is parked
+        server.kill()  # the host dies while the run is parked (its PostgreSQL is adopted next)
+        server.wait()
     finally:
         if server.poll() is None:
             server.kill()
