@@ -286,6 +286,9 @@ class ToolCallDenied(_RunEvent, frozen=True, kw_only=True):
     call_id: str
     tool: str
     reason: str
+    error_code: str | None = None
+    """The code the model was told when not TOOL_DENIED (RATE_LIMITED, APPROVAL_DENIED,
+    APPROVAL_EXPIRED): a resumed run tells it the same."""
 
 
 class ToolCallRejected(_RunEvent, frozen=True, kw_only=True):

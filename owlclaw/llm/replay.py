@@ -93,8 +93,11 @@ class RecordedRun:
                         error_code="TIMEOUT",
                         kind="timeout",
                     )
-                case ev.ToolCallDenied(reason=reason):
-                    return ToolError(error=reason, error_code="TOOL_DENIED")
+                case ev.ToolCallDenied(reason=reason, error_code=code):
+                    code = code or "TOOL_DENIED"
+                    return ToolError(
+                        error=reason, error_code=code, retryable=code == "RATE_LIMITED"
+                    )
                 case ev.ToolCallRejected(error=error):
                     return ToolError(error=error, error_code="INVALID_ARGUMENTS")
                 case ev.ToolOutcomeUnknown(reason=reason):

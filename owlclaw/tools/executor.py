@@ -140,7 +140,15 @@ async def call_tool(site: CallSite, call_id: str, name: str, arguments: str) -> 
     params = approved
     if (limited := rate_limit(site, name)) is not None:
         told = ToolError(error=limited, error_code="RATE_LIMITED", retryable=True)
-        return refuse(site.run, ev.ToolCallDenied, told, call_id=call_id, tool=name, reason=limited)
+        return refuse(
+            site.run,
+            ev.ToolCallDenied,
+            told,
+            call_id=call_id,
+            tool=name,
+            reason=limited,
+            error_code=told.error_code,
+        )
     site.run.record(
         ev.ToolCallRequested, call_id=call_id, tool=name, arguments=msgspec.to_builtins(params)
     )
@@ -237,7 +245,15 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
             error=f"nobody approved the call before {approval.expires_at.isoformat()}",
             error_code="APPROVAL_EXPIRED",
         )
-    return refuse(scope.run, ev.ToolCallDenied, told, call_id=call_id, tool=name, reason=told.error)
+    return refuse(
+        scope.run,
+        ev.ToolCallDenied,
+        told,
+        call_id=call_id,
+        tool=name,
+        reason=told.error,
+        error_code=told.error_code,
+    )
 
 
 def rate_limit(site: CallSite, name: str) -> str | None:

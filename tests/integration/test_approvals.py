@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from events import catalog as ev
 from events.aggregates import ApprovalClosed
 from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.llm.replay import RecordedRun
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.app_code import AppCode
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, answer_directly, pending
@@ -130,7 +132,9 @@ def test_denied_the_model_is_told_who_denied_it_and_the_run_ends_as_scripted(
     result = asyncio.run(resumed(ledger, "denied", run_id))
     assert result.status == "completed" and not orders.exists()
     [denied] = [e for e in run_events(ledger, run_id) if isinstance(e, ev.ToolCallDenied)]
-    assert denied.reason == "denied by bob: too big"
+    assert (denied.reason, denied.error_code) == ("denied by bob: too big", "APPROVAL_DENIED")
+    told = RecordedRun(uuid.UUID(run_id), run_events(ledger, run_id)).settled(denied.call_id)
+    assert told.error_code == "APPROVAL_DENIED"  # what a crash-resumed run tells the model again
     assert verified(ledger, "denied", app).matched
     [row] = audit_rows(ledger, "denied")
     assert (row["status"], row["approval_status"], row["approval_note"]) == (
