@@ -86,8 +86,6 @@ async def resumed(ledger: Ledger, agent_id: str, run_id: str) -> RunResult:
 
 
 def run_events(ledger: Ledger, run_id: str) -> list[ev.LedgerEvent]:
-    import uuid
-
     return ledger.stream(uuid.UUID(run_id))
 
 
