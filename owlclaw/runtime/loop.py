@@ -517,8 +517,11 @@ class AgentRuntime:
     ) -> None:
         state.tools = self.tools()
         tools, state.hidden = self._visible(state.agent, state.tools)
-        inbound = await self._io_call(
-            self.ledger.agent_events_at, state.agent, state.run.state.inbound
+        versions = state.run.state.inbound  # a heartbeat's; other runs skip the ledger read
+        inbound = (
+            await self._io_call(self.ledger.agent_events_at, state.agent, versions)
+            if versions
+            else []
         )
         prompt = await self.system_prompt(focus, trigger, state.agent.state.schedules, inbound)
         if state.resumed is None:  # a resumed run recorded these when it started
