@@ -255,6 +255,7 @@ class AgentHost:
             app_dir=Path(agent.state.app_dir) if agent.state.app_dir else None,
             memory=self.memory,
             limits=self.config.runtime,
+            workspaces=self.config.workspaces_path,
         )
         try:
             await runtime.load()  # a broken app is recorded now, bounded by its time limit

@@ -128,16 +128,26 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     approvals: ApprovalsConfig = ApprovalsConfig()
     timers: TimersConfig = TimersConfig()
     server: ServerConfig = ServerConfig()
+    workspaces_dir: str | None = None
+    """Where each agent's workspace directory is (``<workspaces_dir>/<agent id>``), the only
+    place its file and exec tools act in; default ``<data_dir>/workspaces``."""
 
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir).expanduser().resolve()
+
+    @property
+    def workspaces_path(self) -> Path:
+        if self.workspaces_dir is not None:
+            return Path(self.workspaces_dir).expanduser().resolve()
+        return self.data_path / "workspaces"
 
 
 ENV_FIELDS = {
     "DATA_DIR": ("data_dir",),
     "DATABASE_URL": ("database_url",),
     "DATABASE_NAME": ("database_name",),
+    "WORKSPACES_DIR": ("workspaces_dir",),
     "RAY_ADDRESS": ("ray_address",),
     "SNAPSHOT_INTERVAL": ("ledger", "snapshot_interval"),
     "EMBEDDING_MODEL": ("memory", "embedding_model"),

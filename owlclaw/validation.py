@@ -20,6 +20,7 @@ from pathlib import Path
 from owlclaw.app import AgentApp, AppError, AppNotFound, load_app
 from owlclaw.runtime.app_code import probe
 from owlclaw.runtime.governance import Governance
+from owlclaw.tools.pack.config import ToolsConfig
 
 
 class InvalidApps(AppError):
@@ -35,6 +36,7 @@ def validate_app(root: Path, load_timeout_s: float) -> AgentApp:
     app = load_app(root)
     try:
         Governance.from_app_config(app.config, source=str(app.root / "owlclaw.toml"))
+        ToolsConfig.from_app_config(app.config, source=str(app.root / "owlclaw.toml"))
     except ValueError as e:
         raise AppError(str(e)) from e
     if app.handlers is not None:

@@ -133,7 +133,7 @@ def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, 
     with open_ledger(config) as (_, led):
         try:
             agent = agent_of(led, decision.approval_id, led.agent_ids())
-            tools = app_tools(led, agent, config.runtime.app_load_timeout_s)
+            tools = app_tools(led, agent, config.runtime.app_load_timeout_s, config.workspaces_path)
             return answer_directly(led, agent, decision, tools), "ledger"
         except UnknownApproval as e:
             fail(str(e), "`owlclaw approvals` lists the pending ones", EXIT_NOT_FOUND)

@@ -93,28 +93,32 @@ def _change(
             if e.code != "unknown_agent":
                 raise
     with open_ledger(config) as (_, led):
-        known = list(app_tools(led, agent, config.runtime.app_load_timeout_s))
+        known = list(
+            app_tools(led, agent, config.runtime.app_load_timeout_s, config.workspaces_path)
+        )
         try:
             return change_tools_directly(led, agent, known, enable, disable), "ledger"
         except ValueError as e:
             fail(str(e), hint, EXIT_USAGE)
 
 
-def app_tools(led: Ledger, agent: str, timeout_s: float) -> dict[str, Tool]:
+def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> dict[str, Tool]:
     """The tools of the agent's app as it is on disk (built-in tools only without one); its
     handlers.py is loaded the way a host loads it, with the time limit."""
     from owlclaw.app import load_app
     from owlclaw.runtime.app_code import AppCode
     from owlclaw.runtime.builtin_tools import agent_tools
     from owlclaw.runtime.capabilities import Registry
+    from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 
     app_dir = led.load_agent(agent).state.app_dir
-    registry = Registry()
+    registry, pack = Registry(), {}
     if app_dir and Path(app_dir).is_dir():
         loaded = load_app(Path(app_dir))
         if loaded.handlers:
             registry = AppCode(timeout_s).load(loaded.handlers)
-    return agent_tools(registry)
+        pack = pack_tools(ToolsConfig.from_app_config(loaded.config), workspaces)
+    return agent_tools(registry, pack)
 
 
 def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:

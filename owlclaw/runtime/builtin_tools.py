@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -302,7 +302,7 @@ BUILTINS: dict[str, BuiltinTool] = dict(
 """The built-in tools by name, in the order the model sees them."""
 
 
-def agent_tools(registry: Registry) -> dict[str, Tool]:
-    """Every tool of an agent whose app has ``registry``, by name: the built-in tools and the
-    app's capabilities."""
-    return {**BUILTINS, **registry.capabilities}
+def agent_tools(registry: Registry, pack: Mapping[str, Tool] | None = None) -> dict[str, Tool]:
+    """Every tool of an agent whose app has ``registry`` and enabled ``pack`` tools, by name:
+    the built-in tools, the pack's, the app's capabilities."""
+    return {**BUILTINS, **(pack or {}), **registry.capabilities}

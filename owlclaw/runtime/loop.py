@@ -31,7 +31,7 @@ from events import catalog as ev
 from events.aggregates import ActiveSchedule, Agent, Run, now, run_stream_id
 from owlclaw import tracing
 from owlclaw.app import AgentApp
-from owlclaw.config import RuntimeConfig
+from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, checked_edit, record_decision
@@ -60,6 +60,7 @@ from owlclaw.tools.executor import (
     json_safe,
     printable,
 )
+from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.threads import HandlerThreads
 from owlclaw.tools.tool import RunScope, Tool
@@ -124,6 +125,7 @@ class AgentRuntime:
         governance: Governance | None = None,
         replay: RecordedRun | None = None,
         app_dir: Path | None = None,
+        workspaces: Path | None = None,
     ):
         if not models:
             raise ValueError("at least one model is needed")
@@ -145,6 +147,12 @@ class AgentRuntime:
             Governance.from_app_config(app.config) if app is not None else Governance()
         )
         self._rate = RateLimiter(self.governance.rate_limits_with(app.skills if app else {}))
+        self.workspaces = workspaces or OwlClawConfig().workspaces_path
+        """Where the agent's workspace is (``<workspaces>/<agent id>``), for the pack tools."""
+        self.pack = (
+            pack_tools(ToolsConfig.from_app_config(app.config), self.workspaces) if app else {}
+        )
+        """The pack tools its app enables (``[tools] enable``)."""
         self.mode: Live | Replay = Replay(replay) if replay is not None else Live()
         self.threads = HandlerThreads(name=f"tools-{agent_id}")
         """Where this agent's synchronous handlers run, off the event loop."""
@@ -337,11 +345,15 @@ class AgentRuntime:
         IdentityLoaded (see ``AppReloader.reload``)."""
         return self._app.reload(agent)
 
-    def _switch(self, app: AgentApp, governance: Governance, registry: Registry | None) -> None:
-        """The app reloader switched to ``app``: use its governance, rate limits and models."""
+    def _switch(
+        self, app: AgentApp, governance: Governance, tools: ToolsConfig, registry: Registry | None
+    ) -> None:
+        """The app reloader switched to ``app``: use its governance, rate limits, pack tools and
+        models."""
         if registry is not None:
             self.registry = registry
         self.governance = governance
+        self.pack = pack_tools(tools, self.workspaces)
         self._rate = self._rate.with_limits(governance.rate_limits_with(app.skills))
         if app.settings.models:
             self.models = list(app.settings.models)
@@ -472,7 +484,7 @@ class AgentRuntime:
 
     def tools(self) -> dict[str, Tool]:
         """Every tool of this agent, built-in and the app's, by name."""
-        return agent_tools(self.registry)
+        return agent_tools(self.registry, self.pack)
 
     def _disabled_tools(self, agent: Agent) -> frozenset[str]:
         """The tools the operator switched off for this agent (hidden, and denied if called)."""

@@ -14,10 +14,11 @@ from owlclaw.llm.scripted import ScriptError, load_script_dir
 from owlclaw.runtime.app_code import AppCode, AppCodeError
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.governance import Governance
+from owlclaw.tools.pack.config import ToolsConfig
 
-Switched = Callable[[AgentApp, Governance, Registry | None], None]
-"""Told of each switch: the new app, its governance and, when its code was imported, its
-capabilities (None: the code did not change or the registry is not the app's)."""
+Switched = Callable[[AgentApp, Governance, ToolsConfig, Registry | None], None]
+"""Told of each switch: the new app, its governance, its pack tools and, when its code was
+imported, its capabilities (None: the code did not change or the registry is not the app's)."""
 
 
 class AppReloader:
@@ -54,8 +55,9 @@ class AppReloader:
         try:
             fresh = load_app(self.app_dir)
             governance = Governance.from_app_config(fresh.config)
+            tools = ToolsConfig.from_app_config(fresh.config)
             if self.app is None or fresh.fingerprint != self.app.fingerprint:
-                self._use(fresh, governance)
+                self._use(fresh, governance, tools)
         except (AppError, ValueError, ScriptError) as e:
             if self.app is None:
                 self.error = f"the app directory does not load: {e}"
@@ -89,7 +91,7 @@ class AppReloader:
             agent.record(ev.AgentWarning, source="skills", message=warning)
         return True
 
-    def _use(self, app: AgentApp, governance: Governance) -> None:
+    def _use(self, app: AgentApp, governance: Governance, tools: ToolsConfig) -> None:
         """Switch to ``app``; its code is imported (and its scripts registered) only when they
         changed, and nothing switches if that fails."""
         code_changed = self.app is None or app.code_sha256 != self.app.code_sha256
@@ -99,4 +101,4 @@ class AppReloader:
         if (app.root / SCRIPTS_DIR).is_dir():
             load_script_dir(app.root / SCRIPTS_DIR)
         self.app = app
-        self._switched(app, governance, registry)
+        self._switched(app, governance, tools, registry)

@@ -1,0 +1,56 @@
+"""The ``[tools]`` table of an app's owlclaw.toml: which pack tools the agent has, and their
+settings. None is enabled by default; an enabled tool is governed like any other (allow, deny,
+ask, rate limits), bounded and recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from owlclaw.tools.pack.files import FilesConfig, file_tools
+from owlclaw.tools.pack.shell import ExecConfig, exec_tools
+from owlclaw.tools.tool import Tool
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "files": ("read_file", "write_file", "edit_file", "list_dir"),
+    "exec": ("exec",),
+}
+"""What each name ``enable`` accepts stands for."""
+
+
+class ToolsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    enable: tuple[str, ...] = ()
+    """Pack tools this agent has: a group (``files``) or tool names (``read_file``, ``exec``)."""
+    files: FilesConfig = FilesConfig()
+    exec: ExecConfig = ExecConfig()
+
+    @classmethod
+    def from_app_config(
+        cls, config: Mapping[str, Any], source: str = "owlclaw.toml"
+    ) -> ToolsConfig:
+        """Validate the table; ValueError names ``source`` and the offending field or name."""
+        try:
+            tools = msgspec.convert(config.get("tools", {}), cls)
+        except msgspec.ValidationError as e:
+            raise ValueError(f"{source}: [tools] {e}") from e
+        known = {*GROUPS, *(n for names in GROUPS.values() for n in names)}
+        unknown = sorted(set(tools.enable) - known)
+        if unknown:
+            raise ValueError(
+                f"{source}: [tools] enable names unknown tools {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        return tools
+
+    def enabled(self) -> set[str]:
+        return {name for entry in self.enable for name in GROUPS.get(entry, (entry,))}
+
+
+def pack_tools(config: ToolsConfig, workspaces: Path) -> dict[str, Tool]:
+    """The enabled pack tools of an agent whose workspace is ``workspaces/<agent id>``."""
+    available = {**file_tools(workspaces, config.files), **exec_tools(workspaces, config.exec)}
+    enabled = config.enabled()
+    return {name: tool for name, tool in available.items() if name in enabled}

@@ -1,0 +1,69 @@
+"""exec in the workspace: its result, its output cap, its time limit (the whole process group
+is killed), its minimal environment, and a denied pattern that never runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from pathlib import Path
+from typing import Any, cast
+
+import msgspec
+import pytest
+
+from owlclaw.tools.errors import ToolError
+from owlclaw.tools.pack.shell import ExecConfig, exec_tools
+from owlclaw.tools.tool import RunScope, ToolContext
+
+AGENT = "sheller"
+
+
+def run(root: Path, command: str, config: ExecConfig | None = None, **more: Any) -> Any:
+    tool = exec_tools(root, config or ExecConfig())["exec"]
+    params = tool.spec.parse(msgspec.json.encode({"command": command, **more}))
+    assert not isinstance(params, ToolError), params
+    ctx = ToolContext(AGENT, uuid.uuid4(), "c1", "k", logging.getLogger("t"), cast(RunScope, None))
+    return asyncio.run(tool.execute(params, ctx))
+
+
+def test_exit_code_stdout_and_stderr_in_the_workspace(tmp_path: Path) -> None:
+    result = run(tmp_path, "pwd; echo oops >&2; exit 3")
+    workspace = (tmp_path / AGENT).resolve()
+    assert result == {"exit_code": 3, "stdout": f"{workspace}\n", "stderr": "oops\n"}
+
+
+def test_output_beyond_the_cap_is_counted_not_kept(tmp_path: Path) -> None:
+    result = run(tmp_path, "yes x | head -c 5000", ExecConfig(output_bytes=1000))
+    assert result["stdout"].startswith("x\nx\n" * 250)
+    assert result["stdout"].endswith("[... 4000 more bytes not kept]")
+
+
+def test_a_command_past_its_time_limit_is_killed_with_its_children(tmp_path: Path) -> None:
+    marker = tmp_path / AGENT / "survived"
+    result = run(tmp_path, "echo started; (sleep 2; touch survived) & sleep 30", timeout_s=0.5)
+    assert isinstance(result, ToolError) and result.error_code == "EXEC_TIMEOUT"
+    assert result.kind == "timeout" and "started" in result.error
+    asyncio.run(asyncio.sleep(2.5))
+    assert not marker.exists()  # the backgrounded child died with the group
+
+
+def test_environment_is_minimal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("SHARED_SETTING", "visible")
+    result = run(tmp_path, "env", ExecConfig(env=("SHARED_SETTING",)))
+    names = {line.split("=", 1)[0] for line in result["stdout"].splitlines()}
+    assert "OPENAI_API_KEY" not in names and "SHARED_SETTING=visible" in result["stdout"]
+    assert f"HOME={(tmp_path / AGENT).resolve()}" in result["stdout"]
+
+
+def test_a_denied_pattern_never_runs(tmp_path: Path) -> None:
+    (tmp_path / AGENT / "keep").mkdir(parents=True)
+    result = run(tmp_path, "rm -rf keep")
+    assert isinstance(result, ToolError) and result.error_code == "COMMAND_DENIED"
+    assert "rm -r" in result.error and (tmp_path / AGENT / "keep").is_dir()
+
+
+def test_exec_asks_for_approval_unless_the_app_says_otherwise(tmp_path: Path) -> None:
+    assert exec_tools(tmp_path, ExecConfig())["exec"].spec.ask_if == "True"
+    assert exec_tools(tmp_path, ExecConfig(ask=False))["exec"].spec.ask_if is None
