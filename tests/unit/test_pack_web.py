@@ -6,16 +6,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import msgspec
 import pytest
+import trustme
 
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.pack.web import WebConfig, web_tools
@@ -68,7 +72,7 @@ ROUTES = {
 class Server:
     """A loopback HTTP server answering ROUTES and recording each request."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
         server = self
 
@@ -87,6 +91,8 @@ class Server:
                 pass
 
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            self.http.socket = tls.wrap_socket(self.http.socket, server_side=True)
         self.port = self.http.server_address[1]
         self.base = f"http://127.0.0.1:{self.port}"
 
@@ -94,14 +100,30 @@ class Server:
         return [urlsplit(path).path for path, _ in self.requests]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    server = Server()
+def serving(server: Server) -> Iterator[Server]:
     thread = threading.Thread(target=server.http.serve_forever, daemon=True)
     thread.start()
     yield server
     server.http.shutdown()
     server.http.server_close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    yield from serving(Server())
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def tls_server(ca: trustme.CA) -> Iterator[Server]:
+    """Serves https with a certificate for the name ``localhost`` only."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(context)
+    yield from serving(Server(context))
 
 
 @pytest.fixture(autouse=True)
@@ -184,9 +206,18 @@ def test_loopback_is_refused_after_resolving_the_name(server: Server) -> None:
     assert server.requests == []
 
 
-def test_a_loopback_literal_is_refused() -> None:
-    error = refused(call(WebConfig(), "web_fetch", url="http://127.0.0.1/"), "URL_REFUSED")
-    assert "loopback address 127.0.0.1" in error
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("http://127.0.0.1/", "127.0.0.1"),
+        ("http://[::1]:8080/", "::1"),
+        ("http://[::ffff:127.0.0.1]/", "::ffff:127.0.0.1"),
+        ("http://2130706433/", "127.0.0.1"),
+    ],
+)
+def test_a_loopback_literal_is_refused(url: str, address: str) -> None:
+    error = refused(call(WebConfig(), "web_fetch", url=url), "URL_REFUSED")
+    assert f"loopback address {address}" in error
 
 
 def test_an_allowed_host_name_is_fetched(server: Server) -> None:
@@ -196,9 +227,25 @@ def test_an_allowed_host_name_is_fetched(server: Server) -> None:
     assert server.requests[0][1]["Host"] == f"localhost:{server.port}"
 
 
+def test_https_checks_the_certificate_against_the_host_name_not_the_pinned_address(
+    tls_server: Server, ca: trustme.CA, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    monkeypatch.setattr(httpx, "AsyncClient", partial(httpx.AsyncClient, verify=trusting))
+    config = WebConfig(allow_hosts=("localhost", "127.0.0.1"))
+    result = call(config, "web_fetch", url=f"https://localhost:{tls_server.port}/page")
+    assert (result["url"], result["status"]) == (f"https://localhost:{tls_server.port}/page", 200)
+    by_address = call(config, "web_fetch", url=f"https://127.0.0.1:{tls_server.port}/page")
+    assert "certificate" in refused(by_address, "FETCH_FAILED")
+
+
 @pytest.mark.parametrize(
     ("path", "why"),
-    [("/to-metadata", "cloud metadata address"), ("/to-private", "private address 10.0.0.1")],
+    [
+        ("/to-metadata", "resolves to cloud metadata address 169.254.169.254"),
+        ("/to-private", "resolves to private address 10.0.0.1"),
+    ],
 )
 def test_a_redirect_to_an_internal_address_is_refused(server: Server, path: str, why: str) -> None:
     error = refused(call(LOOPBACK, "web_fetch", url=f"{server.base}{path}"), "URL_REFUSED")

@@ -72,6 +72,8 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class WebFetch:
+    """The ``web_fetch`` tool; ``config`` is the app's ``[tools.web]``."""
+
     spec: ToolSpec
     config: WebConfig
 
@@ -153,8 +155,8 @@ async def _checked_addresses(url: httpx.URL, allow: frozenset[str]) -> list[str]
         if why is not None:
             raise Refused(
                 ToolError(
-                    error=f"{url} refused: {host} is a {why}, which web_fetch does not reach "
-                    "(not in [tools.web] allow_hosts)",
+                    error=f"{url} refused: {host} resolves to {why}, which web_fetch does "
+                    "not reach (the host is not in [tools.web] allow_hosts)",
                     error_code="URL_REFUSED",
                 )
             )

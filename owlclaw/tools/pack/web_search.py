@@ -64,6 +64,8 @@ class Failed(Exception):
 
 @dataclass(frozen=True)
 class WebSearch:
+    """The ``web_search`` tool; ``config`` is the app's ``[tools.web]``."""
+
     spec: ToolSpec
     config: WebConfig
 
