@@ -62,7 +62,7 @@ class FetchParams(msgspec.Struct, forbid_unknown_fields=True):
     ) = None
 
 
-class Refused(Exception):
+class Stop(Exception):
     """Ends a fetch with the error the model sees."""
 
     def __init__(self, error: ToolError) -> None:
@@ -82,7 +82,7 @@ class WebFetch:
         limit = min(call.max_bytes or self.config.max_bytes, self.config.max_bytes)
         try:
             return await self._fetch(_parse(call.url), limit)
-        except Refused as e:
+        except Stop as e:
             return e.error
 
     async def _fetch(self, url: httpx.URL, limit: int) -> dict[str, Any]:
@@ -101,9 +101,9 @@ class WebFetch:
                     finally:
                         await response.aclose()
             except httpx.HTTPError as e:
-                raise Refused(_failed(f"fetching {url} failed: {type(e).__name__}: {e}")) from e
+                raise Stop(_failed(f"fetching {url} failed: {type(e).__name__}: {e}")) from e
             url = _redirect_target(url, location)
-        raise Refused(
+        raise Stop(
             ToolError(
                 error=f"more than {self.config.max_redirects} redirects (the last to {url})",
                 error_code="TOO_MANY_REDIRECTS",
@@ -115,11 +115,11 @@ def _parse(text: str) -> httpx.URL:
     try:
         url = httpx.URL(text)
     except httpx.InvalidURL as e:
-        raise Refused(_invalid(f"invalid URL {text!r}: {e}")) from e
+        raise Stop(_invalid(f"invalid URL {text!r}: {e}")) from e
     if url.scheme not in {"http", "https"}:
-        raise Refused(_invalid(f"URL {text!r} is not http or https"))
+        raise Stop(_invalid(f"URL {text!r} is not http or https"))
     if not url.raw_host:
-        raise Refused(_invalid(f"URL {text!r} has no host"))
+        raise Stop(_invalid(f"URL {text!r} has no host"))
     return url
 
 
@@ -127,19 +127,19 @@ def _redirect_target(url: httpx.URL, location: str) -> httpx.URL:
     try:
         target = url.join(location)
     except httpx.InvalidURL as e:
-        raise Refused(_invalid(f"{url} redirects to an invalid URL {location!r}: {e}")) from e
+        raise Stop(_invalid(f"{url} redirects to an invalid URL {location!r}: {e}")) from e
     return _parse(str(target))
 
 
 async def _checked_addresses(url: httpx.URL, allow: frozenset[str]) -> list[str]:
-    """The addresses ``url``'s host resolves to, all of them allowed, or Refused."""
+    """The addresses ``url``'s host resolves to, all of them allowed, or Stop."""
     host = url.raw_host.decode("ascii").lower()
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
         transient = e.errno == socket.EAI_AGAIN
-        raise Refused(
+        raise Stop(
             ToolError(
                 error=f"cannot resolve {host!r}: {e.strerror}",
                 error_code="FETCH_FAILED",
@@ -153,7 +153,7 @@ async def _checked_addresses(url: httpx.URL, allow: frozenset[str]) -> list[str]
     for address in addresses:
         why = refusal(address, allow)
         if why is not None:
-            raise Refused(
+            raise Stop(
                 ToolError(
                     error=f"{url} refused: {host} resolves to {why}, which web_fetch does "
                     "not reach (the host is not in [tools.web] allow_hosts)",
@@ -182,11 +182,11 @@ async def _send(client: httpx.AsyncClient, url: httpx.URL, addresses: list[str])
 
 async def _result(url: httpx.URL, response: httpx.Response, limit: int) -> dict[str, Any]:
     if response.status_code >= 500:
-        raise Refused(_failed(f"{url} answered {response.status_code} {response.reason_phrase}"))
+        raise Stop(_failed(f"{url} answered {response.status_code} {response.reason_phrase}"))
     media = response.headers.get("content-type", "").split(";")[0].strip().lower()
     html = media in HTML_TYPES
     if not (html or _is_text(media)):
-        raise Refused(
+        raise Stop(
             ToolError(
                 error=f"{url} is {media or 'of no declared content type'}; web_fetch reads "
                 "only HTML and text",

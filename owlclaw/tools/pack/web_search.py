@@ -54,7 +54,7 @@ class BravePage(msgspec.Struct):
     web: BraveWeb = msgspec.field(default_factory=BraveWeb)
 
 
-class Failed(Exception):
+class Stop(Exception):
     """Ends a search with the error the model sees."""
 
     def __init__(self, error: ToolError) -> None:
@@ -73,7 +73,7 @@ class WebSearch:
         query = cast(SearchParams, params).query
         try:
             hits = await self._search(query)
-        except Failed as e:
+        except Stop as e:
             return e.error
         results = [
             {"title": t, "url": u, "snippet": s} for t, u, s in hits[: self.config.search_results]
@@ -83,7 +83,7 @@ class WebSearch:
     async def _search(self, query: str) -> list[tuple[str, str, str]]:
         base = self.config.search_base_url
         if base is None:
-            raise Failed(
+            raise Stop(
                 _not_configured(
                     "web search is not configured: set [tools.web] search_url to a SearXNG "
                     'base URL, or search_provider = "brave"'
@@ -95,7 +95,7 @@ class WebSearch:
             return [(hit.title, hit.url, hit.content) for hit in page.results]
         key = os.environ.get(self.config.search_key_env)
         if not key:
-            raise Failed(
+            raise Stop(
                 _not_configured(
                     f"web search is not configured: set the environment variable "
                     f"{self.config.search_key_env} (named by [tools.web] search_key_env) to "
@@ -119,9 +119,9 @@ class WebSearch:
                     url, params=query, headers={"Accept": "application/json", **(headers or {})}
                 )
         except (httpx.HTTPError, httpx.InvalidURL) as e:
-            raise Failed(_failed(f"search request failed: {type(e).__name__}: {e}", True)) from e
+            raise Stop(_failed(f"search request failed: {type(e).__name__}: {e}", True)) from e
         if response.status_code >= 400:
-            raise Failed(
+            raise Stop(
                 _failed(
                     f"the search provider answered {response.status_code} {response.reason_phrase}",
                     response.status_code >= 500 or response.status_code == 429,
@@ -135,7 +135,7 @@ def _decode(body: bytes, page: type[T]) -> T:
         return msgspec.json.decode(body, type=page)
     except msgspec.DecodeError as e:  # ValidationError is a DecodeError
         message = f"the search provider's answer is not its JSON API: {e}"
-        raise Failed(_failed(message, False)) from e
+        raise Stop(_failed(message, False)) from e
 
 
 def _not_configured(message: str) -> ToolError:
