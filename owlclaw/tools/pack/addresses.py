@@ -25,7 +25,7 @@ def refusal(address: str, allow_hosts: frozenset[str]) -> str | None:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     if ip in _METADATA:
-        return "cloud metadata address"
+        return f"cloud metadata address {address}"
     for reason, flag in (
         ("loopback", ip.is_loopback),
         ("link-local", ip.is_link_local),
