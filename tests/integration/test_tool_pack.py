@@ -4,6 +4,7 @@ recorded — workspace files, their refusals, and exec (which asks for approval 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from owlclaw.app import load_app
 from owlclaw.runtime.loop import AgentRuntime
 from tests.apps import make_app
 from tests.scripted import call, play, run_events
+from tests.web_fakes import Server, serving
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +94,43 @@ def test_files_and_exec_recorded_with_every_refusal(ledger: Ledger, tmp_path: Pa
     assert seen[5] == ("exec", "ok", {"exit_code": 0, "stdout": "hello there\n", "stderr": ""})
     assert seen[6] == ("exec", "failed", "COMMAND_DENIED")
     assert (tmp_path / "workspaces" / "clerk" / "notes" / "a.txt").read_text() == "hello there\n"
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    yield from serving(Server())
+
+
+def test_web_fetch_and_search_recorded_with_the_ssrf_refusals(
+    ledger: Ledger, tmp_path: Path, server: Server
+) -> None:
+    agent = runtime(
+        ledger,
+        tmp_path,
+        "browser",
+        '[tools]\nenable = ["web"]\n[tools.web]\nallow_hosts = ["127.0.0.1"]\n'
+        f'search_url = "{server.base}"\n',
+    )
+    result = play(
+        agent,
+        [
+            {"tool_calls": [call("web_fetch", url=f"{server.base}/redirect")]},
+            {"tool_calls": [call("web_fetch", url=f"{server.base}/to-metadata")]},
+            {"tool_calls": [call("web_fetch", url="http://10.0.0.1/")]},
+            {"tool_calls": [call("web_search", query="owls")]},
+            {"content": "done"},
+        ],
+    )
+    seen = outcomes(run_events(ledger, result))
+    fetched = seen[0][2]
+    assert isinstance(fetched, dict)
+    assert fetched["url"] == f"{server.base}/page" and "Barn owl" in fetched["text"]
+    assert fetched["content_type"] == "text/html"
+    assert seen[1] == ("web_fetch", "failed", "URL_REFUSED")
+    assert seen[2] == ("web_fetch", "failed", "URL_REFUSED")
+    searched = seen[3][2]
+    assert isinstance(searched, dict) and searched["count"] == 3
+    assert server.paths() == ["/redirect", "/page", "/to-metadata", "/search"]
 
 
 def test_pack_tools_are_invisible_unless_enabled(ledger: Ledger, tmp_path: Path) -> None:

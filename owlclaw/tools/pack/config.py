@@ -12,20 +12,24 @@ import msgspec
 
 from owlclaw.tools.pack.files import FilesConfig, file_tools
 from owlclaw.tools.pack.shell import ExecConfig, exec_tools
+from owlclaw.tools.pack.web import WebConfig, web_tools
 from owlclaw.tools.tool import Tool
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "files": ("read_file", "write_file", "edit_file", "list_dir"),
     "exec": ("exec",),
+    "web": ("web_fetch", "web_search"),
 }
 """What each name ``enable`` accepts stands for."""
 
 
 class ToolsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     enable: tuple[str, ...] = ()
-    """Pack tools this agent has: a group (``files``) or tool names (``read_file``, ``exec``)."""
+    """Pack tools this agent has: a group (``files``, ``web``) or tool names (``read_file``,
+    ``web_fetch``, ``exec``)."""
     files: FilesConfig = FilesConfig()
     exec: ExecConfig = ExecConfig()
+    web: WebConfig = WebConfig()
 
     @classmethod
     def from_app_config(
@@ -51,6 +55,10 @@ class ToolsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def pack_tools(config: ToolsConfig, workspaces: Path) -> dict[str, Tool]:
     """The enabled pack tools of an agent whose workspace is ``workspaces/<agent id>``."""
-    available = {**file_tools(workspaces, config.files), **exec_tools(workspaces, config.exec)}
+    available = {
+        **file_tools(workspaces, config.files),
+        **exec_tools(workspaces, config.exec),
+        **web_tools(config.web),
+    }
     enabled = config.enabled()
     return {name: tool for name, tool in available.items() if name in enabled}
