@@ -20,6 +20,7 @@ from events import catalog as ev
 from events.catalog import LedgerEvent, Stream
 
 AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
+MESSAGE_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/message")
 ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
 ANSWERED_APPROVALS_KEPT = 1000
@@ -43,6 +44,11 @@ def agent_stream_id(agent_id: str) -> UUID:
 def run_stream_id(agent_id: str, run_no: int) -> UUID:
     """The Run stream of an agent's ``run_no``-th run, so runs are listed without an index."""
     return uuid5(agent_stream_id(agent_id), f"run/{run_no}")
+
+
+def message_stream_id(message_id: str) -> UUID:
+    """The stream of what became of one outbound message (its delivery failures)."""
+    return uuid5(MESSAGE_NAMESPACE, message_id)
 
 
 def approval_id_for(run_id: UUID, call_id: str) -> str:

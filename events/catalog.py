@@ -1,8 +1,9 @@
 """The domain events: immutable, typed facts (msgspec Structs) that make up an agent's ledger.
 
-Every event belongs to one stream: the ``Agent`` stream of its agent or the ``Run`` stream of one
-run. The event type name is its stored topic (plus ``@N`` from class version 2 on), so renaming a
-module never orphans a stored event; renaming a class needs an alias in ``EVENT_ALIASES``.
+Every event belongs to one stream: the ``Agent`` stream of its agent, the ``Run`` stream of one
+run, or the ``Message`` stream of one outbound message (what its delivery came to). The event
+type name is its stored topic (plus ``@N`` from class version 2 on), so renaming a module never
+orphans a stored event; renaming a class needs an alias in ``EVENT_ALIASES``.
 
 Evolving an event: bump ``class_version`` and add a static ``upcast_vN_vN+1(state: dict)`` that
 rewrites the stored dict of version N into version N+1 (see ``events.codec``).
@@ -22,7 +23,7 @@ EVENT_TYPES: dict[str, type[LedgerEvent]] = {}
 EVENT_ALIASES: dict[str, str] = {}
 """Old topic name -> current class name, for classes that were renamed."""
 
-Stream = Literal["agent", "run"]
+Stream = Literal["agent", "run", "message"]
 JSON = dict[str, Any]
 
 
@@ -49,6 +50,10 @@ class _AgentEvent(LedgerEvent, frozen=True, kw_only=True):
 
 class _RunEvent(LedgerEvent, frozen=True, kw_only=True):
     stream: ClassVar[Stream] = "run"
+
+
+class _MessageEvent(LedgerEvent, frozen=True, kw_only=True):
+    stream: ClassVar[Stream] = "message"
 
 
 # --- Agent stream -------------------------------------------------------------------------------
@@ -355,6 +360,25 @@ class MemoryRemembered(_RunEvent, frozen=True, kw_only=True):
     tags: list[str] = []
 
 
+class MessageSent(_RunEvent, frozen=True, kw_only=True):
+    """The run sent a message through one of its app's channels; the outbox delivers it (at
+    least once, with ``message_id`` as the idempotency key). It carries how to deliver, so the
+    outbox needs no app's configuration: header values are read from the environment variables
+    ``headers_env`` names at delivery time, never recorded."""
+
+    message_id: str
+    agent_id: str
+    run_id: UUID
+    channel: str
+    kind: str
+    url: str
+    text: str
+    headers_env: dict[str, str] = {}
+    """Header name -> name of the environment variable holding its value."""
+    timeout_s: float = 10.0
+    attempts: int = 5
+
+
 class RunParked(_RunEvent, frozen=True, kw_only=True):
     """The run stopped at a call waiting for approval; no process holds it. The answer resumes
     it from its recorded steps (RunResumed)."""
@@ -397,6 +421,21 @@ class RunTerminated(_RunEnded, frozen=True, kw_only=True):
 
 class RunSkipped(_RunEnded, frozen=True, kw_only=True):
     reason: str
+
+
+# --- Message stream -----------------------------------------------------------------------------
+
+
+class MessageDeliveryFailed(_MessageEvent, frozen=True, kw_only=True):
+    """Every attempt to deliver a MessageSent failed; ``owlclaw projections retry outbox`` sends
+    it again. Recorded by the outbox on the message's own stream (``message_stream_id``): the
+    agent's and run's streams have one writer, the agent's runtime."""
+
+    message_id: str
+    agent_id: str
+    channel: str
+    attempts: int
+    error: str
 
 
 RunEnded = _RunEnded

@@ -10,12 +10,15 @@ from typing import Any
 
 from events import Ledger
 from owlclaw.config import OwlClawConfig
-from projections import VIEWS, ApprovalNotifications, MemoryStore, MemoryView, View
+from projections import VIEWS, ApprovalNotifications, MemoryStore, MemoryView, Outbox, View
 from projections.embedders import embedder_for
 
 
-def view_options(name: str, config: OwlClawConfig) -> dict[str, Any]:
-    """Constructor options of a view from the configuration."""
+def view_options(name: str, config: OwlClawConfig, ledger: Ledger) -> dict[str, Any]:
+    """Constructor options of a view from the configuration (the outbox records delivery
+    failures in ``ledger``)."""
+    if name == Outbox.name:
+        return {"ledger": ledger}
     if name == ApprovalNotifications.name:
         approvals = config.approvals
         return {
@@ -40,7 +43,7 @@ def memory_dir(config: OwlClawConfig) -> Path:
 
 def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
     """Recall over the memory view (its tables created); the projection runner fills it."""
-    view = MemoryView(ledger.datastore, **view_options(MemoryView.name, config))
+    view = MemoryView(ledger.datastore, **view_options(MemoryView.name, config, ledger))
     view.create_table()
     return MemoryStore(view, half_life_days=config.memory.half_life_days)
 
@@ -48,7 +51,9 @@ def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
 def open_views(ledger: Ledger, config: OwlClawConfig | None = None) -> list[View]:
     """Every view, with its tables created (idempotent), on the ledger's database."""
     config = config or OwlClawConfig()
-    views = [cls(ledger.datastore, **view_options(name, config)) for name, cls in VIEWS.items()]
+    views = [
+        cls(ledger.datastore, **view_options(name, config, ledger)) for name, cls in VIEWS.items()
+    ]
     for view in views:
         view.create_table()
     return views

@@ -1,10 +1,12 @@
 """Read models built from the ledger: the audit, runs, memory and schedules views, the
-projection runner, and subscriptions for analytics jobs. Depends only on ``events``; the
-configuration is applied in ``owlclaw.wiring``."""
+outbound views (approval notices, the outbox of sent messages), the projection runner, and
+subscriptions for analytics jobs. Depends only on ``events``; the configuration is applied in
+``owlclaw.wiring``."""
 
 from projections.audit import AuditView
 from projections.memory import MemoryStore, MemoryView
 from projections.notifications import ApprovalNotifications
+from projections.outbox import Outbox
 from projections.runner import ProjectionFailed, ProjectionRunner, ProjectionStatus, rebuild
 from projections.runs import RunsView
 from projections.schedules import SchedulesView
@@ -12,7 +14,7 @@ from projections.view import View
 
 VIEWS: dict[str, type[View]] = {
     view.name: view
-    for view in (AuditView, RunsView, MemoryView, SchedulesView, ApprovalNotifications)
+    for view in (AuditView, RunsView, MemoryView, SchedulesView, ApprovalNotifications, Outbox)
 }
 
 
@@ -22,6 +24,7 @@ __all__ = [
     "AuditView",
     "MemoryStore",
     "MemoryView",
+    "Outbox",
     "ProjectionFailed",
     "ProjectionRunner",
     "ProjectionStatus",

@@ -1,12 +1,12 @@
 """Outbound notice of each approval request, so a person learns that an agent waits on them.
 
 A view over ApprovalRequested whose ``prepare`` POSTs the request to the configured URL before
-the batch's transaction, retrying with exponential backoff and jitter (tenacity); the view's
-row then records the delivery in the transaction that moves its position past the event. So a
-request is delivered at least once: a crash between the POST and the commit sends it again, and
-the receiver deduplicates by the ``Idempotency-Key`` header (the approval id). A request still
-refused after the last try fails the event, which the runner parks (``owlclaw projections
-retry approval_notifications`` sends it again): failures are recorded, never lost.
+the batch's transaction, retrying with exponential backoff and jitter (projections.delivery);
+the view's row then records the delivery in the transaction that moves its position past the
+event. So a request is delivered at least once: a crash between the POST and the commit sends
+it again, and the receiver deduplicates by the ``Idempotency-Key`` header (the approval id). A
+request still refused after the last try fails the event, which the runner parks (``owlclaw
+projections retry approval_notifications`` sends it again): failures are recorded, never lost.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import httpx
 from eventsourcing.postgres import PostgresDatastore
 from psycopg import Cursor
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
 from events.ledger import LoggedEvent
+from projections.delivery import post_json
 from projections.sqlvalues import text
 from projections.view import View
 
@@ -75,20 +74,14 @@ class ApprovalNotifications(View):
             "requested_at": e.timestamp.isoformat(),
             "expires_at": e.expires_at.isoformat(),
         }
-        retrying = Retrying(
-            stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential_jitter(multiplier=0.2, max=10.0, jitter=0.2),
-            retry=retry_if_exception_type(httpx.HTTPError),
-            reraise=True,
+        delivered = post_json(
+            self.url,
+            body,
+            idempotency_key=e.approval_id,
+            timeout_s=self.timeout_s,
+            attempts=self.attempts,
         )
-        with httpx.Client(timeout=self.timeout_s, trust_env=False) as client:
-            for attempt in retrying:
-                with attempt:
-                    response = client.post(
-                        self.url, json=body, headers={"Idempotency-Key": e.approval_id}
-                    )
-                    response.raise_for_status()
-        return response.status_code, None
+        return delivered.status, None
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
         e = logged.event

@@ -394,6 +394,7 @@ def retry_parked(ledger: Ledger, view: View) -> list[RetryOutcome]:
 def rebuild(
     ledger: Ledger,
     view_class: type[View],
+    /,
     progress: Callable[[int, int], None] | None = None,
     **view_options: Any,
 ) -> int:

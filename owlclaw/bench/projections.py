@@ -20,7 +20,7 @@ from events import catalog as ev
 from events.aggregates import Agent, Run
 from events.codec import topic_of
 from owlclaw.bench import percentiles
-from projections import VIEWS, MemoryStore, MemoryView, ProjectionRunner
+from projections import VIEWS, MemoryStore, MemoryView, Outbox, ProjectionRunner
 from projections.memory import _vector
 
 TOOLS_PER_RUN = 10
@@ -92,7 +92,8 @@ def measure_catch_up(
     results: dict[str, Any] = {}
     for name, view_class in VIEWS.items():
         progress(f"catching up the {name} view over {head:,} events")
-        view = view_class(ledger.datastore)
+        options: dict[str, Any] = {"ledger": ledger} if view_class is Outbox else {}
+        view = view_class(ledger.datastore, **options)
         view.create_table()
         applied = _count(ledger, [topic_of(t) for t in view.events])
         if isinstance(view, MemoryView):

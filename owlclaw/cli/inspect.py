@@ -294,7 +294,7 @@ def projections_retry(
         fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
     config = load_config()
     with open_ledger(config) as (_, led):
-        view = view_class(led.datastore, **view_options(name, config))
+        view = view_class(led.datastore, **view_options(name, config, led))
         view.create_table()
         outcomes = retry_parked(led, view)
     if as_json:
@@ -337,7 +337,7 @@ def projections_rebuild(
             led,
             view_class,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
-            **view_options(name, config),
+            **view_options(name, config, led),
         )
     if as_json:
         print_json({"name": name, "position": position})
@@ -361,7 +361,7 @@ def memory(
     config = load_config()
     with open_ledger(config) as (_, led):
         led.load_agent(agent)
-        view = MemoryView(led.datastore, **view_options(MemoryView.name, config))
+        view = MemoryView(led.datastore, **view_options(MemoryView.name, config, led))
         view.create_table()
         with err.status("updating the memory view…"):
             behind = bring_up_to_date(led, view)

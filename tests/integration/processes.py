@@ -55,3 +55,13 @@ def run_projection(url: str, view_name: str) -> None:
         view = VIEWS[view_name](ledger.datastore)
         view.create_table()
         runner_module.ProjectionRunner(ledger, view).catch_up()
+
+
+def run_outbox(url: str) -> None:
+    """Deliver the outbox's messages (the test kills this process inside a delivery)."""
+    from projections import Outbox, ProjectionRunner
+
+    with Ledger(url) as ledger:
+        view = Outbox(ledger.datastore, ledger=ledger)
+        view.create_table()
+        ProjectionRunner(ledger, view).catch_up()

@@ -99,6 +99,7 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
         "memory": 14,
         "schedules": 14,
         "approval_notifications": 14,
+        "outbox": 14,
     }
     rebuilt = owlclaw(fresh_db, "projections", "rebuild", "audit", "--json", cwd=tmp_path)
     assert rebuilt.returncode == 0, rebuilt.stderr
@@ -110,6 +111,7 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
         "memory": 14,
         "schedules": 14,
         "approval_notifications": 14,
+        "outbox": 14,
     }
     unknown = owlclaw(fresh_db, "projections", "rebuild", "nope", cwd=tmp_path)
     assert unknown.returncode == 3 and "unknown projection 'nope'" in unknown.stderr

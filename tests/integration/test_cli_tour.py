@@ -261,6 +261,7 @@ def test_status_reports_agents_timers_and_projections(tour: Tour, scheduling_run
         "memory",
         "schedules",
         "approval_notifications",
+        "outbox",
     }
     assert [a["agent_id"] for a in status["agents"]] == ["my-agent"]
 
