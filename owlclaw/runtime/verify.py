@@ -23,7 +23,7 @@ from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.governance import Governance
 from owlclaw.runtime.loop import AgentRuntime
 
-EFFECTS = (ev.DecisionLogged, ev.MemoryRemembered, ev.RunWarning, ev.RunStarted)
+EFFECTS = (ev.DecisionLogged, ev.MemoryRemembered, ev.MessageSent, ev.RunWarning, ev.RunStarted)
 """Events a tool's execution or the environment writes: taken from the record, not compared."""
 PAUSES = (ev.RunParked, ev.RunInterrupted, ev.RunResumed)
 """Where a run stopped and went on (an approval, a crash): the replay runs straight through,

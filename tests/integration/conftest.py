@@ -10,6 +10,7 @@ from events import Ledger
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from tests.conftest import missing_component
+from tests.webhooks import receiver  # noqa: F401 - a fixture of every integration test
 
 
 @pytest.fixture

@@ -13,9 +13,11 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.runtime.loop import AgentRuntime
+from projections import Outbox, ProjectionRunner
 from tests.apps import make_app
 from tests.scripted import call, play, run_events
 from tests.web_fakes import Server, serving
+from tests.webhooks import Receiver
 
 pytestmark = pytest.mark.integration
 
@@ -153,3 +155,32 @@ def test_exec_waits_for_approval_by_default(ledger: Ledger, tmp_path: Path) -> N
     ]
     assert request.tool == "exec" and request.arguments["command"] == "ls"
     assert request.reason == "ask_if: True"
+
+
+def test_send_message_from_a_run_is_delivered_by_the_outbox(
+    ledger: Ledger, tmp_path: Path, receiver: Receiver
+) -> None:
+    agent = runtime(
+        ledger,
+        tmp_path,
+        "herald",
+        f'[tools]\nenable = ["send_message"]\n[tools.channels.ops]\nurl = "{receiver.url}"\n',
+    )
+    result = play(
+        agent,
+        [
+            {"tool_calls": [call("send_message", channel="ops", text="deploy finished")]},
+            {"tool_calls": [call("send_message", channel="pager", text="x")]},
+            {"content": "told them"},
+        ],
+    )
+    seen = outcomes(run_events(ledger, result))
+    queued = seen[0][2]
+    assert isinstance(queued, dict) and queued["queued"] is True
+    assert seen[1] == ("send_message", "failed", "UNKNOWN_CHANNEL")
+    view = Outbox(ledger.datastore, ledger=ledger)
+    view.create_table()
+    ProjectionRunner(ledger, view).catch_up()
+    [(key, _, body)] = receiver.received
+    assert key == queued["message_id"] and body["text"] == "deploy finished"
+    assert body["run_id"] == result.run_id

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from owlclaw.tools.pack.files import FilesConfig, file_tools
+from owlclaw.tools.pack.messages import ChannelConfig, message_tools
 from owlclaw.tools.pack.shell import ExecConfig, exec_tools
 from owlclaw.tools.pack.web import WebConfig, web_tools
 from owlclaw.tools.tool import Tool
@@ -19,6 +20,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "files": ("read_file", "write_file", "edit_file", "list_dir"),
     "exec": ("exec",),
     "web": ("web_fetch", "web_search"),
+    "send_message": ("send_message",),
 }
 """What each name ``enable`` accepts stands for."""
 
@@ -30,6 +32,8 @@ class ToolsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     files: FilesConfig = FilesConfig()
     exec: ExecConfig = ExecConfig()
     web: WebConfig = WebConfig()
+    channels: dict[str, ChannelConfig] = {}
+    """send_message's channels by name (``[tools.channels.<name>]``)."""
 
     @classmethod
     def from_app_config(
@@ -59,6 +63,7 @@ def pack_tools(config: ToolsConfig, workspaces: Path) -> dict[str, Tool]:
         **file_tools(workspaces, config.files),
         **exec_tools(workspaces, config.exec),
         **web_tools(config.web),
+        **message_tools(config.channels),
     }
     enabled = config.enabled()
     return {name: tool for name, tool in available.items() if name in enabled}
