@@ -22,6 +22,7 @@ from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
+from owlclaw.runtime.subagents import SubAgentReport
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
 from projections.feed import afollow_run
@@ -59,6 +60,16 @@ class AgentDirectory:
         self.owner = owner
         self._handles: dict[str, Any] = {}
 
+    def settings(self) -> dict[str, Any]:
+        """What another directory needs to find the same actors (an actor's own, for the
+        sub-agents its agents spawn)."""
+        return {
+            "placement": self.placement,
+            "pool_size": self.pool_size,
+            "idle_s": self.idle_s,
+            "actor_options": self.actor_options,
+        }
+
     def actor_name(self, agent_id: str) -> str:
         if self.placement == "dedicated":
             return f"agent:{agent_id}"
@@ -76,7 +87,7 @@ class AgentDirectory:
                 **self.actor_options,
             }
             self._handles[name] = AgentHostActor.options(**options).remote(  # type: ignore[attr-defined]
-                msgspec.to_builtins(self.config), self.idle_s
+                msgspec.to_builtins(self.config), self.idle_s, self.settings()
             )
         return self._handles[name]
 
@@ -151,6 +162,9 @@ class AgentDirectory:
             agent_id, decision
         )
         return answer
+
+    async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
+        await self.handle(agent_id).subagent_finished.remote(agent_id, report)
 
     async def expire_approvals(self, agent_id: str) -> int:
         expired: int = await self.handle(agent_id).expire_approvals.remote(agent_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,18 +24,20 @@ from typing import Any, TypeVar
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
-from owlclaw.agents import AgentActivity, HostStatus
+from owlclaw.agents import AgentActivity, Agents, HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.runtime.subagents import SubAgentReport, report_of
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
 from projections.feed import afollow_run
 from projections.memory import MemoryStore
 
 T = TypeVar("T")
+log = logging.getLogger("owlclaw.host")
 Message = tuple[str, Any, "asyncio.Future[RunResult]"]
 """("run", RunQueued, result) or ("resume", run id, result)."""
 
@@ -65,8 +68,12 @@ class AgentHost:
         *,
         idle_s: float | None = None,
         memory: MemoryStore | None = None,
+        agents: Agents | None = None,
     ):
         self.ledger = ledger
+        self.agents: Agents = agents or self
+        """Where the hosted agents' sub-agents live, and where a sub-agent reports its end:
+        this host, or the Ray directory when it runs in an actor."""
         self.config = config
         self.idle_s = idle_s
         if config.runtime.scripts_dir:
@@ -146,6 +153,28 @@ class AgentHost:
             return len(runs), runs
 
         return await self._accept(agent_id, expire)
+
+    async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
+        """Record a sub-agent's end through the agent's writer; a run waiting for it resumes."""
+
+        async def record(runtime: AgentRuntime) -> tuple[None, list[uuid.UUID]]:
+            return None, await runtime.record_subagent(report)
+
+        await self._accept(agent_id, record)
+
+    async def _report_end(self, run_id: str) -> None:
+        """A sub-agent's ended run is reported to its parent; a report that does not arrive
+        (the parent's host is gone) is reconciled when the parent is activated again."""
+        events = await asyncio.to_thread(self.ledger.stream, uuid.UUID(run_id))
+        report = report_of(events)
+        if report is None:
+            return
+        try:
+            await self.agents.subagent_finished(report.parent_agent_id, report)
+        except Exception:
+            log.exception(
+                "reporting the end of sub-agent run %s to %s", run_id, report.parent_agent_id
+            )
 
     async def _accept(
         self,
@@ -256,6 +285,7 @@ class AgentHost:
             memory=self.memory,
             limits=self.config.runtime,
             workspaces=self.config.workspaces_path,
+            agents=self.agents,
         )
         try:
             await runtime.load()  # a broken app is recorded now, bounded by its time limit
@@ -267,7 +297,8 @@ class AgentHost:
         interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
         if interrupted is not None:
             self._resume(hosted, interrupted)
-        if await runtime.expire_approvals():
+        expired = await runtime.expire_approvals()
+        if expired or await runtime.reconcile_spawns():
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
         for answered in await asyncio.to_thread(self.ledger.answered_parked_runs, agent):
             self._resume(hosted, answered)
@@ -317,9 +348,11 @@ class AgentHost:
             except Exception as error:
                 future.set_exception(error)
             finally:
-                hosted.running, hosted.current = None, None
+                ran, hosted.running, hosted.current = hosted.running, None, None
                 hosted.completed += 1
                 hosted.last_active = time.monotonic()
+            if hosted.runtime.parent_agent_id and ran is not None:
+                await self._report_end(ran)
 
     def _stand_down(self, agent_id: str, hosted: _Hosted) -> None:
         """Another writer appended to this agent's stream first (two actors for one agent after

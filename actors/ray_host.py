@@ -20,6 +20,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
+from owlclaw.runtime.subagents import SubAgentReport
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.wiring import open_memory
@@ -27,12 +28,23 @@ from owlclaw.wiring import open_memory
 
 @ray.remote(concurrency_groups={"control": 4}, max_restarts=-1)  # type: ignore[call-overload]
 class AgentHostActor:
-    def __init__(self, config: dict[str, Any], idle_s: float | None):
+    def __init__(
+        self, config: dict[str, Any], idle_s: float | None, directory: dict[str, Any] | None = None
+    ):
+        """``directory``: the settings of the directory that created this actor, so that the
+        sub-agents its agents spawn are placed (and report back) through the same actors."""
+        from actors.directory import AgentDirectory  # the directory creates these actors
+
         self.config = msgspec.convert(config, OwlClawConfig)
         database = open_database(self.config)
         self.ledger = Ledger(database.url, snapshot_interval=self.config.ledger.snapshot_interval)
         memory = open_memory(self.ledger, self.config)
-        self.host = AgentHost(self.ledger, self.config, idle_s=idle_s, memory=memory)
+        agents = (
+            AgentDirectory(self.ledger, self.config, owner=False, **directory)
+            if directory is not None
+            else None
+        )
+        self.host = AgentHost(self.ledger, self.config, idle_s=idle_s, memory=memory, agents=agents)
 
     async def submit(
         self,
@@ -88,6 +100,9 @@ class AgentHostActor:
 
     async def expire_approvals(self, agent_id: str) -> int:
         return await self.host.expire_approvals(agent_id)
+
+    async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
+        await self.host.subagent_finished(agent_id, report)
 
     @ray.method(concurrency_group="control")
     def status(self, agent_id: str | None = None) -> HostStatus:

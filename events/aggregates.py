@@ -24,6 +24,7 @@ MESSAGE_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/message")
 ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
 ANSWERED_APPROVALS_KEPT = 1000
+FINISHED_SPAWNS_KEPT = 1000
 INBOUND_KEPT = 20
 """Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
 HEARTBEAT = "heartbeat"
@@ -88,6 +89,24 @@ class Approval(msgspec.Struct):
     edited_arguments: dict[str, Any] | None = None
 
 
+class Spawn(msgspec.Struct):
+    """A sub-agent run one of this agent's runs started, and its outcome once it ended."""
+
+    run_id: UUID
+    call_id: str
+    child_agent_id: str
+    child_run_id: UUID
+    wait: bool
+    status: str = "running"
+    answer: str = ""
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+
 class ApprovalClosed(ValueError):
     """An answer to an approval that is already answered or expired, or that this person may
     not give (nothing recorded)."""
@@ -130,6 +149,12 @@ class AgentState(msgspec.Struct):
     memories: list[UUID] = []
     """The agent's active memories (MemoryAdded, not archived or forgotten), oldest first: what
     the memory limit counts and, at the limit, which are archived."""
+    parent_agent_id: str = ""
+    depth: int = 0
+    withheld_tools: list[str] = []
+    """Tools a sub-agent does not get, whatever its app says."""
+    spawns: dict[str, Spawn] = {}
+    """Sub-agent runs this agent's runs started: running ones, and the latest finished."""
 
 
 class UnknownTools(ValueError):
@@ -440,6 +465,32 @@ class Agent(_Aggregate):
         self.state.agent_id = e.agent_id
         self.state.app_dir = e.app_dir
         self.state.registered_at = e.timestamp
+        self.state.parent_agent_id = e.parent_agent_id
+        self.state.depth = e.depth
+        self.state.withheld_tools = list(e.withheld_tools)
+
+    def _on_SubAgentSpawned(self, e: ev.SubAgentSpawned) -> None:
+        if e.spawn_id in self.state.spawns:  # its end was recorded first
+            return
+        self.state.spawns[e.spawn_id] = Spawn(
+            run_id=e.run_id,
+            call_id=e.call_id,
+            child_agent_id=e.child_agent_id,
+            child_run_id=e.child_run_id,
+            wait=e.wait,
+        )
+
+    def _on_SubAgentFinished(self, e: ev.SubAgentFinished) -> None:
+        spawn = self.state.spawns.setdefault(
+            e.spawn_id, Spawn(e.run_id, e.call_id, e.child_agent_id, e.child_run_id, e.wait)
+        )
+        if spawn.finished:
+            return
+        spawn.status, spawn.answer = e.status, e.answer
+        spawn.tokens, spawn.cost_usd = e.tokens, e.cost_usd
+        finished = [i for i, s in self.state.spawns.items() if s.finished]
+        for old in finished[: max(0, len(finished) - FINISHED_SPAWNS_KEPT)]:
+            del self.state.spawns[old]
 
     def _on_AppAttached(self, e: ev.AppAttached) -> None:
         self.state.app_dir = e.app_dir
@@ -626,6 +677,10 @@ class Run(_Aggregate):
 
     def _on_RunParked(self, e: ev.RunParked) -> None:
         self.state.status = "parked"
+
+    def _on_SubAgentCharged(self, e: ev.SubAgentCharged) -> None:
+        self.state.tokens += e.tokens
+        self.state.cost_usd += e.cost_usd
 
     def _on_RunInterrupted(self, e: ev.RunInterrupted) -> None:
         self.state.status = "interrupted"

@@ -62,6 +62,12 @@ class _MessageEvent(LedgerEvent, frozen=True, kw_only=True):
 class AgentRegistered(_AgentEvent, frozen=True, kw_only=True):
     agent_id: str
     app_dir: str = ""
+    parent_agent_id: str = ""
+    """The agent that spawned this one as a sub-agent ("" for a top-level agent)."""
+    depth: int = 0
+    """0 for a top-level agent, its parent's depth + 1 for a sub-agent."""
+    withheld_tools: list[str] = []
+    """Tools a sub-agent does not get, whatever its app says."""
 
 
 class AppAttached(_AgentEvent, frozen=True, kw_only=True):
@@ -147,6 +153,36 @@ class TimerDeduplicated(_AgentEvent, frozen=True, kw_only=True):
     schedule_id: str
     fire_time: datetime
     reason: str
+
+
+class SubAgentSpawned(_AgentEvent, frozen=True, kw_only=True):
+    """A run of this agent started a sub-agent's run (spawn_agent)."""
+
+    spawn_id: str
+    """The spawning call's idempotency key: one child run per call, across resumes."""
+    run_id: UUID
+    call_id: str
+    child_agent_id: str
+    child_run_id: UUID
+    profile: str | None = None
+    task: str
+    wait: bool
+
+
+class SubAgentFinished(_AgentEvent, frozen=True, kw_only=True):
+    """A sub-agent's run ended: its outcome, as the spawning run gets it. It names the spawn
+    whole, as it may be recorded before the SubAgentSpawned it answers is committed."""
+
+    spawn_id: str
+    run_id: UUID
+    call_id: str
+    child_agent_id: str
+    child_run_id: UUID
+    wait: bool
+    status: str
+    answer: str = ""
+    tokens: int = 0
+    cost_usd: float = 0.0
 
 
 class InboundReceived(_AgentEvent, frozen=True, kw_only=True):
@@ -380,11 +416,24 @@ class MessageSent(_RunEvent, frozen=True, kw_only=True):
 
 
 class RunParked(_RunEvent, frozen=True, kw_only=True):
-    """The run stopped at a call waiting for approval; no process holds it. The answer resumes
-    it from its recorded steps (RunResumed)."""
+    """The run stopped at a call waiting for approval, or for a sub-agent's run to end; no
+    process holds it. The answer (the sub-agent's end) resumes it from its recorded steps
+    (RunResumed)."""
 
-    approval_id: str
+    approval_id: str = ""
     call_id: str
+    spawn_id: str = ""
+    """Set when the call waits for the sub-agent it spawned."""
+
+
+class SubAgentCharged(_RunEvent, frozen=True, kw_only=True):
+    """A sub-agent's tokens and cost, charged to the run that spawned it (and so to its
+    agent's daily budget) when its result came back."""
+
+    spawn_id: str
+    child_agent_id: str
+    tokens: int
+    cost_usd: float
 
 
 class RunInterrupted(_RunEvent, frozen=True, kw_only=True):

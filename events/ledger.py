@@ -235,14 +235,15 @@ class Ledger:
 
     # --- agents and runs ----------------------------------------------------------------------
 
-    def register_agent(self, agent_id: str, app_dir: str = "") -> Agent:
-        """Create the agent's stream (idempotent: an existing agent is returned as loaded)."""
+    def register_agent(self, agent_id: str, app_dir: str = "", **sub_agent: Any) -> Agent:
+        """Create the agent's stream (idempotent: an existing agent is returned as loaded).
+        ``sub_agent``: a sub-agent's parent_agent_id, depth and tools (AgentRegistered)."""
         try:
             return self.load_agent(agent_id)
         except UnknownAgent:
             pass
         agent = Agent.blank(agent_stream_id(agent_id))
-        agent.record(ev.AgentRegistered, agent_id=agent_id, app_dir=app_dir)
+        agent.record(ev.AgentRegistered, agent_id=agent_id, app_dir=app_dir, **sub_agent)
         try:
             self.append(agent)
         except StreamConflict:
@@ -293,8 +294,10 @@ class Ledger:
         return [self._decode(s) for s in stored if s.originator_version in wanted]
 
     def answered_parked_runs(self, agent: Agent) -> list[UUID]:
-        """Runs parked for an approval that has been answered (or expired) since: to resume."""
+        """Runs parked for an approval that has been answered (or expired) since, or for a
+        sub-agent whose run has ended: to resume."""
         answered = {a.run_id for a in agent.state.approvals.values() if a.status != "pending"}
+        answered |= {s.run_id for s in agent.state.spawns.values() if s.wait and s.finished}
         return [r for r in sorted(answered) if self.load_run(r).state.status == "parked"]
 
     def unstarted_runs(self, agent: Agent) -> list[ev.RunQueued]:

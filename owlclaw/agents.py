@@ -18,6 +18,7 @@ import msgspec
 from events import catalog as ev
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
+from owlclaw.runtime.subagents import SubAgentReport
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
 
@@ -75,6 +76,11 @@ class Agents(Protocol):
     ) -> ToolsChange:
         """Enable and disable the agent's tools (ToolsChanged) through its writer; UnknownTools
         (a ValueError) for a name its app does not have, and nothing is recorded."""
+        ...
+
+    async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
+        """Record that a sub-agent of ``agent_id`` ended (SubAgentFinished, through its
+        writer); the run that waits for it resumes."""
         ...
 
     async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:

@@ -43,6 +43,8 @@ def step_text(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911, PLR0912 - one 
             return f"  ✗ {tool} rejected: {_short(error)}"[:WIDTH]
         case ev.ToolCallDenied(tool=tool, reason=reason):
             return f"  ✗ {tool} denied: {reason}"[:WIDTH]
+        case ev.RunParked(spawn_id=spawn_id) if spawn_id:
+            return "  ⏸ parked: waiting for a sub-agent's run"
         case ev.RunParked(approval_id=approval_id):
             return f"  ⏸ parked: waiting for approval {approval_id}"
         case ev.RunResumed():

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.tree import Tree
 
 from events import Ledger
 from events.catalog import event_fields
@@ -26,6 +27,7 @@ from owlclaw.cli.common import (
     summary,
 )
 from owlclaw.config import load_config
+from owlclaw.runtime.subagents import SpawnNode, spawn_tree
 from projections.view import View
 
 
@@ -39,6 +41,7 @@ def ledger(
     """Print an agent's events (its stream and its runs' streams) in log order."""
     with open_ledger() as (_, led):
         history = led.agent_history(agent)[-limit:]
+        tree = spawn_tree(led, agent)
     if as_json:
         print_json(
             [
@@ -68,6 +71,17 @@ def ledger(
             summary(event_fields(e)),
         )
     out.print(table)
+    if tree:
+        out.print(_tree(Tree(f"sub-agents of {agent}"), tree))
+
+
+def _tree(branch: Tree, nodes: list[SpawnNode]) -> Tree:
+    for node in nodes:
+        child = branch.add(
+            escape(f"{node.agent_id} run {node.run_id[:8]} [{node.status}] {node.task[:60]}")
+        )
+        _tree(child, node.children)
+    return branch
 
 
 @app.command()

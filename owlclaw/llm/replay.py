@@ -60,6 +60,12 @@ class RecordedRun:
                 return dict(e.arguments)
         return None
 
+    def waited_at(self, call_id: str) -> bool:
+        """The run parked at this call, after requesting it, waiting for a sub-agent."""
+        return any(
+            isinstance(e, ev.RunParked) and e.call_id == call_id and e.spawn_id for e in self.events
+        )
+
     def outcome(self, call_id: str) -> Any:
         """The recorded result (or structured error) of a tool call."""
         settled = self.settled(call_id)

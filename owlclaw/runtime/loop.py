@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -46,11 +46,11 @@ from owlclaw.runtime.progress import RunProgress
 from owlclaw.runtime.prompt import Prompt, system_prompt
 from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.runtime.reloader import AppReloader
+from owlclaw.runtime.subagents import SubAgentReport, SubAgents
 from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.tools.errors import ToolError
+from owlclaw.tools.errors import Parked, ToolError
 from owlclaw.tools.executor import (
     CallSite,
-    Parked,
     Settled,
     ToolLimits,
     call_tool,
@@ -65,6 +65,9 @@ from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.threads import HandlerThreads
 from owlclaw.tools.tool import RunScope, Tool
 from projections.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from owlclaw.agents import Agents
 
 T = TypeVar("T")
 
@@ -126,6 +129,7 @@ class AgentRuntime:
         replay: RecordedRun | None = None,
         app_dir: Path | None = None,
         workspaces: Path | None = None,
+        agents: Agents | None = None,
     ):
         if not models:
             raise ValueError("at least one model is needed")
@@ -150,9 +154,15 @@ class AgentRuntime:
         self.workspaces = workspaces or OwlClawConfig().workspaces_path
         """Where the agent's workspace is (``<workspaces>/<agent id>``), for the pack tools."""
         self.pack = (
-            pack_tools(ToolsConfig.from_app_config(app.config), self.workspaces) if app else {}
+            pack_tools(ToolsConfig.from_app_config(app.config), self.workspaces, app.root)
+            if app
+            else {}
         )
         """The pack tools its app enables (``[tools] enable``)."""
+        self.subagents = SubAgents(ledger, agents) if agents is not None else None
+        """Where spawn_agent places sub-agents: the host's ``Agents``."""
+        self.parent_agent_id = ""
+        """The agent that spawned this one ("" for a top-level agent), as last loaded."""
         self.mode: Live | Replay = Replay(replay) if replay is not None else Live()
         self.threads = HandlerThreads(name=f"tools-{agent_id}")
         """Where this agent's synchronous handlers run, off the event loop."""
@@ -252,6 +262,32 @@ class AgentRuntime:
             await self._append(agent)
         return runs
 
+    async def record_subagent(self, report: SubAgentReport) -> list[UUID]:
+        """Record a sub-agent's end as this agent's writer (SubAgentFinished; for a spawn that
+        does not wait, also an InboundReceived for the heartbeat); the waiting run to resume."""
+        agent = await self._io_call(self._prepare_agent)
+        known = agent.state.spawns.get(report.spawn_id)
+        if known is not None and known.finished:
+            return []
+        agent.record(ev.SubAgentFinished, **report.event_fields())
+        if not report.wait:
+            agent.record(ev.InboundReceived, source="subagent", payload=msgspec.to_builtins(report))
+        await self._append(agent)
+        return [report.run_id] if report.wait else []
+
+    async def reconcile_spawns(self) -> list[UUID]:
+        """Record the end of sub-agent runs that ended without their report reaching this
+        agent (the child's host died between its end and the report); runs to resume."""
+        agent = await self._io_call(self._prepare_agent)
+        resume: list[UUID] = []
+        for spawn in list(agent.state.spawns.values()):
+            if spawn.finished or self.subagents is None:
+                continue
+            report = await self.subagents.ended(spawn.child_run_id)
+            if report is not None:
+                resume += await self.record_subagent(report)
+        return resume
+
     async def load(self) -> None:
         """Load the agent and its app now, committing what that recorded (IdentityLoaded,
         AppLoadFailed), so a host activating the agent shows a broken app before any run."""
@@ -297,6 +333,8 @@ class AgentRuntime:
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
         run = await self._io_call(self.ledger.load_run, run_id)
+        if run.state.ended:  # resumed twice (a report and a reconciliation): nothing left
+            return RunResult.of(run)
         recorded = RecordedRun(run_id, await self._io_call(self.ledger.stream, run_id))
         state = RunProgress(agent, run, started)
         state.resumed, state.replaying = recorded, deque(recorded.messages)
@@ -353,7 +391,7 @@ class AgentRuntime:
         if registry is not None:
             self.registry = registry
         self.governance = governance
-        self.pack = pack_tools(tools, self.workspaces)
+        self.pack = pack_tools(tools, self.workspaces, app.root)
         self._rate = self._rate.with_limits(governance.rate_limits_with(app.skills))
         if app.settings.models:
             self.models = list(app.settings.models)
@@ -364,6 +402,7 @@ class AgentRuntime:
         if not self.mode.observes_world:
             return self.ledger.load_agent(self.agent_id)
         agent = self.ledger.register_agent(self.agent_id, str(self.app_dir or ""))
+        self.parent_agent_id = agent.state.parent_agent_id
         self.reload(agent)
         self._rate.load(self.ledger, agent, time.time())
         if self._recent is None:
@@ -446,7 +485,7 @@ class AgentRuntime:
             raise
         except StreamConflict:
             raise
-        except Parked:  # waits for a person's answer: committed, not ended
+        except Parked:  # waits for a person's answer or a sub-agent: committed, not ended
             pass
         except Exception as e:
             run.end(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
@@ -495,10 +534,12 @@ class AgentRuntime:
     ) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """The function schemas the model sees, and why each other tool is hidden."""
         skills = self.app.skills if self.app is not None else {}
-        names = [*tools, *self.mode.unknown_tools(tools)]
+        withheld = set(agent.state.withheld_tools)
+        names = [n for n in [*tools, *self.mode.unknown_tools(tools)] if n not in withheld]
         visible, filtered = self.governance.resolve(
             names, skills, now(), disabled=self._disabled_tools(agent)
         )
+        filtered |= {n: "not given to this sub-agent" for n in tools if n in withheld}
         schemas = [tools[n].spec.function_schema() for n in visible if n in tools]
         return schemas + [_recorded_schema(n) for n in visible if n not in tools], filtered
 
@@ -569,14 +610,25 @@ class AgentRuntime:
                 )
                 return
             messages.append(message)
+            waiting: Parked | None = None
             for call in calls:
                 name, arguments = _call_parts(call)
                 self._check_limits(state, name, arguments)
-                settled = await self._call_tool(state, str(call.get("id") or ""), name, arguments)
+                try:
+                    settled = await self._call_tool(
+                        state, str(call.get("id") or ""), name, arguments
+                    )
+                except Parked as parked:
+                    if not parked.others_go_on:
+                        raise
+                    waiting = waiting or parked
+                    continue
                 self._check_doom_loop(state, name, arguments, settled)
                 messages.append(
                     {"role": "tool", "tool_call_id": call.get("id"), "content": settled.told}
                 )
+            if waiting is not None:
+                raise waiting
 
     def _check_limits(self, state: RunProgress, name: str, arguments: str) -> None:
         """Before a call: the run's call limit (every call counts, whatever its outcome) and
@@ -637,6 +689,9 @@ class AgentRuntime:
             if settled is not None:
                 return Settled(ev.ToolCallSucceeded, {}, json_safe(settled).decode())
             if (recorded := state.resumed.arguments(call_id)) is not None:
+                if state.resumed.waited_at(call_id) and (tool := site.tools.get(name)):
+                    params = tool.spec.parse(msgspec.json.encode(recorded))
+                    return await execute(site, tool, call_id, name, params)  # asks again
                 return await self._unknown_outcome(site, state, call_id, name, recorded)
         return await call_tool(site, call_id, name, arguments)
 
@@ -675,6 +730,7 @@ class AgentRuntime:
                 self.threads,
                 self.limits,
                 self.app.skills if self.app is not None else {},
+                self.subagents,
             )
 
         app_bytes = self.app.settings.tool_result_bytes if self.app is not None else None

@@ -20,6 +20,18 @@ class ToolError(msgspec.Struct, frozen=True):
     kind: ErrorKind = "user"
 
 
+class Parked(Exception):
+    """The run waits — for a person's answer to an approval, or for a sub-agent's run — and
+    stops here, committed, not ended; what it waits for is recorded (RunParked)."""
+
+    def __init__(self, waits_for: str, *, others_go_on: bool = False):
+        super().__init__(waits_for)
+        self.waits_for = waits_for
+        self.others_go_on = others_go_on
+        """The other calls of the same model message still run (sub-agents started by one
+        message run side by side); an approval stops the message where it is."""
+
+
 def invalid_arguments(message: str) -> ToolError:
     return ToolError(error=message, error_code="INVALID_ARGUMENTS")
 

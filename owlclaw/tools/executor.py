@@ -29,7 +29,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 from events import catalog as ev
 from events.aggregates import Agent, Approval, Run, approval_id_for
 from owlclaw import tracing
-from owlclaw.tools.errors import ToolError, unknown_tool
+from owlclaw.tools.errors import Parked, ToolError, unknown_tool
 from owlclaw.tools.tool import RunScope, Tool, ToolContext, idempotency_key
 
 TRACEBACK_CHARS = 4000
@@ -39,14 +39,6 @@ log = logging.getLogger("owlclaw.tools")
 
 if TYPE_CHECKING:
     from owlclaw.runtime.governance import Governance
-
-
-class Parked(Exception):
-    """The run waits for approval ``approval_id``: it stops here, committed, not ended."""
-
-    def __init__(self, approval_id: str):
-        super().__init__(approval_id)
-        self.approval_id = approval_id
 
 
 class Admits(Protocol):
@@ -325,6 +317,8 @@ async def run_with_timeout(
         if limit.expired():
             return timed_out(tool, timeout_s), ""
         return classify(tool, e), bounded_traceback(e)
+    except Parked:  # the tool recorded what its run waits for (spawn_agent's sub-agent)
+        raise
     except Exception as e:
         reraise_cancellation(e)
         return classify(tool, e), bounded_traceback(e)

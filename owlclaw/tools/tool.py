@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from owlclaw.app import Skill
     from owlclaw.config import RuntimeConfig
     from owlclaw.runtime.capabilities import Registry
+    from owlclaw.runtime.subagents import SubAgents
     from owlclaw.tools.threads import HandlerThreads
     from projections.memory import MemoryStore
 
@@ -43,6 +44,8 @@ class RunScope:
     """The runtime's limits (the memory limit, recall's similarity floor)."""
     skills: Mapping[str, Skill]
     """The app's skills by name, for load_skill."""
+    subagents: SubAgents | None = None
+    """Where spawn_agent starts sub-agents (None: the runtime has no host to place them)."""
 
 
 @dataclass(frozen=True)

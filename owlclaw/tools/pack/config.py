@@ -13,6 +13,7 @@ import msgspec
 from owlclaw.tools.pack.files import FilesConfig, file_tools
 from owlclaw.tools.pack.messages import ChannelConfig, message_tools
 from owlclaw.tools.pack.shell import ExecConfig, exec_tools
+from owlclaw.tools.pack.spawn import SpawnConfig, spawn_tools
 from owlclaw.tools.pack.web import WebConfig, web_tools
 from owlclaw.tools.tool import Tool
 
@@ -21,6 +22,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "exec": ("exec",),
     "web": ("web_fetch", "web_search"),
     "send_message": ("send_message",),
+    "spawn_agent": ("spawn_agent",),
 }
 """What each name ``enable`` accepts stands for."""
 
@@ -34,6 +36,7 @@ class ToolsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     web: WebConfig = WebConfig()
     channels: dict[str, ChannelConfig] = {}
     """send_message's channels by name (``[tools.channels.<name>]``)."""
+    spawn: SpawnConfig = SpawnConfig()
 
     @classmethod
     def from_app_config(
@@ -57,13 +60,17 @@ class ToolsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return {name for entry in self.enable for name in GROUPS.get(entry, (entry,))}
 
 
-def pack_tools(config: ToolsConfig, workspaces: Path) -> dict[str, Tool]:
-    """The enabled pack tools of an agent whose workspace is ``workspaces/<agent id>``."""
+def pack_tools(
+    config: ToolsConfig, workspaces: Path, app_root: Path | None = None
+) -> dict[str, Tool]:
+    """The enabled pack tools of an agent whose workspace is ``workspaces/<agent id>`` and
+    whose app (with its sub-agent profiles) is at ``app_root``."""
     available = {
         **file_tools(workspaces, config.files),
         **exec_tools(workspaces, config.exec),
         **web_tools(config.web),
         **message_tools(config.channels),
+        **spawn_tools(config.spawn, app_root),
     }
     enabled = config.enabled()
     return {name: tool for name, tool in available.items() if name in enabled}

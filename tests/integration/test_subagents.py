@@ -1,0 +1,209 @@
+"""Sub-agents on the real ledger: a parent's run spawns real agents (own streams, placed by
+its host), parks until they end, and gets their answers; costs roll up to the parent's run;
+limits and the parent's tool-set narrowing hold."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from actors.host import AgentHost
+from events import Ledger
+from events import catalog as ev
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
+from owlclaw.llm.scripted import register_script
+from tests.apps import make_app
+from tests.cli import owlclaw
+from tests.scripted import call
+
+pytestmark = pytest.mark.integration
+
+TASKS = ("survey owls", "survey hawks", "survey kites")
+
+
+def spawning_app(tmp_path: Path, name: str, *, wait: bool = True) -> Path:
+    """A parent that hands three tasks to its ``researcher`` profile, then sums up."""
+    root = make_app(
+        tmp_path / name,
+        config=f'[agent]\nmodels = ["scripted/{name}"]\n[tools]\nenable = ["spawn_agent"]\n',
+    )
+    researcher = make_app(
+        root / "subagents" / "researcher",
+        config='[agent]\nmodels = ["scripted/researcher"]\n',
+    )
+    assert researcher.is_dir()
+    register_script(
+        name,
+        [
+            {
+                "tool_calls": [
+                    call("spawn_agent", task=task, profile="researcher", wait=wait)
+                    for task in TASKS
+                ]
+            },
+            {"content": "summed up"},
+        ],
+    )
+    register_script(
+        "researcher",
+        {
+            "cases": [{"when": task, "steps": [{"content": f"{task}: done"}]} for task in TASKS],
+            "prompt_tokens": 1000,
+            "completion_tokens": 50,
+        },
+    )
+    return root
+
+
+def ended(ledger: Ledger, run_id: str, timeout_s: float = 60) -> ev.LedgerEvent:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        events = ledger.stream(uuid.UUID(run_id))
+        end = [e for e in events if isinstance(e, ev.RunEnded)]
+        if end:
+            return end[0]
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not end in {timeout_s} s")
+
+
+def inbound(ledger: Ledger, agent_id: str) -> list[ev.InboundReceived]:
+    events = ledger.stream(ledger.load_agent(agent_id).id)
+    return [e for e in events if isinstance(e, ev.InboundReceived)]
+
+
+def run_parent(
+    ledger: Ledger, root: Path, agent_id: str, until: Callable[[], bool] = lambda: True
+) -> str:
+    """Serve the parent's run on an in-process host until it ended and ``until()`` holds."""
+
+    def settled(run_id: str) -> None:
+        ended(ledger, run_id)
+        deadline = time.monotonic() + 30
+        while not until():
+            assert time.monotonic() < deadline, "the host did not settle in 30 s"
+            time.sleep(0.1)
+
+    async def go() -> str:
+        host = AgentHost(ledger, OwlClawConfig(runtime=RuntimeConfig(models=("x",))))
+        try:
+            ledger.attach_app(agent_id, str(root))
+            run_id = await host.submit(agent_id, "webhook")
+            await asyncio.to_thread(settled, run_id)
+            return run_id
+        finally:
+            await host.close()
+
+    return asyncio.run(go())
+
+
+def test_a_parent_waits_for_three_sub_agents_and_gets_their_answers(
+    ledger: Ledger, fresh_db: Database, tmp_path: Path
+) -> None:
+    root = spawning_app(tmp_path, "boss")
+    run_id = run_parent(ledger, root, "boss")
+    events = ledger.stream(uuid.UUID(run_id))
+    end = ended(ledger, run_id)
+    assert isinstance(end, ev.RunCompleted) and end.answer == "summed up"
+    results = [e.result for e in events if isinstance(e, ev.ToolCallSucceeded)]
+    assert sorted(r["answer"] for r in results) == sorted(f"{t}: done" for t in TASKS)
+    assert {r["status"] for r in results} == {"completed"}
+    assert any(isinstance(e, ev.RunParked) and e.spawn_id for e in events)
+    parent = ledger.load_agent("boss")
+    children = {s.child_agent_id for s in parent.state.spawns.values()}
+    assert len(children) == 3 and all(c.startswith("boss.researcher-") for c in children)
+    for child in children:
+        state = ledger.load_agent(child).state
+        assert (state.parent_agent_id, state.depth) == ("boss", 1)
+        assert state.app_dir == str(root / "subagents" / "researcher")
+    charged = [e for e in events if isinstance(e, ev.SubAgentCharged)]
+    assert len(charged) == 3 and all(c.tokens == 1050 for c in charged)
+    assert end.tokens == 2 * 120 + 3 * 1050  # the parent's two model calls and its children
+    env = {**os.environ, "OWLCLAW_DATABASE_URL": fresh_db.url}
+    env["OWLCLAW_DATABASE_NAME"] = str(fresh_db.params["dbname"])
+    shown = owlclaw(env, "ledger", "boss", cwd=tmp_path).stdout
+    assert "sub-agents of boss" in shown
+    assert all(child in shown for child in children) and shown.count("[completed]") == 3
+
+
+def test_without_wait_the_answers_arrive_as_inbound_events(ledger: Ledger, tmp_path: Path) -> None:
+    root = spawning_app(tmp_path, "delegator", wait=False)
+    run_id = run_parent(
+        ledger, root, "delegator", until=lambda: len(inbound(ledger, "delegator")) == 3
+    )
+    results = [
+        e.result for e in ledger.stream(uuid.UUID(run_id)) if isinstance(e, ev.ToolCallSucceeded)
+    ]
+    assert [r["status"] for r in results] == ["started"] * 3
+    arrived = inbound(ledger, "delegator")
+    assert sorted(e.payload["answer"] for e in arrived) == sorted(f"{t}: done" for t in TASKS)
+    assert {e.source for e in arrived} == {"subagent"}
+
+
+def test_depth_children_per_run_profiles_and_withheld_tools_are_enforced(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """Every agent of the tree plays the same script: a missing profile, then t1, t2, t3."""
+    root = make_app(
+        tmp_path / "nest",
+        config='[agent]\nmodels = ["scripted/nest"]\n'
+        '[tools]\nenable = ["spawn_agent", "send_message"]\n'
+        "[tools.spawn]\nmax_children_per_run = 2\n"
+        '[tools.channels.ops]\nurl = "http://127.0.0.1:9/never"\n',
+    )
+    register_script(
+        "nest",
+        [
+            {
+                "tool_calls": [
+                    call("spawn_agent", task="t0", profile="ghost"),
+                    call("spawn_agent", task="t1"),
+                    call("spawn_agent", task="t2"),
+                    call("spawn_agent", task="t3"),
+                ]
+            },
+            {"content": "done"},
+        ],
+    )
+    run_id = run_parent(ledger, root, "nest")
+    assert isinstance(ended(ledger, run_id), ev.RunCompleted)
+
+    def outcomes(agent_id: str, run: uuid.UUID) -> list[str]:
+        """The calls' outcomes, sorted (the parked calls' outcomes come after the others)."""
+        return sorted(
+            (e.error_code or "TOOL_DENIED")
+            if isinstance(e, ev.ToolCallFailed | ev.ToolCallDenied)
+            else "ok"
+            for e in ledger.stream(run)
+            if isinstance(e, ev.ToolCallSucceeded | ev.ToolCallFailed | ev.ToolCallDenied)
+        )
+
+    assert outcomes("nest", uuid.UUID(run_id)) == ["SPAWN_LIMIT", "UNKNOWN_PROFILE", "ok", "ok"]
+    children = [s.child_agent_id for s in ledger.load_agent("nest").state.spawns.values()]
+    grandchildren = []
+    for child in children:
+        state = ledger.load_agent(child).state
+        assert (state.depth, state.withheld_tools) == (1, ["send_message"])
+        [run] = ledger.load_agent(child).run_ids()
+        assert outcomes(child, run) == ["SPAWN_LIMIT", "UNKNOWN_PROFILE", "ok", "ok"]
+        grandchildren += [s.child_agent_id for s in state.spawns.values()]
+    assert len(grandchildren) == 4
+    for grandchild in grandchildren:
+        agent = ledger.load_agent(grandchild)
+        assert (agent.state.depth, agent.state.withheld_tools) == (
+            2,
+            ["send_message", "spawn_agent"],
+        )
+        [run] = agent.run_ids()
+        [visible] = [e for e in ledger.stream(run) if isinstance(e, ev.VisibleToolsResolved)]
+        assert "spawn_agent" not in visible.tools and "send_message" not in visible.tools
+        assert visible.filtered["spawn_agent"] == "not given to this sub-agent"
+        # the third refusal in a row is a doom loop: the run ends there, reported upwards
+        assert outcomes(grandchild, run) == ["TOOL_DENIED"] * 3
+        assert isinstance(ended(ledger, str(run)), ev.RunTerminated)
