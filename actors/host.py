@@ -231,15 +231,27 @@ class AgentHost:
         return (time.perf_counter() - began) * 1000
 
     async def cancel(self, agent_id: str, run_id: str) -> bool:
-        return self.cancel_now(agent_id, run_id)
+        """Cancel the agent's run — running, or parked (it ends with RunTerminated) — and the
+        sub-agent runs it started that have not ended."""
+        cancelled = self._cancel_running(agent_id, run_id)
+        if not cancelled:
 
-    def cancel_now(self, agent_id: str, run_id: str) -> bool:
-        """Cancel the agent's running run from any thread (Ray's control group calls it)."""
+            async def end(runtime: AgentRuntime) -> tuple[bool, None]:
+                return await runtime.end_parked(uuid.UUID(run_id)), None
+
+            cancelled = await self._accept(agent_id, end)
+        if cancelled:
+            agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
+            for spawn in list(agent.state.spawns.values()):
+                if str(spawn.run_id) == run_id and not spawn.finished:
+                    await self.agents.cancel(spawn.child_agent_id, str(spawn.child_run_id))
+        return cancelled
+
+    def _cancel_running(self, agent_id: str, run_id: str) -> bool:
         hosted = self._agents.get(agent_id)
         if hosted is None or hosted.running != run_id or hosted.current is None:
             return False
-        task = hosted.current
-        task.get_loop().call_soon_threadsafe(task.cancel)
+        hosted.current.cancel()
         return True
 
     async def status(self, agent_id: str | None = None) -> HostStatus:

@@ -1,8 +1,8 @@
 """The agent host as a Ray actor: async, restartable, control calls in their own group.
 
 Run messages go through the host's per-agent mailboxes (Ray alone does not order the calls of
-an async actor). ``status`` and ``cancel`` run in the ``control`` concurrency group, so they
-answer while a run is in flight.
+an async actor). ``status`` runs in the ``control`` concurrency group, so it answers even while
+the host's loop is busy; ``cancel`` runs on that loop, which handlers never block.
 """
 
 from __future__ import annotations
@@ -108,9 +108,10 @@ class AgentHostActor:
     def status(self, agent_id: str | None = None) -> HostStatus:
         return self.host.status_now(agent_id)
 
-    @ray.method(concurrency_group="control")
-    def cancel(self, agent_id: str, run_id: str) -> bool:
-        return self.host.cancel_now(agent_id, run_id)
+    async def cancel(self, agent_id: str, run_id: str) -> bool:
+        """On the host's loop (a parked run ends through the agent's writer, children are
+        cancelled too); handlers never block that loop, so it answers while a run is in flight."""
+        return await self.host.cancel(agent_id, run_id)
 
     @ray.method(concurrency_group="control")
     def pid(self) -> int:

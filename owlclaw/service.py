@@ -36,6 +36,7 @@ from owlclaw.runtime.approvals import (
     pending,
 )
 from owlclaw.runtime.loop import RunResult
+from owlclaw.runtime.subagents import watch_subagents
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
@@ -114,6 +115,7 @@ class Service:
         self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
         self.supervisor.start("timer-worker", worker.run)
         self.supervisor.start("approval-expiry", self._expire_approvals)
+        self.supervisor.start("subagent-watch", self._watch_subagents)
         for agent_id, app in self.apps.items():
             if app.settings.heartbeat_s > 0:
                 beat = functools.partial(self._heartbeat, agent_id, app.settings.heartbeat_s)
@@ -249,6 +251,16 @@ class Service:
                 return
             for agent_id in await asyncio.to_thread(overdue, self.ledger, list(self.apps)):
                 await self.agents.expire_approvals(agent_id)
+
+    async def _watch_subagents(self, stop: asyncio.Event) -> None:
+        """Every ``EXPIRY_CHECK_S``, bring back sub-agent runs a dead host left behind and
+        re-send reports that never reached their parent (``watch_subagents``)."""
+        assert self.ledger is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), EXPIRY_CHECK_S)
+                return
+            await watch_subagents(self.ledger, self.agents, list(self.apps))
 
     # --- what clients ask for -------------------------------------------------------------
 

@@ -190,9 +190,13 @@ def trigger(
 
 
 def _parked_status(events: list[ev.LedgerEvent]) -> str | None:
-    """ "parked" when the run waits for an approval (the command says which), else None."""
+    """ "parked" when the run waits for an approval (the command says which) or for its
+    sub-agents, else None."""
     if not events or not isinstance(events[-1], ev.RunParked):
         return None
+    if events[-1].spawn_id:
+        err.print("[yellow]parked:[/] waiting for its sub-agents (`owlclaw ledger` shows them)")
+        return "parked"
     approval_id = events[-1].approval_id
     err.print(
         f"[yellow]parked:[/] waiting for approval {approval_id} "

@@ -323,6 +323,17 @@ class AgentRuntime:
         state.run.end(ev.RunTerminated, reason="cancelled", **state.totals())
         await self._commit(state)
 
+    async def end_parked(self, run_id: UUID) -> bool:
+        """End a parked run (cancelled: RunTerminated); False when it is not parked."""
+        agent = await self._io_call(self._prepare_agent)
+        run = await self._io_call(self.ledger.load_run, run_id)
+        if run.state.status != "parked":
+            return False
+        state = RunProgress(agent, run, time.perf_counter())
+        run.end(ev.RunTerminated, reason="cancelled", **state.totals())
+        await self._commit(state)
+        return True
+
     async def resume(self, run_id: UUID) -> RunResult:
         """Finish a run whose process stopped mid-run, or that was parked for an approval now
         answered: its recorded model responses are served again without calling a model, tools
@@ -486,7 +497,13 @@ class AgentRuntime:
         except StreamConflict:
             raise
         except Parked:  # waits for a person's answer or a sub-agent: committed, not ended
-            pass
+            try:
+                await self._commit(state)
+            except asyncio.CancelledError:  # cancelled as it parked: it ends here after all
+                run.end(ev.RunTerminated, reason="cancelled", **state.totals())
+                await asyncio.shield(self._commit(state))
+                raise
+            return
         except Exception as e:
             run.end(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)

@@ -11,6 +11,7 @@ ledger any report a dying host did not send.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -22,6 +23,7 @@ from events import catalog as ev
 if TYPE_CHECKING:
     from owlclaw.agents import Agents
 
+log = logging.getLogger("owlclaw.subagents")
 FOCUS_CHARS = 500
 CONTEXT_KEY = "spawned_by"
 """Where a child's RunQueued context names its parent's spawn."""
@@ -151,3 +153,28 @@ def spawn_tree(ledger: Ledger, agent_id: str, max_depth: int = 6) -> list[SpawnN
                 )
             )
     return nodes
+
+
+async def watch_subagents(ledger: Ledger, agents: Agents, agent_ids: list[str]) -> int:
+    """One pass over the sub-agent runs of ``agent_ids`` (and of their sub-agents) that their
+    parent still waits for: an ended one whose report never arrived is reported again; any
+    other is activated, which resumes it if its host died (Ray restarts an actor, but only
+    a message brings its agents back). How many are still running."""
+    running = 0
+    parents = list(agent_ids)
+    while parents:
+        parent = parents.pop()
+        state = (await asyncio.to_thread(ledger.load_agent, parent)).state
+        for spawn in [s for s in state.spawns.values() if not s.finished]:
+            report = report_of(await asyncio.to_thread(ledger.stream, spawn.child_run_id))
+            try:
+                if report is not None:
+                    await agents.subagent_finished(parent, report)
+                    continue
+                running += 1
+                await agents.activate(spawn.child_agent_id)
+            except Exception:  # a host restarting: the next pass tries again
+                log.warning("sub-agent %s of %s not reached", spawn.child_agent_id, parent)
+                continue
+            parents.append(spawn.child_agent_id)
+    return running

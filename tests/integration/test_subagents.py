@@ -5,20 +5,25 @@ limits and the parent's tool-set narrowing hold."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from actors.directory import AgentDirectory
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.runtime.subagents import SubAgentReport, watch_subagents
 from tests.apps import make_app
 from tests.cli import owlclaw
 from tests.scripted import call
@@ -60,6 +65,11 @@ def spawning_app(tmp_path: Path, name: str, *, wait: bool = True) -> Path:
         },
     )
     return root
+
+
+def has_ended(ledger: Ledger, run_id: uuid.UUID) -> bool:
+    """Read from the stream: a run accepted but not yet started has no Run aggregate."""
+    return any(isinstance(e, ev.RunEnded) for e in ledger.stream(run_id))
 
 
 def ended(ledger: Ledger, run_id: str, timeout_s: float = 60) -> ev.LedgerEvent:
@@ -207,3 +217,167 @@ def test_depth_children_per_run_profiles_and_withheld_tools_are_enforced(
         # the third refusal in a row is a doom loop: the run ends there, reported upwards
         assert outcomes(grandchild, run) == ["TOOL_DENIED"] * 3
         assert isinstance(ended(ledger, str(run)), ev.RunTerminated)
+
+
+def test_cancelling_a_waiting_parent_cancels_its_running_children(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    root = make_app(
+        tmp_path / "impatient",
+        config='[agent]\nmodels = ["scripted/impatient"]\n[tools]\nenable = ["spawn_agent"]\n',
+    )
+    make_app(root / "subagents" / "slow", config='[agent]\nmodels = ["scripted/slow"]\n')
+    register_script(
+        "impatient",
+        [{"tool_calls": [call("spawn_agent", task=f"t{i}", profile="slow") for i in (1, 2)]}],
+    )
+    register_script("slow", {"steps": [{"content": "late"}], "latency_s": 60})
+
+    async def go() -> tuple[str, list[str]]:
+        host = AgentHost(ledger, OwlClawConfig(runtime=RuntimeConfig(models=("x",))))
+        try:
+            ledger.attach_app("impatient", str(root))
+            run_id = await host.submit("impatient", "webhook")
+            deadline = time.monotonic() + 30
+            while True:  # both children are inside their (slow) model call
+                running = [a for a, s in host.status_now().agents.items() if s.running]
+                if len([a for a in running if a.startswith("impatient.slow-")]) == 2:
+                    break
+                assert time.monotonic() < deadline, "the children did not start"
+                await asyncio.sleep(0.05)
+            assert await host.cancel("impatient", run_id)
+            spawns = ledger.load_agent("impatient").state.spawns.values()
+            child_runs = [str(s.child_run_id) for s in spawns]
+            for child_run in child_runs:
+                await asyncio.to_thread(ended, ledger, child_run, 30)
+            return run_id, child_runs
+        finally:
+            await host.close()
+
+    run_id, child_runs = asyncio.run(go())
+    parent_end = ended(ledger, run_id)
+    assert isinstance(parent_end, ev.RunTerminated) and parent_end.reason == "cancelled"
+    for child_run in child_runs:
+        assert isinstance(ended(ledger, child_run), ev.RunTerminated)
+
+
+@pytest.mark.xdist_group("ray")
+def test_on_ray_a_child_whose_host_is_killed_finishes_and_the_parent_gets_all_three(
+    ray_cluster: None, ledger: Ledger, fresh_db: Database, tmp_path: Path
+) -> None:
+    root = make_app(
+        tmp_path / "rayboss",
+        config='[agent]\nmodels = ["scripted/rayboss"]\n[tools]\nenable = ["spawn_agent"]\n',
+    )
+    researcher = make_app(
+        root / "subagents" / "researcher", config='[agent]\nmodels = ["scripted/slowsearch"]\n'
+    )
+    steps = [{"tool_calls": [call("spawn_agent", task=t, profile="researcher") for t in TASKS]}]
+    for app, name, script in (
+        (root, "rayboss", {"steps": [*steps, {"content": "summed up"}]}),
+        (
+            researcher,
+            "slowsearch",
+            {
+                "cases": [{"when": t, "steps": [{"content": f"{t}: done"}]} for t in TASKS],
+                "latency_s": 4.0,
+                "prompt_tokens": 1000,
+                "completion_tokens": 50,
+            },
+        ),
+    ):
+        (app / "scripts").mkdir()
+        (app / "scripts" / f"{name}.json").write_text(json.dumps(script))
+    config = OwlClawConfig(
+        database_url=fresh_db.url,
+        database_name=str(fresh_db.params["dbname"]),
+        runtime=RuntimeConfig(models=("x",)),
+    )
+    directory = AgentDirectory(ledger, config, placement="dedicated")
+    ledger.attach_app("rayboss", str(root))
+
+    async def go() -> str:
+        run_id = await directory.submit("rayboss", "webhook")
+        deadline = time.monotonic() + 60
+        while len(ledger.load_agent("rayboss").state.spawns) < 3:
+            assert time.monotonic() < deadline, "the parent did not spawn three sub-agents"
+            await asyncio.sleep(0.1)
+        spawns = ledger.load_agent("rayboss").state.spawns.values()
+        victim = next(  # one still inside its slow model call
+            s.child_agent_id for s in spawns if not has_ended(ledger, s.child_run_id)
+        )
+        killed = await directory.handle(victim).pid.remote()
+        os.kill(killed, signal.SIGKILL)
+        while not ledger.load_run(uuid.UUID(run_id)).state.ended:  # what owlclaw run does
+            assert time.monotonic() < deadline + 60, "the parent's run did not end"
+            await watch_subagents(ledger, directory, ["rayboss"])
+            await asyncio.sleep(0.5)
+        events = ledger.stream(ledger.load_agent(victim).run_ids()[0])
+        assert len([e for e in events if isinstance(e, ev.RunEnded)]) == 1
+        return run_id
+
+    try:
+        run_id = asyncio.run(go())
+    finally:
+        for child in {s.child_agent_id for s in ledger.load_agent("rayboss").state.spawns.values()}:
+            directory.handle(child)  # the parent's actor started it: this directory stops it
+        asyncio.run(directory.close())
+    events = ledger.stream(uuid.UUID(run_id))
+    end = ended(ledger, run_id)
+    assert isinstance(end, ev.RunCompleted) and end.answer == "summed up"
+    answers = sorted(e.result["answer"] for e in events if isinstance(e, ev.ToolCallSucceeded))
+    assert answers == sorted(f"{t}: done" for t in TASKS)
+    assert end.tokens == 2 * 120 + 3 * 1050
+    env = {**os.environ, "OWLCLAW_DATABASE_URL": fresh_db.url}
+    env["OWLCLAW_DATABASE_NAME"] = str(fresh_db.params["dbname"])
+    shown = owlclaw(env, "ledger", "rayboss", cwd=tmp_path).stdout
+    assert "sub-agents of rayboss" in shown and shown.count("[completed]") == 3
+
+
+class LosesReports:
+    """A host's ``Agents``, except that sub-agents' reports never arrive (as when the child's
+    host dies between the child's end and its report)."""
+
+    def __init__(self) -> None:
+        self.host: AgentHost | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.host, name)
+
+    async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
+        return None
+
+
+def test_a_report_that_never_arrived_is_reconciled_when_the_parent_is_activated(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    root = spawning_app(tmp_path, "forgotten")
+    config = OwlClawConfig(runtime=RuntimeConfig(models=("x",)))
+
+    async def go() -> str:
+        lossy = LosesReports()
+        first = lossy.host = AgentHost(ledger, config, agents=lossy)
+        try:
+            ledger.attach_app("forgotten", str(root))
+            run_id = await first.submit("forgotten", "webhook")
+            deadline = time.monotonic() + 30
+            while True:
+                spawns = ledger.load_agent("forgotten").state.spawns.values()
+                if len(spawns) == 3 and all(has_ended(ledger, s.child_run_id) for s in spawns):
+                    break
+                assert time.monotonic() < deadline, "the children did not end"
+                await asyncio.sleep(0.1)
+            assert ledger.load_run(uuid.UUID(run_id)).state.status == "parked"
+        finally:
+            await first.close()
+        second = AgentHost(ledger, config)
+        try:
+            await second.activate("forgotten")  # reconciles from the ledger, resumes the run
+            await asyncio.to_thread(ended, ledger, run_id)
+        finally:
+            await second.close()
+        return run_id
+
+    run_id = asyncio.run(go())
+    end = ended(ledger, run_id)
+    assert isinstance(end, ev.RunCompleted) and end.tokens == 2 * 120 + 3 * 1050
