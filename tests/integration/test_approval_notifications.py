@@ -3,11 +3,7 @@ approval id, and parked (not lost) while the receiver keeps refusing."""
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -15,40 +11,9 @@ import pytest
 from events import Ledger
 from projections import ApprovalNotifications, ProjectionRunner
 from projections.runner import retry_parked
+from tests.webhooks import Receiver
 
 pytestmark = pytest.mark.integration
-
-
-class Receiver:
-    """A loopback webhook that answers the statuses it is given, then 200."""
-
-    def __init__(self) -> None:
-        self.statuses: list[int] = []
-        self.received: list[tuple[str, dict[str, Any]]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                receiver.received.append((self.headers["Idempotency-Key"], body))
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
-                self.send_response(status)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/approvals"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    receiver = Receiver()
-    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
-    thread.start()
-    yield receiver
-    receiver.server.shutdown()
 
 
 def request_approval(ledger: Ledger, agent_id: str) -> str:
@@ -74,8 +39,8 @@ def test_a_request_is_retried_until_delivered_and_names_itself_for_deduplication
     view = ApprovalNotifications(ledger.datastore, url=receiver.url, attempts=3)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
-    assert [key for key, _ in receiver.received] == [approval_id, approval_id]
-    body = receiver.received[-1][1]
+    assert [key for key, _, _ in receiver.received] == [approval_id, approval_id]
+    body = receiver.received[-1][2]
     assert (body["agent_id"], body["tool"], body["arguments"]) == (
         "notified",
         "place_order",
