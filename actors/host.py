@@ -348,8 +348,9 @@ class AgentHost:
             try:
                 future.set_result(await hosted.current)
             except asyncio.CancelledError:
-                if not hosted.current.cancelled():
-                    raise
+                consumer = asyncio.current_task()
+                if not hosted.current.cancelled() or (consumer and consumer.cancelling()):
+                    raise  # the host is closing (the run was cancelled with it), not the run alone
                 if kind == "run":  # cancelled before its first step: it still ends once
                     await hosted.runtime.end_cancelled(message)
                 future.set_exception(RunCancelled(f"{kind} {message} was cancelled"))
@@ -396,7 +397,7 @@ class AgentHost:
             self.passivations += 1
 
     async def close(self) -> None:
-        for hosted in self._agents.values():
+        for hosted in list(self._agents.values()):  # a consumer may passivate as it stops
             if hosted.consumer is not None:
                 hosted.consumer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

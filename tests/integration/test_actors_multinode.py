@@ -4,6 +4,7 @@ actors restart on the other node and their interrupted runs resume."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -102,7 +103,15 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         deadline = time.monotonic() + 60
         while not all(started(r) for r in run_ids.values()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        killed_at = _kill(nodes, worker)  # the worker node dies with its agents mid-run
+        killed_at = _kill(  # the worker node dies with its agents mid-run
+            nodes,
+            worker,
+            [  # its agents' processes, wherever Ray parented them
+                ray.get(directories[home[a]].handle(a).pid.remote())
+                for a in agents
+                if placed[a] == worker.node_id
+            ],
+        )
 
         async def results() -> list[RunResult]:
             waits = (directories[home[a]].result(a, r) for a, r in run_ids.items())
@@ -161,15 +170,20 @@ def _placed(
     return where
 
 
-def _kill(nodes: Any, worker: Any) -> datetime:
-    """Remove ``worker`` and wait until its worker processes (the agents' actors) have exited:
-    they outlive their raylet by seconds and may still finish a run, which is then not resumed.
-    Returns when the last of them was gone."""
+def _kill(nodes: Any, worker: Any, pids: list[int]) -> datetime:
+    """Remove ``worker`` and wait until its worker processes (the agents' actors, ``pids``, and
+    whatever else its raylet started) have exited: they outlive their raylet by seconds and may
+    still finish a run, which is then not resumed. Returns when the last of them was gone."""
     import psutil
     from ray._private import ray_constants
 
     raylet = worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process
     children = psutil.Process(raylet.pid).children(recursive=True)
+    known = {c.pid for c in children}
+    for pid in pids:
+        if pid not in known:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                children.append(psutil.Process(pid))
     nodes.remove_node(worker)
     _, alive = psutil.wait_procs(children, timeout=60)
     assert not alive, f"worker processes outlived their node by 60 s: {alive}"

@@ -238,3 +238,23 @@ def test_an_app_whose_code_hangs_or_raises_at_import_fails_alone_and_loads_once_
     assert f'File "{handlers}", line 3' in load_failed.details
     assert isinstance(events[-2], ev.IdentityLoaded)  # the fixed code, before its run
     assert ledger.load_agent("looper").state.app_error is None
+
+
+def test_closing_the_host_while_a_run_is_in_flight_stops_its_consumer(ledger: Ledger) -> None:
+    """Closing cancels each agent's consumer; one that is awaiting a run must stop, not take
+    the cancellation for the run's own and wait for the next message until it passivates."""
+    register_script("host-slow", {"steps": [{"content": "late"}], "latency_s": 60})
+    ledger.register_agent("closing")
+
+    async def go() -> AgentHost:
+        host = AgentHost(ledger, config_with("scripted/host-slow"), idle_s=600)
+        await host.submit("closing", "webhook")
+        while not host.status_now().agents.get("closing", None) or not (
+            host.status_now().agents["closing"].running
+        ):
+            await asyncio.sleep(0.05)
+        await asyncio.wait_for(host.close(), 20)  # before the fix: until idle_s, 600 s
+        return host
+
+    host = asyncio.run(go())
+    assert host.status_now().agents == {}
