@@ -247,13 +247,13 @@ def test_closing_the_host_while_a_run_is_in_flight_stops_its_consumer(ledger: Le
     ledger.register_agent("closing")
 
     async def go() -> AgentHost:
-        host = AgentHost(ledger, config_with("scripted/host-slow"), idle_s=600)
+        host = AgentHost(ledger, config_with("scripted/host-slow"))  # never passivates
         await host.submit("closing", "webhook")
         while not host.status_now().agents.get("closing", None) or not (
             host.status_now().agents["closing"].running
         ):
             await asyncio.sleep(0.05)
-        await asyncio.wait_for(host.close(), 20)  # before the fix: until idle_s, 600 s
+        await asyncio.wait_for(host.close(), 10)  # not after the run, nor the next message
         return host
 
     host = asyncio.run(go())
