@@ -66,6 +66,8 @@ def test_files_and_exec_recorded_with_every_refusal(ledger: Ledger, tmp_path: Pa
             {"tool_calls": [call("read_file", path="link/secret.txt")]},
             {"tool_calls": [call("exec", command="cat notes/a.txt")]},
             {"tool_calls": [call("exec", command="rm -rf notes")]},
+            {"tool_calls": [call("exec", command="yes | head -c 100000")]},
+            {"tool_calls": [call("exec", command="sleep 30", timeout_s=0.5)]},
             {"content": "done"},
         ],
     )
@@ -95,6 +97,9 @@ def test_files_and_exec_recorded_with_every_refusal(ledger: Ledger, tmp_path: Pa
     ]
     assert seen[5] == ("exec", "ok", {"exit_code": 0, "stdout": "hello there\n", "stderr": ""})
     assert seen[6] == ("exec", "failed", "COMMAND_DENIED")
+    capped = seen[7][2]
+    assert isinstance(capped, dict) and capped["stdout"].endswith("[... 34464 more bytes not kept]")
+    assert seen[8] == ("exec", "failed", "EXEC_TIMEOUT")
     assert (tmp_path / "workspaces" / "clerk" / "notes" / "a.txt").read_text() == "hello there\n"
 
 
@@ -133,6 +138,17 @@ def test_web_fetch_and_search_recorded_with_the_ssrf_refusals(
     searched = seen[3][2]
     assert isinstance(searched, dict) and searched["count"] == 3
     assert server.paths() == ["/redirect", "/page", "/to-metadata", "/search"]
+
+
+def test_a_name_that_resolves_to_loopback_is_refused_without_the_allowance(
+    ledger: Ledger, tmp_path: Path, server: Server
+) -> None:
+    agent = runtime(ledger, tmp_path, "outward", '[tools]\nenable = ["web_fetch"]\n')
+    url = f"http://localhost:{server.port}/page"
+    result = play(agent, [{"tool_calls": [call("web_fetch", url=url)]}, {"content": "ok"}])
+    [failed] = [e for e in run_events(ledger, result) if isinstance(e, ev.ToolCallFailed)]
+    assert failed.error_code == "URL_REFUSED" and "localhost resolves to loopback" in failed.error
+    assert server.paths() == []  # refused after DNS, before any connection
 
 
 def test_pack_tools_are_invisible_unless_enabled(ledger: Ledger, tmp_path: Path) -> None:
