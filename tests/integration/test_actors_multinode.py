@@ -171,9 +171,11 @@ def _placed(
 
 
 def _kill(nodes: Any, worker: Any, pids: list[int]) -> datetime:
-    """Remove ``worker`` and wait until its worker processes (the agents' actors, ``pids``, and
-    whatever else its raylet started) have exited: they outlive their raylet by seconds and may
-    still finish a run, which is then not resumed. Returns when the last of them was gone."""
+    """Remove ``worker`` and wait until its worker processes have exited. Removing a node of
+    this one-machine test cluster stops its raylet, but its actors' processes (``pids``) can
+    live on — they outlived it by seconds (and finished a run), once by over a minute (ci28,
+    ci32) — which a machine that dies does not do: they are SIGKILLed with it. Returns when the
+    last of them was gone."""
     import psutil
     from ray._private import ray_constants
 
@@ -185,6 +187,9 @@ def _kill(nodes: Any, worker: Any, pids: list[int]) -> datetime:
             with contextlib.suppress(psutil.NoSuchProcess):
                 children.append(psutil.Process(pid))
     nodes.remove_node(worker)
+    for process in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
     _, alive = psutil.wait_procs(children, timeout=60)
     assert not alive, f"worker processes outlived their node by 60 s: {alive}"
     return datetime.now(UTC)
