@@ -310,7 +310,8 @@ class AgentHost:
         if interrupted is not None:
             self._resume(hosted, interrupted)
         expired = await runtime.expire_approvals()
-        if expired or await runtime.reconcile_spawns():
+        open_spawns = any(not spawn.finished for spawn in agent.state.spawns.values())
+        if expired or (open_spawns and await runtime.reconcile_spawns()):
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
         for answered in await asyncio.to_thread(self.ledger.answered_parked_runs, agent):
             self._resume(hosted, answered)
