@@ -38,6 +38,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.runtime.approvals import PendingApproval
 from owlclaw.supervisor import WorkerStatus
+from owlclaw.tools.errors import UNKNOWN_TOOL
 from projections.feed import follow_log_until
 from projections.runner import ProjectionStatus, projection_status
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PATH = "/metrics"
+UNKNOWN_TOOL_LABEL = "(unknown)"
 MAILBOX_TIMEOUT_S = 5.0
 """How long a scrape waits for the agents' hosts to say their mailbox depth."""
 
@@ -98,6 +100,14 @@ def tool_outcome(event: ToolRan | ToolRefused) -> str:
         case ev.ToolCallRejected():
             return "REJECTED"
     return "OUTCOME_UNKNOWN"
+
+
+def tool_label(event: ToolRefused) -> str:
+    """The tool's name, but ``(unknown)`` for a call to a tool the run does not have: that name
+    is whatever the model wrote, and each distinct label value is a series kept until restart."""
+    if isinstance(event, ev.ToolCallRejected) and event.error.startswith(UNKNOWN_TOOL):
+        return UNKNOWN_TOOL_LABEL
+    return event.tool
 
 
 class LedgerCounters:
@@ -184,7 +194,7 @@ class LedgerCounters:
                 self.tool_calls.labels(event.tool, outcome).inc()
                 self.tool_duration.labels(event.tool, outcome).observe(event.duration_ms / 1000)
             case ev.ToolCallDenied() | ev.ToolCallRejected() | ev.ToolOutcomeUnknown():
-                self.tool_calls.labels(event.tool, tool_outcome(event)).inc()
+                self.tool_calls.labels(tool_label(event), tool_outcome(event)).inc()
             case ev.TimerFired(fire_time=due, timestamp=fired):
                 self.timer_lateness.observe(max(0.0, (fired - due).total_seconds()))
 
@@ -267,6 +277,7 @@ class Metrics:
     def follow(self, ledger: Ledger, stop: threading.Event) -> None:
         """Count the events after ``position`` until ``stop`` (a supervised worker: restarted
         after an outage, it resumes where it was, so no event is counted twice or missed)."""
+        self.counters.position.set(self.position)
         for batch in follow_log_until(ledger, stop, self.position, COUNTED):
             for logged in batch.events:
                 self.counters.observe(logged.event)

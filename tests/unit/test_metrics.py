@@ -18,6 +18,7 @@ from owlclaw.metrics import Metrics, ServiceState
 from owlclaw.runtime.approvals import PendingApproval
 from owlclaw.service import Service
 from owlclaw.supervisor import WorkerStatus
+from owlclaw.tools.errors import unknown_tool
 from owlclaw.webhook import make_app
 from projections.runner import ProjectionStatus
 
@@ -102,6 +103,20 @@ def test_each_end_of_a_tool_call_counts_once_by_tool_and_outcome(
         metrics, "owlclaw_tool_call_duration_seconds_sum", tool="quote", outcome=outcome
     )
     assert duration == (0.02 if ran else None)  # only a call that ran has a duration
+
+
+def test_calls_of_tools_the_run_does_not_have_share_one_label() -> None:
+    """The model names them: one series per invented name would grow without bound."""
+    metrics = Metrics()
+    for name in ("made_up", "also_made_up"):
+        error = unknown_tool(name, ["quote"]).error
+        metrics.counters.observe(event(ev.ToolCallRejected, call_id=name, tool=name, error=error))
+    metrics.counters.observe(event(ev.ToolCallRejected, call_id="c", tool="quote", error="bad"))
+
+    calls = "owlclaw_tool_calls_total"
+    assert value(metrics, calls, tool="(unknown)", outcome="REJECTED") == 2
+    assert value(metrics, calls, tool="quote", outcome="REJECTED") == 1
+    assert value(metrics, calls, tool="made_up", outcome="REJECTED") is None
 
 
 def test_a_timer_fire_observes_how_late_it_was_recorded_after_its_due_time() -> None:
