@@ -40,6 +40,7 @@ from aiohttp import web
 from events import UnknownAgent
 from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
+from owlclaw.metrics import PATH as METRICS_PATH
 from owlclaw.metrics import metrics_route
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
 from owlclaw.service import NotServed, Service
@@ -136,7 +137,7 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
 
 def make_app(service: Service, token: str) -> web.Application:
     expected = f"Bearer {token}".encode()
-    tokenless = set() if service.config.server.metrics_need_token else {"/metrics"}
+    tokenless = set() if service.config.server.metrics_need_token else {METRICS_PATH}
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
