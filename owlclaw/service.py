@@ -79,7 +79,9 @@ class Service:
         self.supervisor = Supervisor()
         """Runs the projection runners, the timer worker, the heartbeats and the metrics."""
         self.projections: list[ProjectionRunner] = []
+        """The runners of every view, for their status (lag, parked events)."""
         self.metrics = Metrics()
+        """What ``GET /metrics`` serves: counted from the ledger, from its head at start."""
         self._engine: HatchetEngine | None = None
         self._engine_starting: asyncio.Task[HatchetEngine] | None = None
         self.ready = False
