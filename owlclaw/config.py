@@ -5,6 +5,7 @@ Invalid values are rejected at start-up with a message naming the field.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
@@ -112,6 +113,26 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     token: str | None = None
     """Bearer token every request must carry; unset: ``owlclaw run`` generates one into
     ``<data_dir>/server.token`` (mode 0600), which the CLI reads."""
+    metrics_token_required: bool | None = None
+    """Whether ``GET /metrics`` needs the token too. Unset: not when ``host`` is a loopback
+    address (only this machine can reach it, and a Prometheus scraping it needs no secret),
+    yes otherwise (bound to a network, the metrics name agents, tools and models)."""
+
+    @property
+    def metrics_need_token(self) -> bool:
+        if self.metrics_token_required is not None:
+            return self.metrics_token_required
+        return not is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback IP address (a host name that resolves elsewhere is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -170,6 +191,7 @@ ENV_FIELDS = {
     "SERVER_HOST": ("server", "host"),
     "SERVER_PORT": ("server", "port"),
     "SERVER_TOKEN": ("server", "token"),
+    "SERVER_METRICS_TOKEN_REQUIRED": ("server", "metrics_token_required"),
     "APPROVALS_NOTIFY_URL": ("approvals", "notify_url"),
 }
 

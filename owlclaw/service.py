@@ -27,6 +27,7 @@ from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
+from owlclaw.metrics import Metrics
 from owlclaw.runtime.approvals import (
     ApprovalAnswer,
     Decision,
@@ -76,7 +77,11 @@ class Service:
         self._agents: Agents | None = None
         self.timer_backend = "builtin"
         self.supervisor = Supervisor()
-        """Runs the projection runners, the timer worker and the heartbeats."""
+        """Runs the projection runners, the timer worker, the heartbeats and the metrics."""
+        self.projections: list[ProjectionRunner] = []
+        """The runners of every view, for their status (lag, parked events)."""
+        self.metrics = Metrics()
+        """What ``GET /metrics`` serves: counted from the ledger, from its head at start."""
         self._engine: HatchetEngine | None = None
         self._engine_starting: asyncio.Task[HatchetEngine] | None = None
         self.ready = False
@@ -91,6 +96,8 @@ class Service:
         self.ledger = Ledger(
             self.database.url, snapshot_interval=self.config.ledger.snapshot_interval
         )
+        self.metrics.position = await asyncio.to_thread(self.ledger.head)
+        self.supervisor.start_thread("metrics", functools.partial(self.metrics.follow, self.ledger))
         for agent_id, app in self.apps.items():
             await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))
         if self.config.timers.backend == "hatchet" and not os.environ.get("HATCHET_CLIENT_TOKEN"):
@@ -101,9 +108,9 @@ class Service:
         for view in views:  # load the embedding model now, not in the first memory's batch
             if isinstance(view, MemoryView):
                 await asyncio.to_thread(view.embedder.embed, ["warm-up"])
-        for view in views:
-            runner = ProjectionRunner(self.ledger, view)
-            self.supervisor.start_thread(f"projection:{view.name}", runner.serve)
+        self.projections = [ProjectionRunner(self.ledger, view) for view in views]
+        for runner in self.projections:
+            self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
         self.progress(f"agents ({self.config.runtime.placement} placement)")
         self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
         for agent_id in self.apps:  # the first trigger should not wait for imports
@@ -112,6 +119,7 @@ class Service:
         if self._engine_starting is not None:
             self._engine = await self._engine_starting
         worker, runner = await asyncio.to_thread(self._timers)
+        self.projections.append(runner)
         self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
         self.supervisor.start("timer-worker", worker.run)
         self.supervisor.start("approval-expiry", self._expire_approvals)

@@ -14,7 +14,9 @@
   person's answer, recorded by the agent's writer; the parked run resumes (200); 404
   ``unknown_approval``; 409 ``approval_closed`` when it was already answered or expired (nothing
   recorded); 400 ``invalid_arguments`` for edited arguments outside the tool's schema;
-- ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token.
+- ``GET /status``: the served agents; ``GET /health``: liveness, answered without a token;
+- ``GET /metrics``: Prometheus' text format (owlclaw.metrics), without a token too unless
+  ``server.metrics_need_token`` (by default: when the server is not bound to loopback).
 
 Until the service has started, calls are answered 503 ``starting``.
 
@@ -38,6 +40,8 @@ from aiohttp import web
 from events import UnknownAgent
 from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
+from owlclaw.metrics import PATH as METRICS_PATH
+from owlclaw.metrics import metrics_route
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
 from owlclaw.service import NotServed, Service
 from owlclaw.timers.fires import TimerFire
@@ -133,12 +137,13 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
 
 def make_app(service: Service, token: str) -> web.Application:
     expected = f"Bearer {token}".encode()
+    tokenless = set() if service.config.server.metrics_need_token else {METRICS_PATH}
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path != "/health":
             given = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
+            if not hmac.compare_digest(given, expected) and request.path not in tokenless:
                 return _error(401, "unauthorized", "missing or wrong bearer token")
             if not service.ready:
                 return _error(503, "starting", "the service is still starting; try again")
@@ -210,6 +215,7 @@ def make_app(service: Service, token: str) -> web.Application:
             *_approval_routes(service),
             web.get("/status", status),
             web.get("/health", health),
+            metrics_route(service),
         ]
     )
     return app

@@ -2,14 +2,17 @@
 
 Both are iterators that block while there is nothing new, woken by LISTEN/NOTIFY, and resume
 from the last position the consumer saw (pass it back as ``after``). ``afollow_log`` is the
-async version of ``follow_log``; ``afollow_run`` follows one run's stream until it ends.
+async version of ``follow_log``; ``follow_log_until`` is the one a supervised worker uses (it
+ends when told to stop); ``afollow_run`` follows one run's stream until it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Generator, Sequence
+from dataclasses import dataclass
 
 import psycopg
 from psycopg.sql import SQL, Identifier
@@ -21,11 +24,45 @@ from projections.runner import channel
 from projections.view import View
 
 IDLE_WAKE_SECONDS = 1.0
+HELD_BACK_POLL_SECONDS = 0.005
+BATCH_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    events: list[LoggedEvent]
+    position: int
+    """The log position the batch reaches: every wanted event up to it is in ``events``."""
 
 
 def follow_log(ledger: Ledger, after: int = 0) -> Generator[LoggedEvent]:
     """Every ledger event after ``after``, in log order, forever (close it to stop)."""
     yield from ledger.subscribe(after=after)
+
+
+def follow_log_until(
+    ledger: Ledger,
+    stop: threading.Event,
+    after: int = 0,
+    types: Sequence[type[LedgerEvent]] = (),
+) -> Generator[LogBatch]:
+    """The log after ``after`` in batches (only events of ``types`` if given, filtered in the
+    database), until ``stop`` is set: checked after each batch and at least every second while
+    the log is idle, so a supervised worker stops promptly. Each batch says the position it
+    reaches, also when none of its events were wanted."""
+    with psycopg.connect(**connect_kwargs(ledger.datastore), autocommit=True) as conn:
+        conn.execute(SQL("LISTEN {}").format(Identifier(ledger.notify_channel)))
+        last = after
+        while not stop.is_set():
+            head = ledger.head()
+            if head > last:
+                batch = ledger.read(after=last, limit=BATCH_SIZE, up_to=head, types=types)
+                last = batch[-1].position if len(batch) == BATCH_SIZE else head
+                yield LogBatch(batch, last)
+                continue
+            wait = HELD_BACK_POLL_SECONDS if ledger.is_held_back(last) else IDLE_WAKE_SECONDS
+            for _ in conn.notifies(timeout=wait, stop_after=1):
+                pass
 
 
 def follow_projection(ledger: Ledger, view: View, after: int = 0) -> Generator[LoggedEvent]:

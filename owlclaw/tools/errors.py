@@ -36,8 +36,12 @@ def invalid_arguments(message: str) -> ToolError:
     return ToolError(error=message, error_code="INVALID_ARGUMENTS")
 
 
+UNKNOWN_TOOL = "unknown tool"
+"""How the error of a call to a tool the run does not have begins (its name is the model's)."""
+
+
 def unknown_tool(name: str, available: list[str]) -> ToolError:
     return ToolError(
-        error=f"unknown tool {name!r}; available tools: {', '.join(sorted(available))}",
+        error=f"{UNKNOWN_TOOL} {name!r}; available tools: {', '.join(sorted(available))}",
         error_code="UNKNOWN_TOOL",
     )

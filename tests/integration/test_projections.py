@@ -18,10 +18,11 @@ from events.aggregates import Agent, Run
 from owlclaw.database import Database
 from owlclaw.wiring import open_views
 from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, rebuild
-from projections.feed import follow_projection
+from projections.feed import LogBatch, follow_log_until, follow_projection
 from projections.runner import projection_status
 from tests.integration.processes import run_projection
 from tests.sample_run import record_sample_run
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -401,3 +402,28 @@ def test_async_log_feed_resumes_from_the_last_position_seen(ledger: Ledger) -> N
     assert first == [1, 2, 3]
     resumed = asyncio.run(take(first[-1], head - 3))
     assert resumed == list(range(4, head + 1))
+
+
+def test_the_stoppable_log_feed_filters_by_type_reaches_the_head_and_stops_when_told(
+    ledger: Ledger,
+) -> None:
+    agent = ledger.register_agent("stoppable")
+    record_runs(ledger, agent, 1)
+    stop = threading.Event()
+    batches: list[LogBatch] = []
+
+    def consume() -> None:
+        batches.extend(follow_log_until(ledger, stop, types=[ev.RunStarted]))
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    wait_for(lambda: batches and batches[-1].position == ledger.head(), "the first run")
+    record_runs(ledger, agent, 1)  # a wake-up: the feed was idle, waiting
+    head = ledger.last_committed()
+    wait_for(lambda: batches[-1].position == head, "the second run")
+    stop.set()
+    consumer.join(timeout=5)
+
+    assert not consumer.is_alive()  # stopped while idle, within its wake-up interval
+    started = [logged for batch in batches for logged in batch.events]
+    assert [type(logged.event) for logged in started] == [ev.RunStarted, ev.RunStarted]
