@@ -281,13 +281,16 @@ def _with_served(
     agents: list[dict[str, Any]], served: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The agents with runs plus those the server serves without any, each served one with
-    ``app_error``: why its app does not load (None: it loads)."""
+    ``app_error``: why its app does not load (None: it loads), and ``unreadable`` when the
+    server could not read its stream."""
     rows = {a["agent_id"]: dict(a) for a in agents}
     for agent_id, info in served.items():
         row = rows.setdefault(
             agent_id, {"agent_id": agent_id, "runs": 0, "active": 0, "last_run": None}
         )
         row["app_error"] = info.get("app_error")
+        if "unreadable" in info:
+            row["unreadable"] = info["unreadable"]
     return sorted(rows.values(), key=lambda a: str(a["agent_id"]))
 
 
@@ -310,6 +313,8 @@ def _print_status(report: dict[str, Any]) -> None:
         app_state = "-" if "app_error" not in a else "[green]ok[/]"
         if a.get("app_error"):
             app_state = f"[red]failed[/]: {escape(a['app_error'])}"
+        if a.get("unreadable"):
+            app_state = f"[red]unreadable[/]: {escape(a['unreadable'])}"
         table.add_row(
             a["agent_id"],
             str(a["runs"]),
