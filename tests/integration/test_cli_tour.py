@@ -77,7 +77,7 @@ class Tour:
         return owlclaw_json(self.env, *args, cwd=self.home)
 
     def ledger(self) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = self.json("ledger", "my-agent", "--limit", "10000")
+        events: list[dict[str, Any]] = self.json("ledger", "my-agent", "--all")["events"]
         return events
 
     def token(self) -> str:
