@@ -14,7 +14,8 @@
   person's answer, recorded by the agent's writer; the parked run resumes (200); 404
   ``unknown_approval``; 409 ``approval_closed`` when it was already answered or expired (nothing
   recorded); 400 ``invalid_arguments`` for edited arguments outside the tool's schema;
-- ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token.
+- ``GET /status``: the served agents; ``GET /health``: liveness and readiness
+  (``{"ok": true, "ready"}``), the only call without a token.
 
 Until the service has started, calls are answered 503 ``starting``.
 
@@ -196,7 +197,7 @@ def make_app(service: Service, token: str) -> web.Application:
         return web.json_response(service.status())
 
     async def health(_: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
+        return web.json_response({"ok": True, "ready": service.ready})
 
     app = web.Application(middlewares=[json_errors, guard], client_max_size=MAX_BODY_BYTES)
     app.add_routes(

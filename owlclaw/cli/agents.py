@@ -35,6 +35,9 @@ from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.narrate import step_text
 
 ENDED_WELL = ("completed", "skipped", "parked")
+WAIT_READY_S = 60.0
+"""How long ``owlclaw trigger`` waits for a server that is still starting (Ray, the embedding
+model and Hatchet take tens of seconds on a small machine)."""
 
 
 @app.command()
@@ -155,6 +158,13 @@ def trigger(
             help="Key that makes a retried trigger return the same run (default: a new one)."
         ),
     ] = None,
+    wait_ready: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds to wait for the server to be ready (just started: `owlclaw run &`).",
+        ),
+    ] = WAIT_READY_S,
     as_json: JsonOption = False,
 ) -> None:
     """Start a run of a served agent; wait for it and show its steps (exit 1 if it failed)."""
@@ -163,6 +173,10 @@ def trigger(
     data = _payload(payload)
     config = load_config()
     with ServerClient(config) as client:
+        waiting = f"waiting up to {wait_ready:g} s for the server at {client.url} to be ready…"
+        client.wait_ready(
+            wait_ready, waiting=lambda: err.print(f"[dim]{waiting}[/]", highlight=False)
+        )
         accepted = client.trigger(
             agent, focus, data, idempotency_key=idempotency_key or uuid.uuid4().hex
         )
