@@ -3,10 +3,16 @@
 Topic = event class name (``RunStarted``), or ``RunStarted@2`` from class version 2 on. Reading
 an event at its current version is one typed msgspec decode; an older version is decoded to a
 dict, passed through the class's ``upcast_vN_vN+1`` functions and converted.
+
+A NUL character (U+0000) in any text of an event (a tool's output, a model's message) is stored
+as U+FFFD: PostgreSQL's jsonb cannot hold ``\\u0000``, and the ledger stays JSON text it reads
+(``convert_from(state, 'UTF8')::jsonb``). Text that is not valid Unicode cannot be encoded at
+all (msgspec refuses lone surrogates), so nothing else of that kind reaches the ledger.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +20,17 @@ import msgspec
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
 from events.catalog import EVENT_ALIASES, EVENT_TYPES, LedgerEvent
+
+_NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+"""``\\u0000`` in msgspec's JSON output: an escape preceded by an even run of backslashes (an odd
+one makes it literal text ``\\u0000``, which is kept)."""
+
+
+def without_nul(state: bytes) -> bytes:
+    """JSON text with each escaped NUL character replaced by U+FFFD (escaped the same way)."""
+    if b"\\u0000" not in state:
+        return state
+    return _NUL_ESCAPE.sub(rb"\1\\ufffd", state)
 
 
 class LedgerDecodeError(ValueError):
@@ -72,7 +89,7 @@ class MsgspecMapper(Mapper[UUID]):
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
             topic=topic_of(type(domain_event)),
-            state=self._encoder.encode(domain_event),
+            state=without_nul(self._encoder.encode(domain_event)),
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:

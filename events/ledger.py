@@ -327,10 +327,14 @@ class Ledger:
         """All events of one stream, in version order."""
         return [self._decode(s) for s in self._recorder.select_events(stream_id)]
 
-    def agent_history(self, agent_id: str) -> list[LoggedEvent]:
-        """The agent's stream and all its runs' streams, merged in global log order."""
+    def agent_history(
+        self, agent_id: str, after: int = 0, limit: int | None = None
+    ) -> list[LoggedEvent]:
+        """The agent's stream and all its runs' streams, merged in global log order: the events
+        after log position ``after``, at most ``limit`` of them (None: all)."""
         agent = self.load_agent(agent_id)
-        rows = self._recorder.select_stream_notifications([agent.id, *agent.run_ids()])
+        streams = [agent.id, *agent.run_ids()]
+        rows = self._recorder.select_stream_notifications(streams, after, limit)
         return [LoggedEvent(n.id, self._decode(n, n.id)) for n in rows]
 
     # --- the global log -----------------------------------------------------------------------

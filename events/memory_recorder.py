@@ -77,12 +77,18 @@ class InMemoryRecorder(POPOApplicationRecorder):
         for listener in list(self._listeners):  # a subscription may start meanwhile
             listener.set()
 
-    def select_stream_notifications(self, originator_ids: Sequence[UUID]) -> list[Notification]:
-        """Every event of the given streams, in global log order."""
+    def select_stream_notifications(
+        self, originator_ids: Sequence[UUID], after: int = 0, limit: int | None = None
+    ) -> list[Notification]:
+        """The events of the given streams after log position ``after`` (at most ``limit``), in
+        global log order."""
         with self._database_lock:
             positions = sorted(
-                i for o in originator_ids for i in self._stored_events_index[str(o)].values()
-            )
+                i
+                for o in originator_ids
+                for i in self._stored_events_index[str(o)].values()
+                if i + 1 > after
+            )[:limit]
             return [_notification(i + 1, self._stored_events[i]) for i in positions]
 
     def has_event_once(self, originator_id: UUID, originator_version: int) -> bool:

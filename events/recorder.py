@@ -217,14 +217,18 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
                 for row in curs.fetchall()
             ]
 
-    def select_stream_notifications(self, originator_ids: Sequence[UUID]) -> list[Notification]:
-        """Every event of the given streams, in global log order."""
+    def select_stream_notifications(
+        self, originator_ids: Sequence[UUID], after: int = 0, limit: int | None = None
+    ) -> list[Notification]:
+        """The events of the given streams after log position ``after`` (at most ``limit``), in
+        global log order."""
         statement = SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state "
-            "FROM {schema}.{table} WHERE originator_id = ANY(%s) ORDER BY notification_id"
+            "FROM {schema}.{table} WHERE originator_id = ANY(%s) AND notification_id > %s"
+            " ORDER BY notification_id LIMIT %s"
         ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, (list(originator_ids),))
+            curs.execute(statement, (list(originator_ids), after, limit))
             return [
                 Notification(
                     id=row["notification_id"],

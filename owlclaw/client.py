@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -24,6 +26,10 @@ class ServerTimedOut(ServerUnavailable):
     """The server did not answer in time; it may still have done what was asked."""
 
 
+class ServerNotReady(ServerUnavailable):
+    """The server did not become ready (listening, every part started) in the time given."""
+
+
 class ServerRefused(RuntimeError):
     """The server answered with an error (its message and code are kept)."""
 
@@ -31,6 +37,10 @@ class ServerRefused(RuntimeError):
         super().__init__(message)
         self.status = status
         self.code = code
+
+
+class _Health(msgspec.Struct):
+    ready: bool = False
 
 
 class ServerClient:
@@ -70,6 +80,36 @@ class ServerClient:
                 data = {"error": response.text, "code": "http_error"}
             raise ServerRefused(response.status_code, data.get("code", ""), data.get("error", ""))
         return response.json()
+
+    def wait_ready(
+        self,
+        timeout_s: float,
+        poll_s: float = 0.2,
+        waiting: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Return once ``GET /health`` says the server is ready, asking again every ``poll_s``
+        while nothing listens yet or it is still starting (calling ``waiting`` once, then);
+        after ``timeout_s``, ServerUnavailable (nothing answers) or ServerNotReady."""
+        deadline = time.monotonic() + timeout_s
+        told = False
+        while True:
+            try:
+                response = self._http.get("/health", timeout=max(poll_s, 1.0))
+                if msgspec.json.decode(response.content, type=_Health).ready:
+                    return
+                failure: ServerUnavailable = ServerNotReady(
+                    f"`owlclaw run` at {self.url} is still starting after {timeout_s:g} s"
+                )
+            except httpx.TransportError as e:
+                failure = ServerUnavailable(f"no `owlclaw run` answers at {self.url} ({e})")
+            except msgspec.DecodeError:
+                failure = ServerUnavailable(f"{self.url} is not an `owlclaw run` server")
+            if time.monotonic() >= deadline:
+                raise failure
+            if not told:
+                waiting()
+                told = True
+            time.sleep(poll_s)
 
     def trigger(
         self,

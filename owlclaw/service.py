@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from events import Ledger, UnknownAgent
+from events import Ledger, LedgerReadError, UnknownAgent
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
@@ -323,12 +323,20 @@ class Service:
         return pending(self.ledger, list(self.apps))
 
     def status(self) -> dict[str, Any]:
+        """The served agents (one whose stream cannot be read says so in its ``unreadable``),
+        placement, timer backend, Hatchet health and the supervised workers."""
         assert self.ledger is not None
-        agents = {}
+        agents: dict[str, dict[str, Any]] = {}
         for agent_id, app in self.apps.items():
             try:
                 state = self.ledger.load_agent(agent_id).state
             except UnknownAgent:
+                continue
+            except LedgerReadError as e:  # this agent only: the others are still shown
+                agents[agent_id] = {
+                    "app_dir": str(app.root),
+                    "unreadable": f"{e}; check it with `owlclaw verify {agent_id}`",
+                }
                 continue
             agents[agent_id] = {
                 "app_dir": str(app.root),

@@ -14,14 +14,16 @@
   person's answer, recorded by the agent's writer; the parked run resumes (200); 404
   ``unknown_approval``; 409 ``approval_closed`` when it was already answered or expired (nothing
   recorded); 400 ``invalid_arguments`` for edited arguments outside the tool's schema;
-- ``GET /status``: the served agents; ``GET /health``: liveness, answered without a token;
+- ``GET /status``: the served agents; ``GET /health``: liveness and readiness
+  (``{"ok": true, "ready"}``), answered without a token;
 - ``GET /metrics``: Prometheus' text format (owlclaw.metrics), without a token too unless
   ``server.metrics_need_token`` (by default: when the server is not bound to loopback).
 
 Until the service has started, calls are answered 503 ``starting``.
 
 Every other request carries ``Authorization: Bearer <token>``. Errors are JSON
-``{"error", "code"}`` with a 4xx status; nothing is recorded for a rejected request.
+``{"error", "code"}`` with a 4xx status, also aiohttp's own (``owlclaw.http_errors``); a body
+is refused before anything is recorded (``owlclaw.request_body``).
 """
 
 from __future__ import annotations
@@ -40,8 +42,11 @@ from aiohttp import web
 from events import UnknownAgent
 from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
+from owlclaw.http_errors import json_error as _error
+from owlclaw.http_errors import json_errors
 from owlclaw.metrics import PATH as METRICS_PATH
 from owlclaw.metrics import metrics_route
+from owlclaw.request_body import BadBody, decode_body
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
 from owlclaw.service import NotServed, Service
 from owlclaw.timers.fires import TimerFire
@@ -90,24 +95,16 @@ def server_token(config: OwlClawConfig, *, create: bool = False) -> str | None:
     return token
 
 
-def _error(status: int, code: str, message: str) -> web.Response:
-    return web.json_response({"error": message, "code": code}, status=status)
-
-
 def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
 async def _body(request: web.Request, kind: type[Any]) -> Any:
-    raw = await request.read()
     try:
-        return msgspec.json.decode(raw or b"{}", type=kind)
-    except msgspec.DecodeError as e:
+        return decode_body(await request.read(), kind)
+    except BadBody as e:
         raise web.HTTPBadRequest(
-            text=msgspec.json.encode(
-                {"error": f"invalid body: {e}", "code": "bad_request"}
-            ).decode(),
-            content_type="application/json",
+            text=_json({"error": str(e), "code": "bad_request"}), content_type="application/json"
         ) from e
 
 
@@ -158,9 +155,11 @@ def make_app(service: Service, token: str) -> web.Application:
         service.served(agent_id)
         data: TriggerBody = await _body(request, TriggerBody)
         key = request.headers.get("Idempotency-Key")
-        if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY:
+        if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY and key.isprintable()):
             return _error(
-                400, "bad_request", f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} chars"
+                400,
+                "bad_request",
+                f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters",
             )
         run_id = await service.submit(
             agent_id, "webhook", data.focus, data.payload, idempotency_key=key
@@ -203,9 +202,9 @@ def make_app(service: Service, token: str) -> web.Application:
         return web.json_response(service.status())
 
     async def health(_: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
+        return web.json_response({"ok": True, "ready": service.ready})
 
-    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[json_errors, guard], client_max_size=MAX_BODY_BYTES)
     app.add_routes(
         [
             web.post("/agents/{agent_id}/trigger", trigger),

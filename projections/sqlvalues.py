@@ -1,4 +1,5 @@
-"""Values for view columns: PostgreSQL text and jsonb cannot hold NUL, the ledger can."""
+"""Values for view columns: PostgreSQL text and jsonb cannot hold NUL, which events stored
+before the codec replaced it with U+FFFD may still carry."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from typing import Any
 import msgspec
 from psycopg.types.json import Jsonb
 
+from events.codec import without_nul
+
 _encoder = msgspec.json.Encoder()
 
 
 def text(value: str | None) -> str | None:
-    """Text for a view column; NUL (legal in the ledger) becomes U+FFFD."""
+    """Text for a view column; NUL becomes U+FFFD."""
     return None if value is None else value.replace("\x00", "\ufffd")
 
 
@@ -21,4 +24,5 @@ def jsonb(value: Any) -> Jsonb:
 
 
 def _dumps(value: Any) -> str:
-    return _encoder.encode(value).decode().replace("\\u0000", "\\ufffd")
+    """The JSON text with NUL as U+FFFD (literal backslash-u0000 text kept as it was)."""
+    return without_nul(_encoder.encode(value)).decode()

@@ -75,6 +75,18 @@ class LedgerContract:
         assert [e.focus for e in started] == ["focus 0", "focus 1", "focus 2"]
         assert ledger.load_run(run_ids[1]).state.status == "completed"
 
+    def test_history_pages_after_a_position(self, ledger: Ledger) -> None:
+        agent = ledger.register_agent("trader")
+        ledger.register_agent("neighbour")  # its events lie between the trader's, never in them
+        for i in range(2):
+            run_once(ledger, agent, f"focus {i}")
+            run_once(ledger, ledger.load_agent("neighbour"), "x")
+        history = ledger.agent_history("trader")
+        first = ledger.agent_history("trader", limit=4)
+        rest = ledger.agent_history("trader", after=first[-1].position)
+        assert first + rest == history and len(first) == 4
+        assert ledger.agent_history("trader", after=history[-1].position) == []
+
     def test_one_append_is_one_transaction_with_consecutive_positions(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("batch")
         run = Run.start(agent.agent_id, agent.queue_run(trigger="heartbeat"))

@@ -35,6 +35,9 @@ from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.narrate import step_text
 
 ENDED_WELL = ("completed", "skipped", "parked")
+WAIT_READY_S = 60.0
+"""How long ``owlclaw trigger`` waits for a server that is still starting (Ray, the embedding
+model and Hatchet take tens of seconds on a small machine)."""
 
 
 @app.command()
@@ -155,6 +158,13 @@ def trigger(
             help="Key that makes a retried trigger return the same run (default: a new one)."
         ),
     ] = None,
+    wait_ready: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds to wait for the server to be ready (just started: `owlclaw run &`).",
+        ),
+    ] = WAIT_READY_S,
     as_json: JsonOption = False,
 ) -> None:
     """Start a run of a served agent; wait for it and show its steps (exit 1 if it failed)."""
@@ -163,6 +173,10 @@ def trigger(
     data = _payload(payload)
     config = load_config()
     with ServerClient(config) as client:
+        waiting = f"waiting up to {wait_ready:g} s for the server at {client.url} to be ready…"
+        client.wait_ready(
+            wait_ready, waiting=lambda: err.print(f"[dim]{waiting}[/]", highlight=False)
+        )
         accepted = client.trigger(
             agent, focus, data, idempotency_key=idempotency_key or uuid.uuid4().hex
         )
@@ -281,13 +295,16 @@ def _with_served(
     agents: list[dict[str, Any]], served: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The agents with runs plus those the server serves without any, each served one with
-    ``app_error``: why its app does not load (None: it loads)."""
+    ``app_error``: why its app does not load (None: it loads), and ``unreadable`` when the
+    server could not read its stream."""
     rows = {a["agent_id"]: dict(a) for a in agents}
     for agent_id, info in served.items():
         row = rows.setdefault(
             agent_id, {"agent_id": agent_id, "runs": 0, "active": 0, "last_run": None}
         )
         row["app_error"] = info.get("app_error")
+        if "unreadable" in info:
+            row["unreadable"] = info["unreadable"]
     return sorted(rows.values(), key=lambda a: str(a["agent_id"]))
 
 
@@ -310,6 +327,8 @@ def _print_status(report: dict[str, Any]) -> None:
         app_state = "-" if "app_error" not in a else "[green]ok[/]"
         if a.get("app_error"):
             app_state = f"[red]failed[/]: {escape(a['app_error'])}"
+        if a.get("unreadable"):
+            app_state = f"[red]unreadable[/]: {escape(a['unreadable'])}"
         table.add_row(
             a["agent_id"],
             str(a["runs"]),

@@ -86,7 +86,7 @@ def handles_errors(fn: F) -> F:
 def explain(e: Exception) -> None:
     """Exit with the line, hint and code for an expected failure; return for anything else."""
     from owlclaw.app import AppError, AppNotFound
-    from owlclaw.client import ServerRefused, ServerUnavailable
+    from owlclaw.client import ServerNotReady, ServerRefused, ServerUnavailable
     from owlclaw.timers.hatchet_engine import HatchetUnavailable
 
     if isinstance(e, ConfigError):
@@ -102,7 +102,9 @@ def explain(e: Exception) -> None:
     if isinstance(e, AppError):
         fail(str(e), "fix the app directory named above", EXIT_CONFIG)
     if isinstance(e, ServerUnavailable):
-        fail(str(e), "start the agent's server with `owlclaw run APP`", EXIT_NO_SERVER)
+        starting = isinstance(e, ServerNotReady)
+        hint = "see `owlclaw run`'s output, or wait longer (--wait-ready)" if starting else None
+        fail(str(e), hint or "start the agent's server with `owlclaw run APP`", EXIT_NO_SERVER)
     if isinstance(e, ServerRefused) and e.code == "unknown_agent":
         fail(str(e), "`owlclaw status` lists the served agents", EXIT_NOT_FOUND)
     if isinstance(e, ServerRefused) and e.code == "unauthorized":

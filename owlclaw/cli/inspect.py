@@ -35,26 +35,39 @@ from projections.view import View
 @handles_errors
 def ledger(
     agent: Annotated[str, typer.Argument(help="Agent id.")],
-    limit: Annotated[int, typer.Option(help="Show at most this many (latest) events.")] = 200,
+    after: Annotated[
+        int, typer.Option(min=0, help="Start after this log position (a page's next_after).")
+    ] = 0,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many events.")] = 200,
+    every: Annotated[bool, typer.Option("--all", help="Show every event (no --limit).")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Print an agent's events (its stream and its runs' streams) in log order."""
+    """Print an agent's events (its stream and its runs' streams) in log order, a page at a
+    time: the first --limit events after --after, and where the next page starts."""
     with open_ledger() as (_, led):
-        history = led.agent_history(agent)[-limit:]
+        history = led.agent_history(agent, after, None if every else limit + 1)
         tree = spawn_tree(led, agent)
+    more = len(history) > limit and not every
+    if more:
+        history = history[:limit]
+    next_after = history[-1].position if more else None
     if as_json:
         print_json(
-            [
-                {
-                    "position": h.position,
-                    "stream": h.event.originator_id,
-                    "version": h.event.originator_version,
-                    "type": type(h.event).__name__,
-                    "timestamp": h.event.timestamp,
-                    "data": event_fields(h.event),
-                }
-                for h in history
-            ]
+            {
+                "agent_id": agent,
+                "events": [
+                    {
+                        "position": h.position,
+                        "stream": h.event.originator_id,
+                        "version": h.event.originator_version,
+                        "type": type(h.event).__name__,
+                        "timestamp": h.event.timestamp,
+                        "data": event_fields(h.event),
+                    }
+                    for h in history
+                ],
+                "next_after": next_after,
+            }
         )
         return
     table = Table(title=f"ledger of {agent}", show_lines=False)
@@ -71,6 +84,12 @@ def ledger(
             summary(event_fields(e)),
         )
     out.print(table)
+    if more:
+        out.print(
+            f"[yellow]{limit} events shown, more follow:[/] owlclaw ledger {escape(agent)}"
+            f" --after {next_after} (or --all)",
+            highlight=False,
+        )
     if tree:
         out.print(_tree(Tree(f"sub-agents of {agent}"), tree))
 

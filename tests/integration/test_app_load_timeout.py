@@ -53,7 +53,7 @@ def test_a_served_app_changed_to_hang_at_import_keeps_its_previous_code_and_stop
         agents = {a["agent_id"]: a for a in owlclaw_json(env, "status", cwd=tmp_path)["agents"]}
         assert agents["looper"]["app_error"] is None
 
-        ledger = owlclaw_json(env, "ledger", "looper", cwd=tmp_path)
+        ledger = owlclaw_json(env, "ledger", "looper", "--all", cwd=tmp_path)["events"]
         assert not [e for e in ledger if e["type"] == "AppLoadFailed"]
         [warning] = {e["data"]["message"] for e in ledger if e["type"] == "AgentWarning"}
         assert warning.startswith("kept the previous identity: ")

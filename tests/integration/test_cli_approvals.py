@@ -46,7 +46,7 @@ def stop(server: subprocess.Popen[str]) -> None:
 
 def statuses(env: dict[str, str], cwd: Path) -> dict[str, str]:
     """Run id -> how it stands, from the agent's runs in `owlclaw ledger --json`."""
-    events = owlclaw_json(env, "ledger", "trader", cwd=cwd)
+    events = owlclaw_json(env, "ledger", "trader", "--all", cwd=cwd)["events"]
     runs: dict[str, str] = {}
     for e in events:
         if e["stream"] != events[0]["stream"]:

@@ -53,7 +53,7 @@ def test_invalid_agent_id_from_init(env: dict[str, str], tmp_path: Path) -> None
 
 
 def test_trigger_without_a_server(env: dict[str, str], tmp_path: Path) -> None:
-    result = owlclaw(env, "trigger", "trader", "--focus", "check", cwd=tmp_path)
+    result = owlclaw(env, "trigger", "trader", "--wait-ready", "0", cwd=tmp_path)
     assert result.returncode == 6
     assert_one_clear_line(result.stderr, "no `owlclaw run` answers at http://127.0.0.1:")
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -37,7 +38,9 @@ def test_ledger_json_lists_the_run_in_log_order(fresh_db: Database, tmp_path: Pa
         record_sample_run(ledger)
     result = owlclaw(fresh_db, "ledger", AGENT_ID, "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    events = json.loads(result.stdout)
+    page = json.loads(result.stdout)
+    assert page["next_after"] is None  # the whole run fits in the default page
+    events = page["events"]
     assert [e["type"] for e in events][:4] == [
         "AgentRegistered",
         "IdentityLoaded",
@@ -48,6 +51,36 @@ def test_ledger_json_lists_the_run_in_log_order(fresh_db: Database, tmp_path: Pa
     assert [e["position"] for e in events] == sorted(e["position"] for e in events)
     decision = next(e for e in events if e["type"] == "DecisionLogged")
     assert decision["data"]["decision_type"] == "no_action"
+
+
+def test_ledger_pages_explicitly_and_says_when_it_cut(fresh_db: Database, tmp_path: Path) -> None:
+    """A page of --limit events says where the next one starts; following the cursors gives
+    every event once, as --all does."""
+    with Ledger(fresh_db.url) as ledger:
+        record_sample_run(ledger)
+
+    def page(*options: str) -> dict[str, Any]:
+        result = owlclaw(fresh_db, "ledger", AGENT_ID, "--json", *options, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        data: dict[str, Any] = json.loads(result.stdout)
+        return data
+
+    everything = page("--all")
+    assert everything["next_after"] is None and len(everything["events"]) > 10
+    pages = [page("--limit", "4")]
+    while pages[-1]["next_after"] is not None:
+        assert len(pages[-1]["events"]) == 4
+        assert pages[-1]["next_after"] == pages[-1]["events"][-1]["position"]
+        pages.append(page("--limit", "4", "--after", str(pages[-1]["next_after"])))
+    assert [e for p in pages for e in p["events"]] == everything["events"]
+    assert len(pages) == -(-len(everything["events"]) // 4)
+
+    human = owlclaw(fresh_db, "ledger", AGENT_ID, "--limit", "4", cwd=tmp_path)
+    fourth = everything["events"][3]["position"]
+    assert human.returncode == 0, human.stderr
+    assert f"4 events shown, more follow: owlclaw ledger {AGENT_ID} --after {fourth}" in " ".join(
+        human.stdout.split()
+    )
 
 
 def test_verify_names_the_exact_event_altered_with_sql(fresh_db: Database, tmp_path: Path) -> None:

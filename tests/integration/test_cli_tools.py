@@ -168,8 +168,9 @@ def test_disable_and_enable_change_the_next_run_and_are_recorded(
         assert "entry_check" in visible.tools and visible.filtered == {}
         assert [e.tool for e in shown if isinstance(e, ev.ToolCallSucceeded)] == ["entry_check"]
         runtime.close()
-    history = owlclaw(fresh_db, "ledger", "operated", "--json", cwd=tmp_path)
-    changes = [e["data"] for e in json.loads(history.stdout) if e["type"] == "ToolsChanged"]
+    history = owlclaw(fresh_db, "ledger", "operated", "--all", "--json", cwd=tmp_path)
+    events = json.loads(history.stdout)["events"]
+    changes = [e["data"] for e in events if e["type"] == "ToolsChanged"]
     assert changes == [
         {"enabled": [], "disabled": ["entry_check"]},
         {"enabled": ["entry_check"], "disabled": []},

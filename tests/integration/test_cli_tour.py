@@ -77,7 +77,7 @@ class Tour:
         return owlclaw_json(self.env, *args, cwd=self.home)
 
     def ledger(self) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = self.json("ledger", "my-agent", "--limit", "10000")
+        events: list[dict[str, Any]] = self.json("ledger", "my-agent", "--all")["events"]
         return events
 
     def token(self) -> str:
@@ -272,6 +272,6 @@ def test_ctrl_c_stops_the_server_cleanly(tour: Tour) -> None:
     assert tour.server.wait(timeout=120) == 0
     log = tour.log.read_text()
     assert "stopping" in log and "Traceback" not in log
-    gone = tour("trigger", "my-agent")
+    gone = tour("trigger", "my-agent", "--wait-ready", "0")
     assert gone.returncode == 6 and "no `owlclaw run` answers" in gone.stderr
     assert json.loads(tour("status", "--json").stdout)["server"]["running"] is False

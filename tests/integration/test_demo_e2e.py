@@ -29,9 +29,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path
 @pytest.fixture(scope="module")
 def ledger(demo: tuple[dict[str, str], Path, str]) -> list[dict[str, Any]]:
     env, home, _ = demo
-    events: list[dict[str, Any]] = owlclaw_json(
-        env, "ledger", "trader", "--limit", "1000", cwd=home
-    )
+    events: list[dict[str, Any]] = owlclaw_json(env, "ledger", "trader", "--all", cwd=home)[
+        "events"
+    ]
     return events
 
 

@@ -12,6 +12,8 @@ import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from events import Ledger, LedgerReadError
+from events import catalog as ev
+from events.aggregates import Run
 from events.memory_recorder import InMemoryRecorder
 from owlclaw.database import Database
 from tests.integration.processes import contend_for_next_version
@@ -113,3 +115,28 @@ def test_the_sql_and_the_in_memory_hash_chains_are_the_same(
         ).fetchall()
     computed = [(r[0], r[1], r[5], r[6]) for r in memory.chain_rows()]
     assert [(s, v, bytes(p), bytes(h)) for s, v, p, h in stored] == computed
+
+
+README_SQL = (
+    "SELECT topic, convert_from(state, 'UTF8')::jsonb AS state"
+    " FROM ledger_events ORDER BY notification_id"
+)
+
+
+def test_nul_in_any_text_leaves_the_readme_sql_readable(ledger: Ledger, fresh_db: Database) -> None:
+    """NUL reaches events from outside the webhook (a tool's output, a model's arguments, a
+    memory): it is stored as U+FFFD, so PostgreSQL's jsonb reads every event of the ledger."""
+    agent = ledger.register_agent("nul")
+    run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="ok"))
+    run.record(ev.ToolCallRequested, call_id="c1", tool="exec", arguments={"cmd\x00": "a\x00"})
+    run.record(ev.ToolCallSucceeded, call_id="c1", tool="exec", result={"out": "bin\x00ary"})
+    run.record(ev.MemoryRemembered, agent_id="nul", memory_id=uuid.uuid4(), content="m\x00")
+    run.record(ev.RunCompleted, tool_calls=1)
+    ledger.append(agent, run)
+    with psycopg.connect(fresh_db.url) as conn:
+        rows = conn.execute(README_SQL).fetchall()
+    states = dict(rows)
+    assert states["ToolCallRequested"]["arguments"] == {"cmd\ufffd": "a\ufffd"}
+    assert states["ToolCallSucceeded"]["result"] == {"out": "bin\ufffdary"}
+    assert states["MemoryRemembered"]["content"] == "m\ufffd"
+    assert ledger.verify().ok

@@ -159,14 +159,14 @@ def test_a_postgres_restart_heals_workers_timers_and_views(
     restarted_at = datetime.now(UTC)
 
     def fired_run() -> list[dict[str, Any]]:
-        ledger = owlclaw_json(env, "ledger", "my-agent", cwd=home)
+        ledger = owlclaw_json(env, "ledger", "my-agent", "--all", cwd=home)["events"]
         started = [e for e in ledger if e["type"] == "RunStarted" and e["data"]["focus"] == FOCUS]
         ended = {e["stream"] for e in ledger if e["type"] == "RunCompleted"}
         return [e for e in started if e["stream"] in ended]
 
     [fired] = wait_until("the schedule to fire after the restart", fired_run, 90)
     assert datetime.fromisoformat(fired["timestamp"]) > restarted_at
-    events = owlclaw_json(env, "ledger", "my-agent", cwd=home)
+    events = owlclaw_json(env, "ledger", "my-agent", "--all", cwd=home)["events"]
     assert len([e for e in events if e["type"] == "TimerFired"]) == 1
     assert len([e for e in events if e["type"] == "RunStarted"]) == 2
 

@@ -71,16 +71,27 @@ def _sample(t: msgspec.inspect.Type) -> Any:
 
 
 @given(
-    content=st.text(max_size=2000),
+    content=st.text(max_size=2000) | st.text(alphabet="\\u0\x00", max_size=40),
     tags=st.lists(st.text(max_size=20), max_size=5),
 )
-def test_memory_content_is_stored_verbatim(content: str, tags: list[str]) -> None:
+def test_memory_content_is_stored_verbatim_but_nul(content: str, tags: list[str]) -> None:
+    """Text comes back as it was given, but for NUL characters, stored as U+FFFD so that
+    PostgreSQL's jsonb can read every event (a literal backslash-u0000 stays as it was)."""
     event = ev.MemoryRemembered(
         **_header(), agent_id="a", memory_id=uuid4(), content=content, tags=tags
     )
     decoded = mapper.to_domain_event(mapper.to_stored_event(event))
-    assert decoded.content == content
-    assert decoded.tags == tags
+    assert decoded.content == content.replace("\x00", "\ufffd")
+    assert decoded.tags == [t.replace("\x00", "\ufffd") for t in tags]
+
+
+def test_nul_in_keys_and_nested_values_is_stored_as_u_fffd() -> None:
+    event = ev.InboundReceived(
+        **_header(), source="a\x00", payload={"k\x00": ["\x00", {"\\u0000": "\\\x00"}]}
+    )
+    decoded = mapper.to_domain_event(mapper.to_stored_event(event))
+    assert decoded.source == "a\ufffd"
+    assert decoded.payload == {"k\ufffd": ["\ufffd", {"\\u0000": "\\\ufffd"}]}
 
 
 class SampleRenamed(LedgerEvent, frozen=True, kw_only=True):

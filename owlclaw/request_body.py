@@ -1,0 +1,67 @@
+"""A webhook request's JSON body, decoded into its typed structure or refused with the reason.
+
+Refused, besides what msgspec refuses (malformed JSON, wrong types, unknown fields, lone
+surrogates): bytes that are not UTF-8, nesting deeper than ``MAX_DEPTH`` (what is accepted must
+stay decodable wherever the ledger is read, and msgspec gives up near Python's recursion limit),
+and NUL characters, which PostgreSQL's jsonb cannot hold (the ledger's JSON must stay readable
+with SQL).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+MAX_DEPTH = 64
+"""Levels of objects and arrays a body may nest (the body's own object is level 1)."""
+
+T = TypeVar("T")
+
+
+class BadBody(ValueError):
+    """The body cannot be accepted; the message says why (and where, as a JSON path)."""
+
+
+def decode_body(raw: bytes, kind: type[T]) -> T:
+    """``raw`` (empty: ``{}``) as a ``kind``, or BadBody."""
+    try:
+        value = msgspec.json.decode(raw or b"{}", type=kind)
+    except msgspec.DecodeError as e:
+        raise BadBody(f"invalid body: {e}") from e
+    except UnicodeDecodeError as e:
+        raise BadBody(f"invalid body: not UTF-8 ({e.reason})") from None
+    except RecursionError:
+        raise BadBody(f"invalid body: nested deeper than {MAX_DEPTH} levels") from None
+    problem = unstorable(value)
+    if problem is not None:
+        raise BadBody(f"invalid body: {problem}")
+    return value
+
+
+def unstorable(value: Any) -> str | None:
+    """Why ``value`` cannot be recorded as it is (None: it can): the JSON path of its first
+    NUL character or of a level deeper than ``MAX_DEPTH``. Walked without recursion."""
+    stack: list[tuple[Any, str, int]] = [(value, "$", 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return f"NUL character (\\u0000) in {path}"
+            continue
+        if not isinstance(item, dict | list | msgspec.Struct):
+            continue
+        if depth > MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels at {path}"
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if "\x00" in key:
+                    return f"NUL character (\\u0000) in a key of {path}"
+                stack.append((child, f"{path}.{key[:40]}", depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+        else:
+            stack.extend(
+                (getattr(item, f), f"{path}.{f}", depth + 1) for f in item.__struct_fields__
+            )
+    return None
