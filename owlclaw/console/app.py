@@ -8,12 +8,12 @@ from typing import Any
 from aiohttp import web
 
 from owlclaw.console import auth
-from owlclaw.console.pages import agents, runs
+from owlclaw.console.pages import agents, ledger, runs
 from owlclaw.console.render import ENVIRONMENT, SERVICE, environment
 from owlclaw.service import NotServed, Service
 
 STATIC = Path(__file__).parent / "static"
-PAGES = (agents, runs)
+PAGES = (agents, runs, ledger)
 
 
 @web.middleware
