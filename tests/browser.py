@@ -48,7 +48,10 @@ class Console:
     shots: Path
     loop: asyncio.AbstractEventLoop
     token: str = TOKEN
+    stop_service: Callable[[], None] = field(default=lambda: None)
+    """Stop the service (the browser stays open)."""
     stop: Callable[[], None] = field(default=lambda: None)
+    """Close the browser page's context, then stop the service."""
 
     @property
     def url(self) -> str:
@@ -137,8 +140,9 @@ def _serve(
         raise RuntimeError(f"the service did not start: {failure}")
 
     def stop() -> None:
-        state["loop"].call_soon_threadsafe(state["stop"].set)
-        thread.join(60)
+        if thread.is_alive():
+            state["loop"].call_soon_threadsafe(state["stop"].set)
+            thread.join(60)
 
     return state["loop"], stop
 
@@ -170,7 +174,7 @@ def console(
             context.close()
             stop()
 
-        opened.append(Console(service, config, page, shots, loop, stop=close))
+        opened.append(Console(service, config, page, shots, loop, stop_service=stop, stop=close))
         return opened[-1]
 
     yield start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ from aiohttp import web
 
 from owlclaw.console import auth
 from owlclaw.console.pages import agents, ledger, runs
-from owlclaw.console.render import ENVIRONMENT, SERVICE, environment
+from owlclaw.console.render import CLOSING, ENVIRONMENT, SERVICE, environment
 from owlclaw.service import NotServed, Service
 
 STATIC = Path(__file__).parent / "static"
@@ -34,6 +35,12 @@ def make_console(service: Service, token: str) -> web.Application:
     console[auth.TOKEN_KEY] = token
     console[SERVICE] = service
     console[ENVIRONMENT] = environment()
+    console[CLOSING] = closing = asyncio.Event()
+
+    async def close(_: web.Application) -> None:
+        closing.set()
+
+    console.on_shutdown.append(close)
     console.add_routes(auth.routes())
     for page in PAGES:
         console.add_routes(page.routes(service))

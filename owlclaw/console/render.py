@@ -3,6 +3,7 @@ text, so every value is escaped unless a template says otherwise (none does for 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from owlclaw.service import Service
 TEMPLATES = Path(__file__).parent / "templates"
 ENVIRONMENT = web.AppKey("console_environment", jinja2.Environment)
 SERVICE = web.AppKey("console_service", Service)
+CLOSING = web.AppKey("console_closing", asyncio.Event)
+"""Set when the server shuts down: live pages stop streaming (else shutdown waits for them)."""
 
 
 def environment() -> jinja2.Environment:

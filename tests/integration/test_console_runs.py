@@ -4,6 +4,7 @@ the payload, the tool arguments and the answer is shown as text, never run."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -78,3 +79,18 @@ def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
     assert agent_row.locator(".state").inner_text() == "idle"
     assert "1 of 1" in agent_row.inner_text()
     assert isinstance(run_events[-1], ev.RunCompleted)
+
+
+def test_the_server_stops_promptly_while_a_live_run_page_is_open(
+    console: Callable[..., Console], tmp_path: Path
+) -> None:
+    steps = [{"tool_calls": [{"name": "remember", "arguments": {"content": "x"}}]}]
+    app = scripted_app(tmp_path / "desk", "desk", steps, governance='ask = ["remember"]')
+    served = console(app)
+    page = logged_in(served.page, served.url, served.token, "alice")
+    run_id = served.call(served.service.submit("desk", "webhook", "wait for me"))
+    page.goto(f"{served.url}/ui/agents/desk/runs/{run_id}")
+    page.locator(".step.parked").wait_for()  # the stream stays open: the run has not ended
+    started = time.monotonic()
+    served.stop_service()
+    assert time.monotonic() - started < 15  # not aiohttp's 60 s wait for open handlers

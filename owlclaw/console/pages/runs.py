@@ -15,7 +15,7 @@ import uuid
 from aiohttp import web
 
 from events.catalog import TERMINAL_RUN_EVENTS
-from owlclaw.console.render import SERVICE, render, render_fragment
+from owlclaw.console.render import CLOSING, SERVICE, render, render_fragment
 from owlclaw.console.steps import step_of
 from owlclaw.service import Service
 from projections import RunsView
@@ -25,6 +25,8 @@ RUNS_PAGE = 50
 FOLLOW_S = 24 * 3600.0
 """How long one stream follows a run that has not ended (a parked run can wait for days)."""
 POLL_S = 0.2
+WATCH_S = 0.5
+"""How often a stream checks that its browser is still there and the server not stopping."""
 
 
 def run_of(service: Service, agent_id: str, run: str) -> uuid.UUID:
@@ -91,10 +93,12 @@ async def events(request: web.Request) -> web.StreamResponse:
                 await response.write(b"event: end\ndata: \n\n")
 
     sending = asyncio.ensure_future(send())
+    closing = request.app[CLOSING]
     try:  # stop following once the browser has gone (the feed itself only polls the ledger)
         while not sending.done():
-            await asyncio.wait({sending}, timeout=1.0)
-            if request.transport is None or request.transport.is_closing():
+            await asyncio.wait({sending}, timeout=WATCH_S)
+            gone = request.transport is None or request.transport.is_closing()
+            if gone or closing.is_set():
                 sending.cancel()
         with contextlib.suppress(asyncio.CancelledError, ConnectionResetError, TimeoutError):
             await sending
