@@ -42,6 +42,10 @@ def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
         page.evaluate("window.__opened = 'once'")
         page.locator(".step.parked").wait_for()  # the run waits for a person: not ended yet
         assert page.locator(".step.end").count() == 0
+        agents = page.context.new_page()
+        agents.goto(f"{url}/ui/")
+        assert agents.locator("tr[data-agent=desk] .state").inner_text() == "parked"
+        agents.close()
         [approval] = served.service.pending_approvals()
         answer = http.post(f"/approvals/{approval.approval_id}", json={"decision": "approve"})
         assert answer.status_code == 200, answer.text
@@ -65,6 +69,7 @@ def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
     assert versions == [e.originator_version for e in run_events]  # each step once, in order
     served.screenshot("console-run")
 
+    resumes_after_the_last_event_id(served, run_id, versions)
     runs = served.service.view(RunsView)
     wait_for(
         lambda: any(r.status == "completed" for r in runs.of_agent("desk")),
@@ -79,6 +84,20 @@ def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
     assert agent_row.locator(".state").inner_text() == "idle"
     assert "1 of 1" in agent_row.inner_text()
     assert isinstance(run_events[-1], ev.RunCompleted)
+
+
+def resumes_after_the_last_event_id(served: Console, run_id: str, versions: list[int]) -> None:
+    """A reconnecting browser sends the last id it saw and gets only the steps after it."""
+    session = {c["name"]: c["value"] for c in served.page.context.cookies()}
+    with httpx.Client(base_url=served.url, cookies=session, trust_env=False) as http:
+        stream = f"/ui/api/agents/desk/runs/{run_id}/events"
+        resumed = http.get(stream, headers={"Last-Event-ID": str(versions[-2])})
+        assert resumed.headers["Content-Type"].startswith("text/event-stream")
+        ids = [line for line in resumed.text.splitlines() if line.startswith("id: ")]
+        assert ids == [f"id: {versions[-1]}"]
+        assert "event: end" in resumed.text
+        assert http.get(f"/ui/agents/desk/runs/{uuid.uuid4()}").status_code == 404
+        assert http.get("/ui/agents/nobody/runs").status_code == 404
 
 
 def test_the_server_stops_promptly_while_a_live_run_page_is_open(
