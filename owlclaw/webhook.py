@@ -215,6 +215,11 @@ def make_app(service: Service, token: str) -> web.Application:
             web.get("/health", health),
         ]
     )
+
+    async def console(_: web.Request) -> web.Response:
+        raise web.HTTPFound("/ui/")
+
+    app.router.add_get("/ui", console)
     app.add_subapp("/ui", make_console(service, token))
     return app
 

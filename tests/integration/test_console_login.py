@@ -47,10 +47,29 @@ def test_the_token_logs_in_a_wrong_one_is_refused_and_the_agents_page_lists_the_
     served.screenshot("agents")
 
     with httpx.Client(base_url=url, trust_env=False) as http:
-        assert http.get("/ui/").status_code == 302
+        assert http.get("/ui").headers["Location"] == "/ui/"
+        assert http.get("/ui/").headers["Location"] == "/ui/login"
         api = http.get("/ui/api/agents")
         assert (api.status_code, api.json()["code"]) == (401, "unauthorized")
         assert http.get("/status").status_code == 401  # the webhook still wants its bearer
+        odd_name = http.post(
+            "/ui/login",
+            data={"token": served.token, "operator": "<b>x</b>"},
+            headers={"Origin": url},
+        )
+        assert odd_name.status_code == 401 and "set-cookie" not in odd_name.headers
+        assert 'value="&lt;b&gt;x&lt;/b&gt;"' in odd_name.text
+        cross_site = http.post(
+            "/ui/login",
+            data={"token": served.token, "operator": "mallory"},
+            headers={"Origin": "http://evil.example"},
+        )
+        assert cross_site.status_code == 403 and "set-cookie" not in cross_site.headers
+    with httpx.Client(
+        base_url=url, trust_env=False, cookies={"owlclaw_session": served.token}
+    ) as http:
+        as_token = http.get("/ui/")
+        assert as_token.headers["Location"] == "/ui/login"  # the cookie is not the token
     session_cookie = {"owlclaw_session": session["value"]}
     with httpx.Client(base_url=url, trust_env=False, cookies=session_cookie) as http:
         forged = http.post("/ui/logout", headers={"Origin": "http://evil.example"})
