@@ -14,7 +14,7 @@ from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.service import Service
 from projections import RunsView, SchedulesView
 
-AgentState = Literal["idle", "running", "parked", "passivated"]
+AgentState = Literal["idle", "running", "parked", "passivated", "unreadable"]
 
 
 class AgentOverview(msgspec.Struct, frozen=True):
@@ -65,7 +65,7 @@ def _overviews(service: Service, active: set[str], running: set[str]) -> list[Ag
         except UnknownAgent:
             continue
         except LedgerReadError as e:  # a corrupt stream: shown on its row, the others still are
-            unreadable = f"{e} (run `owlclaw verify {agent_id}`)"
+            state, unreadable = "unreadable", f"{e} (run `owlclaw verify {agent_id}`)"
         else:
             if agent_id in running:
                 state = "running"

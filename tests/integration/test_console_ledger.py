@@ -64,3 +64,31 @@ def test_the_ledger_page_names_the_event_altered_in_the_database(
     streams = page.locator("table.streams tr.broken")
     assert streams.count() == 1 and streams.get_attribute("data-stream") == run_id
     served.screenshot("ledger-broken")
+
+
+def test_an_agent_stream_that_does_not_decode_is_named_on_its_row_and_its_ledger_page(
+    console: Callable[..., Console], tmp_path: Path
+) -> None:
+    served = console(scripted_app(tmp_path / "desk", "desk", [{"content": "all quiet"}]))
+    service = served.service
+    run_id = served.call(service.submit("desk", "webhook", "check"))
+    assert served.call(service.result("desk", run_id)).status == "completed"
+    agent = served.ledger.load_agent("desk")
+    [queued] = [e for e in served.ledger.stream(agent.id) if isinstance(e, ev.RunQueued)]
+    with psycopg.connect(served.config.database_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE ledger_events SET state = convert_to('{not json', 'UTF8')"
+            " WHERE originator_id = %s AND originator_version = %s",
+            (agent.id, queued.originator_version),
+        )
+    page, url = logged_in(served.page, served.url, served.token, "alice"), served.url
+    row = page.locator("tr[data-agent=desk]")
+    assert row.locator(".state").inner_text() == "unreadable"
+    assert "owlclaw verify desk" in row.locator(".error").inner_text()
+    served.screenshot("agents-unreadable")
+
+    page.goto(f"{url}/ui/ledger/desk")
+    [named] = page.locator("[data-chain=broken] li.break").all()
+    assert named.get_attribute("data-stream") == str(agent.id)
+    assert named.get_attribute("data-version") == str(queued.originator_version)
+    assert "cannot be read" in page.locator("p.error").inner_text()
