@@ -6,20 +6,32 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
 from events import catalog as ev
+from owlclaw.console.pages import ledger as ledger_page
 from tests.browser import Console, logged_in, scripted_app
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = pytest.mark.integration
 
 XSS = "<img src=x onerror=window.__xss=1>"
 
 
+def shown_positions(page: Page) -> list[int]:
+    positions: list[int] = page.locator("table.events tbody tr").evaluate_all(
+        "rows => rows.map(r => Number(r.dataset.position))"
+    )
+    return positions
+
+
 def test_the_ledger_page_names_the_event_altered_in_the_database(
-    console: Callable[..., Console], tmp_path: Path
+    console: Callable[..., Console], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     served = console(scripted_app(tmp_path / "desk", "desk", [{"content": "all quiet"}]))
     service = served.service
@@ -27,15 +39,16 @@ def test_the_ledger_page_names_the_event_altered_in_the_database(
     assert served.call(service.result("desk", run_id)).status == "completed"
     page, url = logged_in(served.page, served.url, served.token, "alice"), served.url
 
+    history = served.ledger.agent_history("desk")
+    monkeypatch.setattr(ledger_page, "PAGE_EVENTS", 4)  # the server runs in this process
     page.goto(f"{url}/ui/ledger/desk")
     assert page.locator("[data-chain=ok]").is_visible()
+    latest = shown_positions(page)
+    page.click("text=first")
+    assert shown_positions(page) + latest == [h.position for h in history]  # log order, all
+    assert len(latest) == len(history) - 4  # the latest page first
     types = page.locator("table.events tbody tr td:nth-child(4)").all_inner_texts()
-    history = served.ledger.agent_history("desk")
-    assert types == [type(h.event).__name__ for h in history]  # log order, every event
-    positions = page.locator("table.events tbody tr").evaluate_all(
-        "rows => rows.map(r => Number(r.dataset.position))"
-    )
-    assert positions == [h.position for h in history]
+    assert types == [type(h.event).__name__ for h in history[:4]]
     assert XSS in page.locator("table.events").inner_text()
     assert page.evaluate("typeof window.__xss") == "undefined"
 
@@ -51,7 +64,7 @@ def test_the_ledger_page_names_the_event_altered_in_the_database(
         )
         assert altered.rowcount == 1
 
-    page.reload()
+    page.goto(f"{url}/ui/ledger/desk?page=2")
     [named] = page.locator("[data-chain=broken] li.break").all()
     assert (named.get_attribute("data-stream"), named.get_attribute("data-version")) == (
         run_id,
