@@ -17,7 +17,8 @@
 - ``GET /status``: the served agents; ``GET /health``: liveness and readiness
   (``{"ok": true, "ready"}``), answered without a token;
 - ``GET /metrics``: Prometheus' text format (owlclaw.metrics), without a token too unless
-  ``server.metrics_need_token`` (by default: when the server is not bound to loopback).
+  ``server.metrics_need_token`` (by default: when the server is not bound to loopback);
+- ``/ui/...``: the web console (``owlclaw.console``), behind its own login with the same token.
 
 Until the service has started, calls are answered 503 ``starting``.
 
@@ -42,6 +43,7 @@ from aiohttp import web
 from events import UnknownAgent
 from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
+from owlclaw.console import make_console
 from owlclaw.http_errors import json_error as _error
 from owlclaw.http_errors import json_errors
 from owlclaw.metrics import PATH as METRICS_PATH
@@ -138,7 +140,8 @@ def make_app(service: Service, token: str) -> web.Application:
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path != "/health":
+        console = request.path == "/ui" or request.path.startswith("/ui/")
+        if not console and request.path != "/health":  # the console checks its own session
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected) and request.path not in tokenless:
                 return _error(401, "unauthorized", "missing or wrong bearer token")
@@ -217,6 +220,12 @@ def make_app(service: Service, token: str) -> web.Application:
             metrics_route(service),
         ]
     )
+
+    async def console(_: web.Request) -> web.Response:
+        raise web.HTTPFound("/ui/")
+
+    app.router.add_get("/ui", console)
+    app.add_subapp("/ui", make_console(service, token))
     return app
 
 

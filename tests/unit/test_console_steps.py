@@ -1,0 +1,67 @@
+"""How the console's run timeline shows events: tool results cut to a readable length, hidden
+tools with the reason, the recorded inputs of a decision, a parked run named by what it awaits."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from events import catalog as ev
+from owlclaw.console.steps import RESULT_CHARS, step_of, text
+
+HEADER: dict[str, Any] = {
+    "originator_id": uuid.uuid4(),
+    "originator_version": 5,
+    "timestamp": datetime(2026, 11, 27, 7, 0, tzinfo=UTC),
+}
+
+
+def test_a_long_tool_result_is_cut_and_says_how_much_is_left() -> None:
+    result = "r" * (RESULT_CHARS + 500)
+    step = step_of(ev.ToolCallSucceeded(call_id="c1", tool="web_fetch", result=result, **HEADER))
+    [(label, shown)] = step.blocks
+    assert label == "result" and shown.startswith("r" * RESULT_CHARS)
+    assert shown.endswith("… (500 more characters)")
+    assert (step.kind, step.version) == ("tool", 5)
+    assert text("short", RESULT_CHARS) == "short"
+
+
+def test_hidden_tools_are_listed_with_why() -> None:
+    step = step_of(
+        ev.VisibleToolsResolved(
+            tools=["recall"], filtered={"place_order": "denied by [governance]"}, **HEADER
+        )
+    )
+    assert step.facts == [("visible tools", "recall")]
+    assert step.blocks == [("hidden", "place_order: denied by [governance]")]
+
+
+def test_a_decision_shows_its_recorded_inputs_with_memory_scores() -> None:
+    memory = str(uuid.uuid4())
+    step = step_of(
+        ev.LLMResponded(
+            model="scripted/a",
+            message={"content": "ok", "tool_calls": [{"function": {"name": "recall"}}]},
+            usage={"prompt_tokens": 90, "completion_tokens": 10, "total_tokens": 100},
+            cost_usd=0.0012,
+            latency_ms=250.4,
+            inputs={"soul_sha256": "ab", "memories": {memory: 0.8123}, "skills": ["entry"]},
+            **HEADER,
+        )
+    )
+    facts = dict(step.facts)
+    assert facts["tokens"] == "100 (90 in, 10 out)"
+    assert (facts["cost"], facts["latency"]) == ("$0.001200", "250 ms")
+    blocks = dict(step.blocks)
+    assert blocks["response"] == "ok" and "calls recall" in blocks
+    assert blocks["soul sha256"] == "ab"
+    assert blocks["recalled memories"] == f"{memory}  score 0.812"
+    assert '"entry"' in blocks["skills"]
+
+
+def test_a_parked_run_names_what_it_waits_for() -> None:
+    on_approval = step_of(ev.RunParked(approval_id="ap-1", call_id="c1", **HEADER))
+    on_spawn = step_of(ev.RunParked(spawn_id="sp-1", call_id="c2", **HEADER))
+    assert on_approval.title == "Parked: waiting for approval ap-1"
+    assert on_spawn.title == "Parked: waiting for sub-agent spawn sp-1"
