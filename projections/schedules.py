@@ -72,6 +72,12 @@ def next_fire_if_any(cron: str, after: datetime) -> datetime | None:
         return None
 
 
+def cancel_outcome(e: ev.ScheduleCancelled) -> str:
+    """A cancel as the schedule's last outcome: "cancelled by console:alice: why"."""
+    who = f" by {e.by}" if e.by else ""
+    return f"cancelled{who}: {e.reason}" if e.reason else f"cancelled{who}"
+
+
 class SchedulesView(View):
     name: ClassVar[str] = "schedules"
     tables: ClassVar[tuple[str, ...]] = ("schedules", "schedule_agents")
@@ -146,11 +152,7 @@ class SchedulesView(View):
                     "UPDATE {schedules} SET status = 'cancelled', next_fire_at = NULL,"
                     " last_outcome = %s, position = %s WHERE schedule_id = %s"
                 ),
-                (
-                    text(f"cancelled: {e.reason}" if e.reason else "cancelled"),
-                    pos,
-                    text(e.schedule_id),
-                ),
+                (text(cancel_outcome(e)), pos, text(e.schedule_id)),
             )
         elif isinstance(e, ev.TimerFired | ev.TimerMissed):
             self._fired(curs, e, pos)
