@@ -31,7 +31,7 @@ def bring_up_to_date(led: Ledger, view: View) -> str | None:
 class Schedules:
     rows: list[dict[str, Any]]
     """schedule_id, agent_id, kind, focus, cron, status, next_fire_at, last_fire_at,
-    last_outcome, fires, backend; soonest first."""
+    last_outcome, fires, misses (misfires), backend; soonest first."""
     behind: str | None
     """The warning when the view could not be brought up to date."""
 
@@ -47,7 +47,7 @@ def schedules_of(led: Ledger, agent: str | None, every: bool) -> Schedules:
         rows = curs.execute(
             view.sql(
                 "SELECT schedule_id, agent_id, kind, focus, cron, status, next_fire_at,"
-                " last_fire_at, last_outcome, fires, backend FROM {schedules}"
+                " last_fire_at, last_outcome, fires, misses, backend FROM {schedules}"
                 " WHERE (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
                 " AND (%(every)s OR status IN ('requested', 'registered'))"
                 " ORDER BY agent_id, next_fire_at NULLS LAST"

@@ -1,5 +1,6 @@
 """Schedules view: every schedule an agent requested, with its next fire time (croniter, UTC),
-last fire and outcome, and the timer backend that holds it. Active = requested or registered."""
+last fire and outcome, fires and misfires, and the timer backend that holds it. Active =
+requested or registered."""
 
 from __future__ import annotations
 
@@ -100,6 +101,8 @@ class SchedulesView(View):
         " last_outcome text, fires integer NOT NULL DEFAULT 0, backend text, backend_id text,"
         " requested_at timestamptz NOT NULL, position bigint NOT NULL)",
         "CREATE INDEX IF NOT EXISTS {schedules_agent} ON {schedules} (agent_id, status)",
+        # added later: misses before it are counted once the view is rebuilt
+        "ALTER TABLE {schedules} ADD COLUMN IF NOT EXISTS misses integer NOT NULL DEFAULT 0",
     )
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
@@ -170,7 +173,7 @@ class SchedulesView(View):
         curs.execute(
             self.sql(
                 "UPDATE {schedules} SET last_fire_at = %s, last_outcome = %s,"
-                " fires = fires + %s, next_fire_at = %s, position = %s,"
+                " fires = fires + %s, misses = misses + %s, next_fire_at = %s, position = %s,"
                 " status = CASE WHEN kind = 'once' THEN 'completed' ELSE status END"
                 " WHERE schedule_id = %s AND status <> 'cancelled'"
             ),
@@ -178,6 +181,7 @@ class SchedulesView(View):
                 e.fire_time,
                 text(outcome),
                 1 if isinstance(e, ev.TimerFired) else 0,
+                1 if isinstance(e, ev.TimerMissed) else 0,
                 following,
                 pos,
                 text(e.schedule_id),

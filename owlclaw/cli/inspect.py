@@ -370,12 +370,13 @@ def memory(
         err.print(f"[yellow]warning:[/] {behind}")
     if result is not None:
         table = Table(title=f"{agent} recalls: {recall!r}")
-        for column in ("relevance", "similarity", "when", "tags", "content"):
+        for column in ("relevance", "similarity", "decay", "when", "tags", "content"):
             table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
         for m in result.memories:
             table.add_row(
                 f"{m.relevance:.3f}",
                 f"{m.similarity:.3f}",
+                f"{m.decay:.3f}",
                 m.created_at.strftime("%Y-%m-%d %H:%M"),
                 ", ".join(m.tags),
                 m.content,
