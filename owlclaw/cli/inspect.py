@@ -198,7 +198,17 @@ def schedules(
         print_json(listing.rows)
         return
     table = Table(title="schedules" + (f" of {agent}" if agent else ""))
-    for column in ("schedule", "agent", "kind", "focus", "next fire", "status", "last outcome"):
+    columns = (
+        "schedule",
+        "agent",
+        "kind",
+        "focus",
+        "next fire",
+        "status",
+        "misfires",
+        "last outcome",
+    )
+    for column in columns:
         table.add_column(column, overflow="fold" if column == "focus" else "ellipsis")
     for r in listing.rows:
         table.add_row(
@@ -208,6 +218,7 @@ def schedules(
             r["focus"],
             r["next_fire_at"].strftime("%Y-%m-%d %H:%M:%S") if r["next_fire_at"] else "-",
             f"{r['status']} ({r['backend'] or '-'})",
+            str(r["misses"]),
             r["last_outcome"] or "-",
         )
     out.print(table)
