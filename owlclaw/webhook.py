@@ -14,7 +14,8 @@
   person's answer, recorded by the agent's writer; the parked run resumes (200); 404
   ``unknown_approval``; 409 ``approval_closed`` when it was already answered or expired (nothing
   recorded); 400 ``invalid_arguments`` for edited arguments outside the tool's schema;
-- ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token.
+- ``GET /status``: the served agents; ``GET /health``: liveness, the only call without a token;
+- ``/ui/...``: the web console (``owlclaw.console``), behind its own login with the same token.
 
 Until the service has started, calls are answered 503 ``starting``.
 
@@ -38,6 +39,7 @@ from aiohttp import web
 from events import UnknownAgent
 from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
+from owlclaw.console import make_console
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
 from owlclaw.service import NotServed, Service
 from owlclaw.timers.fires import TimerFire
@@ -136,7 +138,8 @@ def make_app(service: Service, token: str) -> web.Application:
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path != "/health":
+        console = request.path == "/ui" or request.path.startswith("/ui/")
+        if not console and request.path != "/health":  # the console checks its own session
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return _error(401, "unauthorized", "missing or wrong bearer token")
@@ -212,6 +215,7 @@ def make_app(service: Service, token: str) -> web.Application:
             web.get("/health", health),
         ]
     )
+    app.add_subapp("/ui", make_console(service, token))
     return app
 
 

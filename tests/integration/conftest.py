@@ -9,6 +9,7 @@ import pytest
 from events import Ledger
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
+from tests.browser import browser, console  # noqa: F401 - the console's browser tests
 from tests.conftest import missing_component
 from tests.webhooks import receiver  # noqa: F401 - a fixture of every integration test
 

@@ -1,0 +1,41 @@
+"""The console as an aiohttp sub-application, mounted at ``/ui`` by the webhook's app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from owlclaw.console import auth
+from owlclaw.console.pages import agents
+from owlclaw.console.render import ENVIRONMENT, SERVICE, environment
+from owlclaw.service import NotServed, Service
+
+STATIC = Path(__file__).parent / "static"
+PAGES = (agents,)
+
+
+@web.middleware
+async def served(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Pages answer 503 until the service has started; an agent that is not served here is a
+    404, as on the webhook."""
+    if not request.app[SERVICE].ready and not request.path.startswith(auth.OPEN_PATHS):
+        raise web.HTTPServiceUnavailable(text="the service is still starting; reload shortly")
+    try:
+        response: web.StreamResponse = await handler(request)
+    except NotServed as e:
+        raise web.HTTPNotFound(text=str(e)) from e
+    return response
+
+
+def make_console(service: Service, token: str) -> web.Application:
+    console = web.Application(middlewares=[auth.guard, served])
+    console[auth.TOKEN_KEY] = token
+    console[SERVICE] = service
+    console[ENVIRONMENT] = environment()
+    console.add_routes(auth.routes())
+    for page in PAGES:
+        console.add_routes(page.routes(service))
+    console.router.add_static("/static", STATIC)
+    return console

@@ -1,0 +1,43 @@
+"""Pages are Jinja2 templates rendered with autoescaping: ledger payloads are attacker-controlled
+text, so every value is escaped unless a template says otherwise (none does for user content)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from aiohttp import web
+
+from owlclaw.service import Service
+
+TEMPLATES = Path(__file__).parent / "templates"
+ENVIRONMENT = web.AppKey("console_environment", jinja2.Environment)
+SERVICE = web.AppKey("console_service", Service)
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(
+    request: web.Request, template: str, *, status: int = 200, **context: Any
+) -> web.Response:
+    """``template`` filled with ``context``, plus what base.html needs: the operator and the
+    agent the navigation links to (the page's ``agent``, else the first served one)."""
+    from owlclaw.console.auth import OPERATOR_COOKIE
+
+    service = request.app[SERVICE]
+    context.setdefault("agent", next(iter(service.apps), None))
+    html = (
+        request.app[ENVIRONMENT]
+        .get_template(template)
+        .render(operator=request.cookies.get(OPERATOR_COOKIE), path=request.path, **context)
+    )
+    return web.Response(text=html, status=status, content_type="text/html")

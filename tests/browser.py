@@ -1,0 +1,164 @@
+"""The web console in a real headless Chromium (Debian's ``chromium``, driven by Playwright).
+
+``console`` starts a real ``owlclaw run`` service (agents hosted in this process) in a thread
+of its own, serving the given apps, and opens a browser page; ``logged_in`` logs that page in.
+Without chromium or playwright the tests fail in CI and are skipped locally, naming what is
+missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pytest
+
+from events import Ledger
+from owlclaw.app import load_app
+from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig
+from owlclaw.database import Database
+from owlclaw.service import Service
+from owlclaw.webhook import serving
+from tests.cli import free_port
+from tests.conftest import missing_component
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+T = TypeVar("T")
+TOKEN = "console-test-token"
+START_S = 120.0
+
+
+@dataclass
+class Console:
+    """A served service and a browser page that can reach it."""
+
+    service: Service
+    config: OwlClawConfig
+    page: Page
+    shots: Path
+    loop: asyncio.AbstractEventLoop
+    token: str = TOKEN
+    stop: Callable[[], None] = field(default=lambda: None)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.config.server.port}"
+
+    @property
+    def ledger(self) -> Ledger:
+        assert self.service.ledger is not None
+        return self.service.ledger
+
+    def call(self, coroutine: Coroutine[Any, Any, T], timeout_s: float = 60) -> T:
+        """Run ``coroutine`` on the service's event loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
+
+    def screenshot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+def logged_in(page: Page, base_url: str, token: str, operator: str) -> Page:
+    """``page`` logged in to the console through its login form, on the agents page."""
+    page.goto(f"{base_url}/ui/login")
+    page.fill("input[name=token]", token)
+    page.fill("input[name=operator]", operator)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/ui/")
+    return page
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    """Per test: Playwright's sync API holds an event loop on this thread while it is open, and
+    other tests call ``asyncio.run`` here."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        missing_component("chromium", "no `chromium` on PATH (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:
+        missing_component("playwright", e)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=executable, args=["--no-sandbox"], headless=True
+        )
+        yield launched
+        launched.close()
+
+
+def _serve(
+    service: Service, config: OwlClawConfig
+) -> tuple[asyncio.AbstractEventLoop, Callable[[], None]]:
+    """The service started on an event loop in a thread; the function that stops it."""
+    started = threading.Event()
+    failure: list[BaseException] = []
+    state: dict[str, Any] = {}
+
+    async def main() -> None:
+        state["stop"] = stop = asyncio.Event()
+        state["loop"] = asyncio.get_running_loop()
+        try:
+            async with serving(service, config):
+                started.set()
+                await stop.wait()
+        except BaseException as e:
+            failure.append(e)
+            raise
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), name="console-service")
+    thread.start()
+    if not started.wait(START_S) or failure:
+        raise RuntimeError(f"the service did not start: {failure}")
+
+    def stop() -> None:
+        state["loop"].call_soon_threadsafe(state["stop"].set)
+        thread.join(60)
+
+    return state["loop"], stop
+
+
+@pytest.fixture
+def console(
+    browser: Browser, fresh_db: Database, tmp_path: Path
+) -> Iterator[Callable[..., Console]]:
+    """``console(*app_dirs)``: those apps served (placement local) and a fresh browser page."""
+    opened: list[Console] = []
+    shots = Path(os.environ.get("OWLCLAW_SCREENSHOTS") or tmp_path / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+
+    def start(*app_dirs: Path) -> Console:
+        config = OwlClawConfig(
+            database_url=fresh_db.url,
+            database_name=str(fresh_db.params["dbname"]),
+            data_dir=str(tmp_path / "data"),
+            runtime=RuntimeConfig(placement="local"),
+            server=ServerConfig(port=free_port(), token=TOKEN),
+        )
+        service = Service(config, [load_app(d) for d in app_dirs])
+        loop, stop = _serve(service, config)
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+
+        def close() -> None:
+            context.close()
+            stop()
+
+        opened.append(Console(service, config, page, shots, loop, stop=close))
+        return opened[-1]
+
+    yield start
+    for each in opened:
+        each.stop()

@@ -1,0 +1,71 @@
+"""The console's login in a real browser: the token lets an operator in, a wrong one does not,
+and every page without a session sends the browser to the login form."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.apps import make_app
+from tests.browser import Console, logged_in
+
+pytestmark = pytest.mark.integration
+
+
+def scripted_app(root: Path, agent_id: str) -> Path:
+    app = make_app(root, config=f'[agent]\nid = "{agent_id}"\nmodels = ["scripted/{agent_id}"]\n')
+    (app / "scripts").mkdir()
+    script = {"cases": [{"when": "Trigger", "steps": [{"content": "done"}]}]}
+    (app / "scripts" / f"{agent_id}.json").write_text(json.dumps(script))
+    return app
+
+
+def test_the_token_logs_in_a_wrong_one_is_refused_and_the_agents_page_lists_the_agent(
+    console: Callable[..., Console], tmp_path: Path
+) -> None:
+    served = console(scripted_app(tmp_path / "desk", "desk"))
+    page, url = served.page, served.url
+
+    page.goto(f"{url}/ui/")
+    page.wait_for_url(f"{url}/ui/login")
+    page.fill("input[name=token]", "not-the-token")
+    page.fill("input[name=operator]", "alice")
+    with page.expect_response(f"{url}/ui/login") as refused:
+        page.click("button[type=submit]")
+    assert refused.value.status == 401
+    assert "wrong token" in page.inner_text("p.error")
+    assert not page.context.cookies()
+    served.screenshot("login-refused")
+
+    logged_in(page, url, served.token, "alice")
+    cookies = {c["name"]: c for c in page.context.cookies()}
+    session = cookies["owlclaw_session"]
+    assert served.token not in session["value"]
+    assert all(
+        (c["httpOnly"], c["sameSite"], c["path"]) == (True, "Strict", "/ui")
+        for c in cookies.values()
+    )
+    assert cookies["owlclaw_operator"]["value"] == "alice"
+    row = page.locator("tr[data-agent=desk]")
+    assert row.locator("a").inner_text() == "desk"
+    assert page.inner_text(".operator") == "alice"
+    served.screenshot("agents")
+
+    with httpx.Client(base_url=url, trust_env=False) as http:
+        assert http.get("/ui/").status_code == 302
+        api = http.get("/ui/api/agents")
+        assert (api.status_code, api.json()["code"]) == (401, "unauthorized")
+        assert http.get("/status").status_code == 401  # the webhook still wants its bearer
+    session_cookie = {"owlclaw_session": session["value"]}
+    with httpx.Client(base_url=url, trust_env=False, cookies=session_cookie) as http:
+        forged = http.post("/ui/logout", headers={"Origin": "http://evil.example"})
+        assert forged.status_code == 403
+
+    page.click("text=Log out")
+    page.wait_for_url(f"{url}/ui/login")
+    page.goto(f"{url}/ui/")
+    page.wait_for_url(f"{url}/ui/login")
