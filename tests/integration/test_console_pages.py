@@ -79,6 +79,10 @@ def test_memory_page_recalls_with_scores_and_shows_a_stored_xss_as_text(
     assert page.locator("main img").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"
     c.screenshot("memory-xss")
+    page.goto(f"{c.url}/ui/memory/keeper?q=contract&limit=99")
+    assert "limit '99': a whole number from 1 to 20" in page.inner_text("p.bad")
+    assert page.locator("table.recall").count() == 0
+    assert page.input_value("input[name=q]") == "contract"  # the query is kept
 
 
 def test_cancel_a_schedule_from_the_console_is_recorded_with_the_operator(
@@ -102,7 +106,13 @@ def test_cancel_a_schedule_from_the_console_is_recorded_with_the_operator(
     cancel_url = f"{c.url}/ui/schedules/planner/{requested.schedule_id}/cancel"
     forged = page.request.post(cancel_url, headers={"Origin": "http://evil.example"})
     assert forged.status == 403  # another site posting through the logged-in browser
+    too_long = page.request.post(
+        cancel_url, headers={"Origin": c.url}, form={"reason": "x" * 501}, max_redirects=0
+    )
+    assert too_long.status == 303
     assert not any(isinstance(e, ev.ScheduleCancelled) for e in agent_events(c, "planner"))
+    page.reload()
+    assert "not cancelled: the reason is over 500 characters" in page.inner_text("p.flash.bad")
     row.locator("input[name=reason]").fill("no longer needed")
     row.locator("button[type=submit]").click()
     page.wait_for_selector("p.flash.ok")

@@ -15,13 +15,17 @@ from owlclaw.runtime.approvals import Decision
 from owlclaw.service import Service
 
 BACK = "/ui/approvals"
+MAX_NOTE = 2000
 
 
 def routes(service: Service) -> list[web.RouteDef]:
     async def approvals(request: web.Request) -> web.Response:
         pending = await asyncio.to_thread(service.pending_approvals)
         flash = take_flash(request)
-        return shown(render(request, "approvals.html", pending=pending, flash=flash), flash)
+        response = render(
+            request, "approvals.html", pending=pending, flash=flash, max_note=MAX_NOTE
+        )
+        return shown(response, flash)
 
     async def answer(request: web.Request) -> web.Response:
         approval_id = request.match_info["approval_id"]
@@ -29,12 +33,12 @@ def routes(service: Service) -> list[web.RouteDef]:
         verdict = form.get("decision")
         if verdict not in ("approve", "deny"):
             raise redirect_with(BACK, "choose approve or deny", ok=False)
-        decision = Decision(
-            approval_id,
-            verdict == "approve",
-            operator_of(request),
-            str(form.get("note", "")).strip()[:2000],
-        )
+        note = str(form.get("note", "")).strip()
+        if len(note) > MAX_NOTE:
+            raise redirect_with(
+                BACK, f"not answered: the note is over {MAX_NOTE} characters", ok=False
+            )
+        decision = Decision(approval_id, verdict == "approve", operator_of(request), note)
         try:
             answered = await service.answer_approval(decision)
         except ApprovalClosed as e:  # also an unknown approval

@@ -13,11 +13,13 @@ from owlclaw.service import Service
 from projections.memory import MAX_LIMIT, MIN_LIMIT
 
 
-def _limit(given: str) -> int:
+def _limit(given: str) -> int | None:
+    """How many memories to recall, or None when ``given`` is not one the recall tool takes."""
     try:
-        return min(MAX_LIMIT, max(MIN_LIMIT, int(given)))
+        limit = int(given)
     except ValueError:
-        return 5
+        return None
+    return limit if MIN_LIMIT <= limit <= MAX_LIMIT else None
 
 
 def routes(service: Service) -> list[web.RouteDef]:
@@ -25,19 +27,25 @@ def routes(service: Service) -> list[web.RouteDef]:
         agent = request.match_info["agent"]
         service.served(agent)
         assert service.ledger is not None
-        query = request.query.get("q", "").strip() or None
-        limit = _limit(request.query.get("limit", "5"))
+        query = request.query.get("q", "").strip()
+        given = request.query.get("limit", "5")
+        limit = _limit(given)
+        error = None
+        if limit is None:
+            error = f"limit {given!r}: a whole number from {MIN_LIMIT} to {MAX_LIMIT}; not recalled"
+        recall = query if query and limit is not None else None
         reading = await asyncio.to_thread(
-            memory_of, service.ledger, service.config, agent, query, limit
+            memory_of, service.ledger, service.config, agent, recall, limit or MIN_LIMIT
         )
         text = await asyncio.to_thread(reading.memory_md.read_text, encoding="utf-8")
         return render(
             request,
             "memory.html",
             agent=agent,
-            query=query or "",
-            limit=limit,
+            query=query,
+            limit=given,
             reading=reading,
+            error=error,
             memory_text=text,
             half_life_days=service.config.memory.half_life_days,
         )

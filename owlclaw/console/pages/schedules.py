@@ -16,6 +16,7 @@ from owlclaw.inspection import schedules_of
 from owlclaw.service import Service
 
 ACTIVE = ("requested", "registered")
+MAX_REASON = 500
 
 
 def routes(service: Service) -> list[web.RouteDef]:
@@ -32,6 +33,7 @@ def routes(service: Service) -> list[web.RouteDef]:
             active=[r for r in listing.rows if r["status"] in ACTIVE],
             past=[r for r in listing.rows if r["status"] not in ACTIVE],
             behind=listing.behind,
+            max_reason=MAX_REASON,
             flash=flash,
         )
         return shown(response, flash)
@@ -41,9 +43,13 @@ def routes(service: Service) -> list[web.RouteDef]:
         schedule_id = request.match_info["schedule_id"]
         service.served(agent)
         form = await request.post()
-        reason = str(form.get("reason", "")).strip()[:500]
+        reason = str(form.get("reason", "")).strip()
         by = operator_of(request)
         back = f"/ui/schedules/{quote(agent, safe='')}"
+        if len(reason) > MAX_REASON:
+            raise redirect_with(
+                back, f"not cancelled: the reason is over {MAX_REASON} characters", ok=False
+            )
         try:
             position = await service.cancel_schedule(agent, schedule_id, by, reason)
         except UnknownSchedule as e:
