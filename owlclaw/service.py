@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -45,12 +45,13 @@ from owlclaw.timers.service import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.wiring import open_views
-from projections import MemoryView, ProjectionRunner
+from projections import MemoryView, ProjectionRunner, View
 
 HATCHET_DATABASE = "owlclaw_hatchet"
 EXPIRY_CHECK_S = 5.0
 """How often served agents' pending approvals are checked for their expiry."""
 WORKER_START_S = 60.0
+V = TypeVar("V", bound=View)
 
 
 class NotServed(KeyError):
@@ -82,6 +83,8 @@ class Service:
         self.ready = False
         """Every part started: the webhook answers 503 until then."""
         self._hatchet_worker: subprocess.Popen[bytes] | None = None
+        self.views: list[View] = []
+        """The projections' views this service keeps current (read by the console)."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -97,7 +100,7 @@ class Service:
             self.progress("Hatchet engine (in the background)")
             self._engine_starting = asyncio.create_task(asyncio.to_thread(self._start_engine))
         self.progress("projections")
-        views = await asyncio.to_thread(open_views, self.ledger, self.config)
+        self.views = views = await asyncio.to_thread(open_views, self.ledger, self.config)
         for view in views:  # load the embedding model now, not in the first memory's batch
             if isinstance(view, MemoryView):
                 await asyncio.to_thread(view.embedder.embed, ["warm-up"])
@@ -263,6 +266,10 @@ class Service:
             await watch_subagents(self.ledger, self.agents, list(self.apps))
 
     # --- what clients ask for -------------------------------------------------------------
+
+    def view(self, kind: type[V]) -> V:
+        """The view of that kind (the service has started its projections)."""
+        return next(v for v in self.views if isinstance(v, kind))
 
     def served(self, agent_id: str) -> AgentApp:
         app = self.apps.get(agent_id)

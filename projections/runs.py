@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
+from uuid import UUID
 
+import msgspec
 from psycopg import Cursor
 
 from events import catalog as ev
@@ -87,3 +90,43 @@ class RunsView(View):
                 ),
                 (_TERMINAL[type(e)], e.timestamp, text(error), pos, e.timestamp, run),
             )
+
+    def of_agent(self, agent_id: str, limit: int = 100, before: int | None = None) -> list[RunRow]:
+        """The agent's latest ``limit`` runs (before run number ``before``), newest first."""
+        with self.datastore.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT run_id, run_no, trigger, focus, status, started_at, duration_ms,"
+                    " iterations, tool_calls, tokens, cost_usd, error FROM {runs}"
+                    " WHERE agent_id = %s AND run_no < %s ORDER BY run_no DESC LIMIT %s"
+                ),
+                (agent_id, before if before is not None else 2**31 - 1, limit),
+            ).fetchall()
+        return [msgspec.convert(row, RunRow) for row in rows]
+
+    def started_since(self, since: datetime) -> dict[str, int]:
+        """How many runs each agent started at or after ``since``."""
+        with self.datastore.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT agent_id, count(*) AS n FROM {runs} WHERE started_at >= %s"
+                    " GROUP BY agent_id"
+                ),
+                (since,),
+            ).fetchall()
+        return {row["agent_id"]: row["n"] for row in rows}
+
+
+class RunRow(msgspec.Struct, frozen=True):
+    run_id: UUID
+    run_no: int
+    trigger: str
+    focus: str | None
+    status: str
+    started_at: datetime
+    duration_ms: float | None
+    iterations: int
+    tool_calls: int
+    tokens: int
+    cost_usd: float
+    error: str | None

@@ -187,3 +187,15 @@ class SchedulesView(View):
                 text(e.schedule_id),
             ),
         )
+
+    def next_fires(self) -> dict[str, datetime]:
+        """Each agent's next timer: the earliest fire of its active schedules."""
+        with self.datastore.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT agent_id, min(next_fire_at) AS at FROM {schedules}"
+                    " WHERE status IN ('requested', 'registered') AND next_fire_at IS NOT NULL"
+                    " GROUP BY agent_id"
+                )
+            ).fetchall()
+        return {row["agent_id"]: row["at"] for row in rows}

@@ -9,6 +9,7 @@ missing.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import threading
@@ -25,6 +26,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig
 from owlclaw.database import Database
 from owlclaw.service import Service
 from owlclaw.webhook import serving
+from tests.apps import make_app
 from tests.cli import free_port
 from tests.conftest import missing_component
 
@@ -65,6 +67,18 @@ class Console:
         path = self.shots / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
+
+
+def scripted_app(
+    root: Path, agent_id: str, steps: list[dict[str, Any]], governance: str = ""
+) -> Path:
+    """An app whose scripted model plays ``steps`` in every run."""
+    config = f'[agent]\nid = "{agent_id}"\nmodels = ["scripted/{agent_id}"]\n'
+    app = make_app(root, config=config + (f"[governance]\n{governance}\n" if governance else ""))
+    (app / "scripts").mkdir()
+    script = {"cases": [{"when": "Trigger", "steps": steps}]}
+    (app / "scripts" / f"{agent_id}.json").write_text(json.dumps(script))
+    return app
 
 
 def logged_in(page: Page, base_url: str, token: str, operator: str) -> Page:

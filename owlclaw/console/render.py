@@ -41,3 +41,8 @@ def render(
         .render(operator=request.cookies.get(OPERATOR_COOKIE), path=request.path, **context)
     )
     return web.Response(text=html, status=status, content_type="text/html")
+
+
+def render_fragment(request: web.Request, template: str, **context: Any) -> str:
+    """A piece of a page (e.g. one timeline step sent live), escaped like the pages."""
+    return request.app[ENVIRONMENT].get_template(template).render(**context)

@@ -3,31 +3,21 @@ and every page without a session sends the browser to the login form."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.apps import make_app
-from tests.browser import Console, logged_in
+from tests.browser import Console, logged_in, scripted_app
 
 pytestmark = pytest.mark.integration
-
-
-def scripted_app(root: Path, agent_id: str) -> Path:
-    app = make_app(root, config=f'[agent]\nid = "{agent_id}"\nmodels = ["scripted/{agent_id}"]\n')
-    (app / "scripts").mkdir()
-    script = {"cases": [{"when": "Trigger", "steps": [{"content": "done"}]}]}
-    (app / "scripts" / f"{agent_id}.json").write_text(json.dumps(script))
-    return app
 
 
 def test_the_token_logs_in_a_wrong_one_is_refused_and_the_agents_page_lists_the_agent(
     console: Callable[..., Console], tmp_path: Path
 ) -> None:
-    served = console(scripted_app(tmp_path / "desk", "desk"))
+    served = console(scripted_app(tmp_path / "desk", "desk", [{"content": "done"}]))
     page, url = served.page, served.url
 
     page.goto(f"{url}/ui/")
@@ -51,7 +41,8 @@ def test_the_token_logs_in_a_wrong_one_is_refused_and_the_agents_page_lists_the_
     )
     assert cookies["owlclaw_operator"]["value"] == "alice"
     row = page.locator("tr[data-agent=desk]")
-    assert row.locator("a").inner_text() == "desk"
+    assert row.locator("a").first.inner_text() == "desk"
+    assert row.locator(".state").inner_text() == "idle"
     assert page.inner_text(".operator") == "alice"
     served.screenshot("agents")
 

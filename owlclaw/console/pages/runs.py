@@ -1,0 +1,103 @@
+"""An agent's runs, and one run as a live timeline.
+
+The run page's timeline is filled by server-sent events: each of the run's events, as it is
+committed (``projections.feed.afollow_run``, as ``owlclaw trigger`` follows a run), rendered by
+the same template as an escaped HTML fragment. Each message's id is the event's version, so a
+browser that reconnects (``Last-Event-ID``) gets only what it has not shown yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+from aiohttp import web
+
+from events.catalog import TERMINAL_RUN_EVENTS
+from owlclaw.console.render import SERVICE, render, render_fragment
+from owlclaw.console.steps import step_of
+from owlclaw.service import Service
+from projections import RunsView
+from projections.feed import afollow_run
+
+RUNS_PAGE = 50
+FOLLOW_S = 24 * 3600.0
+"""How long one stream follows a run that has not ended (a parked run can wait for days)."""
+POLL_S = 0.2
+
+
+def run_of(service: Service, agent_id: str, run: str) -> uuid.UUID:
+    """The id of one of the agent's runs (404 for anything else)."""
+    service.served(agent_id)
+    assert service.ledger is not None
+    try:
+        run_id = uuid.UUID(run)
+    except ValueError as e:
+        raise web.HTTPNotFound(text=f"no run {run!r}") from e
+    if run_id not in service.ledger.load_agent(agent_id).run_ids():
+        raise web.HTTPNotFound(text=f"{agent_id} has no run {run_id}")
+    return run_id
+
+
+def routes(service: Service) -> list[web.RouteDef]:
+    async def runs(request: web.Request) -> web.Response:
+        agent_id = request.match_info["agent_id"]
+        service.served(agent_id)
+        before = request.query.get("before", "")
+        if before and not before.isdigit():
+            raise web.HTTPBadRequest(text="before: a run number")
+        found = await asyncio.to_thread(
+            service.view(RunsView).of_agent, agent_id, RUNS_PAGE, int(before) if before else None
+        )
+        older = found[-1].run_no if len(found) == RUNS_PAGE else None
+        return render(request, "runs.html", agent=agent_id, runs=found, older=older)
+
+    async def run(request: web.Request) -> web.Response:
+        agent_id = request.match_info["agent_id"]
+        run_id = await asyncio.to_thread(run_of, service, agent_id, request.match_info["run_id"])
+        return render(request, "run.html", agent=agent_id, run_id=str(run_id))
+
+    return [
+        web.get("/agents/{agent_id}/runs", runs),
+        web.get("/agents/{agent_id}/runs/{run_id}", run),
+        web.get("/api/agents/{agent_id}/runs/{run_id}/events", events),
+    ]
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    """The run's steps as server-sent events (``step``: an HTML fragment; ``end`` once the run
+    has ended), from the version after ``Last-Event-ID``."""
+    service = request.app[SERVICE]
+    agent_id = request.match_info["agent_id"]
+    run_id = await asyncio.to_thread(run_of, service, agent_id, request.match_info["run_id"])
+    last = request.headers.get("Last-Event-ID", "")
+    shown = int(last) if last.isdigit() else 0
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+    )
+    await response.prepare(request)
+    ledger = service.ledger
+    assert ledger is not None
+
+    async def send() -> None:
+        async for event in afollow_run(ledger, str(run_id), poll_s=POLL_S, timeout_s=FOLLOW_S):
+            if event.originator_version <= shown:
+                continue
+            html = render_fragment(request, "step.html", step=step_of(event))
+            data = "".join(f"data: {line}\n" for line in html.splitlines())
+            await response.write(f"id: {event.originator_version}\nevent: step\n{data}\n".encode())
+            if isinstance(event, TERMINAL_RUN_EVENTS):
+                await response.write(b"event: end\ndata: \n\n")
+
+    sending = asyncio.ensure_future(send())
+    try:  # stop following once the browser has gone (the feed itself only polls the ledger)
+        while not sending.done():
+            await asyncio.wait({sending}, timeout=1.0)
+            if request.transport is None or request.transport.is_closing():
+                sending.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionResetError, TimeoutError):
+            await sending
+    finally:
+        sending.cancel()
+    return response

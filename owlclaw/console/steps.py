@@ -1,0 +1,210 @@
+"""A run's events as timeline steps: what the run page shows of each, as plain text that the
+templates escape (payloads, arguments and results are attacker-controlled)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from events import catalog as ev
+from events.catalog import event_fields
+
+RESULT_CHARS = 2000
+"""A tool result longer than this is cut in the timeline (the ledger page has it whole)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    version: int
+    at: datetime
+    kind: str
+    """What sort of step (llm, tool, decision, inputs, end, failed, note): its CSS class."""
+    title: str
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    blocks: list[tuple[str, str]] = field(default_factory=list)
+    """Labelled preformatted text: messages, arguments, results."""
+
+
+def text(value: Any, limit: int | None = None) -> str:
+    shown = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
+    if limit is not None and len(shown) > limit:
+        return f"{shown[:limit]}… ({len(shown) - limit} more characters)"
+    return shown
+
+
+def _inputs(inputs: dict[str, Any]) -> list[tuple[str, str]]:
+    """The recorded inputs of a decision: identity hashes, memories with scores, skills."""
+    shown = []
+    for key in ("soul_sha256", "identity_sha256"):
+        if key in inputs:
+            shown.append((key.removesuffix("_sha256") + " sha256", str(inputs[key])))
+    memories = inputs.get("memories") or {}
+    if memories:
+        shown.append(
+            ("recalled memories", "\n".join(f"{m}  score {s:.3f}" for m, s in memories.items()))
+        )
+    for key, label in (
+        ("skills", "skills"),
+        ("skill_index", "skill index"),
+        ("schedules", "schedules shown"),
+        ("inbound", "inbound events"),
+        ("model_path", "model path"),
+    ):
+        if inputs.get(key):
+            shown.append((label, text(inputs[key])))
+    return shown
+
+
+def _llm(e: ev.LLMResponded) -> Step:
+    usage = e.usage
+    facts = [
+        ("model", e.model),
+        (
+            "tokens",
+            f"{usage.get('total_tokens', 0)} ({usage.get('prompt_tokens', 0)} in,"
+            f" {usage.get('completion_tokens', 0)} out)",
+        ),
+        ("cost", f"${e.cost_usd:.6f}"),
+        ("latency", f"{e.latency_ms:.0f} ms"),
+    ]
+    if e.fallback_hops:
+        facts.append(("fallbacks", ", ".join(e.fallback_hops)))
+    blocks = []
+    if content := e.message.get("content"):
+        blocks.append(("response", text(content)))
+    for call in e.message.get("tool_calls") or []:
+        function = call.get("function", {})
+        blocks.append((f"calls {function.get('name')}", text(function.get("arguments"))))
+    return Step(e.originator_version, e.timestamp, "llm", "LLM response", facts, blocks)
+
+
+def step_of(e: ev.LedgerEvent) -> Step:  # noqa: PLR0911, PLR0912 - one case per event type
+    """How the timeline shows ``e``."""
+    version, at = e.originator_version, e.timestamp
+    match e:
+        case ev.RunStarted():
+            facts = [("run", str(e.run_no)), ("trigger", e.trigger), ("focus", e.focus or "-")]
+            blocks = [("payload", text(e.payload))] if e.payload else []
+            return Step(version, at, "run", "Run started", facts, blocks)
+        case ev.VisibleToolsResolved():
+            facts = [("visible tools", ", ".join(e.tools) or "none")]
+            hidden = "\n".join(f"{name}: {why}" for name, why in sorted(e.filtered.items()))
+            return Step(
+                version, at, "inputs", "Tools", facts, [("hidden", hidden)] if hidden else []
+            )
+        case ev.LLMResponded():
+            step = _llm(e)
+            if e.inputs:
+                step.blocks.extend(_inputs(e.inputs))
+            return step
+        case ev.ToolCallRequested():
+            return Step(
+                version,
+                at,
+                "tool",
+                f"Tool call {e.tool}",
+                [("call", e.call_id)],
+                [("arguments", text(e.arguments))],
+            )
+        case ev.ToolCallSucceeded():
+            facts = [("call", e.call_id), ("duration", f"{e.duration_ms:.0f} ms")]
+            return Step(
+                version,
+                at,
+                "tool",
+                f"Tool result {e.tool}",
+                facts,
+                [("result", text(e.result, RESULT_CHARS))],
+            )
+        case ev.ToolCallFailed():
+            facts = [
+                ("call", e.call_id),
+                ("code", e.error_code),
+                ("duration", f"{e.duration_ms:.0f} ms"),
+            ]
+            return Step(version, at, "failed", f"Tool error {e.tool}", facts, [("error", e.error)])
+        case ev.ToolCallDenied() | ev.ToolOutcomeUnknown():
+            return Step(
+                version,
+                at,
+                "failed",
+                f"Tool call {e.tool} {_verb(e)}",
+                [("call", e.call_id)],
+                [("reason", e.reason)],
+            )
+        case ev.ToolCallRejected():
+            return Step(
+                version,
+                at,
+                "failed",
+                f"Tool call {e.tool} rejected",
+                [("call", e.call_id)],
+                [("error", e.error)],
+            )
+        case ev.ToolCallTimedOut():
+            return Step(
+                version,
+                at,
+                "failed",
+                f"Tool call {e.tool} timed out",
+                [("call", e.call_id), ("timeout", f"{e.timeout_s:g} s")],
+            )
+        case ev.DecisionLogged():
+            return Step(
+                version,
+                at,
+                "decision",
+                f"Decision: {e.decision_type}",
+                [],
+                [("reasoning", e.reasoning)],
+            )
+        case ev.RunParked():
+            waits = f"sub-agent spawn {e.spawn_id}" if e.spawn_id else f"approval {e.approval_id}"
+            return Step(
+                version, at, "parked", f"Parked: waiting for {waits}", [("call", e.call_id)]
+            )
+        case ev.RunResumed():
+            return Step(version, at, "note", "Resumed", [("from version", str(e.from_version))])
+        case ev.RunCompleted():
+            return Step(version, at, "end", "Run completed", _totals(e), [("answer", e.answer)])
+        case ev.RunFailed() | ev.RunTerminated() | ev.RunSkipped() | ev.RunTimedOut():
+            return Step(
+                version,
+                at,
+                "failed",
+                type(e).__name__,
+                _totals(e),
+                [
+                    (
+                        "why",
+                        text(
+                            getattr(e, "error", None)
+                            or getattr(e, "reason", "")
+                            or f"after {getattr(e, 'timeout_s', 0):g} s"
+                        ),
+                    )
+                ],
+            )
+    fields = event_fields(e)
+    return Step(
+        version, at, "note", type(e).__name__, [], [("data", text(fields))] if fields else []
+    )
+
+
+def _verb(e: ev.ToolCallDenied | ev.ToolOutcomeUnknown) -> str:
+    return "denied" if isinstance(e, ev.ToolCallDenied) else "outcome unknown"
+
+
+def _totals(e: ev.LedgerEvent) -> list[tuple[str, str]]:
+    assert isinstance(
+        e, ev.RunCompleted | ev.RunFailed | ev.RunTerminated | ev.RunSkipped | ev.RunTimedOut
+    )
+    return [
+        ("iterations", str(e.iterations)),
+        ("tool calls", str(e.tool_calls)),
+        ("tokens", str(e.tokens)),
+        ("cost", f"${e.cost_usd:.6f}"),
+        ("duration", f"{e.duration_ms:.0f} ms"),
+    ]
