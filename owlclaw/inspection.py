@@ -3,6 +3,7 @@ brought up to date with the log first, so both show the same thing from the same
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,12 +37,17 @@ class Schedules:
     """The warning when the view could not be brought up to date."""
 
 
-def schedules_of(led: Ledger, agent: str | None, every: bool) -> Schedules:
+def open_schedules(led: Ledger) -> SchedulesView:
+    """The schedules view with its tables created (a served process has its own already)."""
+    view = SchedulesView(led.datastore)
+    view.create_table()
+    return view
+
+
+def schedules_of(led: Ledger, view: SchedulesView, agent: str | None, every: bool) -> Schedules:
     """An agent's (or every agent's) active schedules, with ended ones when ``every``."""
     if agent is not None:
         led.load_agent(agent)
-    view = SchedulesView(led.datastore)
-    view.create_table()
     behind = bring_up_to_date(led, view)
     with view.datastore.transaction(commit=False) as curs:
         rows = curs.execute(
@@ -57,11 +63,9 @@ def schedules_of(led: Ledger, agent: str | None, every: bool) -> Schedules:
     return Schedules([dict(r) for r in rows], behind)
 
 
-def projections_status(led: Ledger, config: OwlClawConfig) -> list[ProjectionStatus]:
-    """Position, lag and parked events of every projection."""
-    from owlclaw.wiring import open_views
-
-    return [projection_status(led, view) for view in open_views(led, config)]
+def projections_status(led: Ledger, views: Sequence[View]) -> list[ProjectionStatus]:
+    """Position, lag (events and seconds behind the log head) and parked events of each view."""
+    return [projection_status(led, view) for view in views]
 
 
 @dataclass(frozen=True)

@@ -188,10 +188,10 @@ def schedules(
     as_json: JsonOption = False,
 ) -> None:
     """Schedules with their next fire time, backend and last outcome."""
-    from owlclaw.inspection import schedules_of
+    from owlclaw.inspection import open_schedules, schedules_of
 
     with open_ledger() as (_, led):
-        listing = schedules_of(led, agent, every)
+        listing = schedules_of(led, open_schedules(led), agent, every)
     if listing.behind:
         err.print(f"[yellow]warning:[/] {listing.behind}")
     if as_json:
@@ -235,10 +235,11 @@ def projections_status(as_json: JsonOption = False) -> None:
     """Position, lag (events and seconds behind the log head) and parked events of every
     projection."""
     from owlclaw.inspection import projections_status
+    from owlclaw.wiring import open_views
 
     config = load_config()
     with open_ledger(config) as (_, led):
-        statuses = projections_status(led, config)
+        statuses = projections_status(led, open_views(led, config))
     if as_json:
         print_json(statuses)
         return

@@ -16,7 +16,7 @@ from owlclaw.service import Service
 def routes(service: Service) -> list[web.RouteDef]:
     async def projections(request: web.Request) -> web.Response:
         assert service.ledger is not None
-        statuses = await asyncio.to_thread(projections_status, service.ledger, service.config)
+        statuses = await asyncio.to_thread(projections_status, service.ledger, service.views)
         workers = service.supervisor.status()  # what service.status() reports as "workers"
         return render(
             request,

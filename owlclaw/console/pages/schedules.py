@@ -14,6 +14,7 @@ from owlclaw.console.flash import redirect_with, shown, take_flash
 from owlclaw.console.render import render
 from owlclaw.inspection import schedules_of
 from owlclaw.service import Service
+from projections import SchedulesView
 
 ACTIVE = ("requested", "registered")
 MAX_REASON = 500
@@ -24,7 +25,8 @@ def routes(service: Service) -> list[web.RouteDef]:
         agent = request.match_info["agent"]
         service.served(agent)
         assert service.ledger is not None
-        listing = await asyncio.to_thread(schedules_of, service.ledger, agent, True)
+        view = service.view(SchedulesView)
+        listing = await asyncio.to_thread(schedules_of, service.ledger, view, agent, True)
         flash = take_flash(request)
         response = render(
             request,
