@@ -79,15 +79,18 @@ class MemoryReading:
 
 
 def memory_of(
-    led: Ledger, config: OwlClawConfig, agent: str, query: str | None, limit: int = 5
+    led: Ledger,
+    view: MemoryView,
+    config: OwlClawConfig,
+    agent: str,
+    query: str | None,
+    limit: int = 5,
 ) -> MemoryReading:
     """Bring the memory view up to date, write the agent's MEMORY.md, and recall ``query``
     with the relevance (similarity weighted by age) the ``recall`` tool ranks by."""
-    from owlclaw.wiring import memory_dir, view_options
+    from owlclaw.wiring import memory_dir
 
     led.load_agent(agent)
-    view = MemoryView(led.datastore, **view_options(MemoryView.name, config, led))
-    view.create_table()
     behind = bring_up_to_date(led, view)
     memory_md, archive = render_memory_files(view, agent, memory_dir(config) / agent)
     store = MemoryStore(view, half_life_days=config.memory.half_life_days)

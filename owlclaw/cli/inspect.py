@@ -351,10 +351,11 @@ def memory(
 ) -> None:
     """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories."""
     from owlclaw.inspection import memory_of
+    from owlclaw.wiring import open_memory_view
 
     config = load_config()
     with open_ledger(config) as (_, led), err.status("updating the memory view…"):
-        reading = memory_of(led, config, agent, recall, limit)
+        reading = memory_of(led, open_memory_view(led, config), config, agent, recall, limit)
     memory_md, archive, behind, result = (
         reading.memory_md,
         reading.archive,

@@ -10,6 +10,7 @@ from aiohttp import web
 from owlclaw.console.render import render
 from owlclaw.inspection import memory_of
 from owlclaw.service import Service
+from projections import MemoryView
 from projections.memory import MAX_LIMIT, MIN_LIMIT
 
 
@@ -35,7 +36,13 @@ def routes(service: Service) -> list[web.RouteDef]:
             error = f"limit {given!r}: a whole number from {MIN_LIMIT} to {MAX_LIMIT}; not recalled"
         recall = query if query and limit is not None else None
         reading = await asyncio.to_thread(
-            memory_of, service.ledger, service.config, agent, recall, limit or MIN_LIMIT
+            memory_of,
+            service.ledger,
+            service.view(MemoryView),
+            service.config,
+            agent,
+            recall,
+            limit or MIN_LIMIT,
         )
         text = await asyncio.to_thread(reading.memory_md.read_text, encoding="utf-8")
         return render(
