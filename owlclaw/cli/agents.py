@@ -6,6 +6,7 @@ import asyncio
 import json
 import signal
 import uuid
+from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -270,7 +271,12 @@ def status(as_json: JsonOption = False) -> None:
                 )
             ).fetchone()
             report["pending_timers"] = pending["n"] if pending else 0
+        today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
+        runs_today, next_timers = runs.started_since(today), schedules.next_fires()
     report["agents"] = _with_served(report["agents"], report["server"].get("agents") or {})
+    for row in report["agents"]:
+        row["runs_today"] = runs_today.get(row["agent_id"], 0)
+        row["next_timer"] = next_timers.get(row["agent_id"])
     if as_json:
         print_json(report)
         return
@@ -304,7 +310,7 @@ def _print_status(report: dict[str, Any]) -> None:
     out.print(f"database [green]ok[/], log head {report['database']['head']}", highlight=False)
     out.print(f"timers   {report['pending_timers']} pending", highlight=False)
     table = Table(title="agents")
-    for column in ("agent", "runs", "active", "last run", "app"):
+    for column in ("agent", "runs", "today", "active", "last run", "next timer", "app"):
         table.add_column(column)
     for a in report["agents"]:
         app_state = "-" if "app_error" not in a else "[green]ok[/]"
@@ -313,8 +319,10 @@ def _print_status(report: dict[str, Any]) -> None:
         table.add_row(
             a["agent_id"],
             str(a["runs"]),
+            str(a["runs_today"]),
             str(a["active"]),
             str(a["last_run"] or "-")[:19],
+            str(a["next_timer"] or "-")[:19],
             app_state,
         )
     out.print(table)

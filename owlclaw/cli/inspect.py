@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from events.catalog import event_fields
+from owlclaw.chains import verify_agent
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -90,11 +91,7 @@ def verify(
 ) -> None:
     """Recompute the hash chains; name the first altered event of each stream."""
     with open_ledger() as (_, led):
-        streams = None
-        if agent is not None:
-            loaded = led.load_agent(agent)
-            streams = [loaded.id, *loaded.run_ids()]
-        report = led.verify(streams)
+        report = verify_agent(led, agent)
     if as_json:
         print_json(
             {

@@ -264,6 +264,8 @@ def test_status_reports_agents_timers_and_projections(tour: Tour, scheduling_run
         "outbox",
     }
     assert [a["agent_id"] for a in status["agents"]] == ["my-agent"]
+    [agent] = status["agents"]
+    assert agent["runs_today"] >= 1 and agent["next_timer"] is not None
 
 
 def test_ctrl_c_stops_the_server_cleanly(tour: Tour) -> None:

@@ -1,0 +1,66 @@
+"""The ledger page in a real browser: an agent's events in log order with each stream's
+hash-chain status; after an event is altered in PostgreSQL the page names that event."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from events import catalog as ev
+from tests.browser import Console, logged_in, scripted_app
+
+pytestmark = pytest.mark.integration
+
+XSS = "<img src=x onerror=window.__xss=1>"
+
+
+def test_the_ledger_page_names_the_event_altered_in_the_database(
+    console: Callable[..., Console], tmp_path: Path
+) -> None:
+    served = console(scripted_app(tmp_path / "desk", "desk", [{"content": "all quiet"}]))
+    service = served.service
+    run_id = served.call(service.submit("desk", "webhook", XSS))
+    assert served.call(service.result("desk", run_id)).status == "completed"
+    page, url = logged_in(served.page, served.url, served.token, "alice"), served.url
+
+    page.goto(f"{url}/ui/ledger/desk")
+    assert page.locator("[data-chain=ok]").is_visible()
+    types = page.locator("table.events tbody tr td:nth-child(4)").all_inner_texts()
+    history = served.ledger.agent_history("desk")
+    assert types == [type(h.event).__name__ for h in history]  # log order, every event
+    positions = page.locator("table.events tbody tr").evaluate_all(
+        "rows => rows.map(r => Number(r.dataset.position))"
+    )
+    assert positions == [h.position for h in history]
+    assert XSS in page.locator("table.events").inner_text()
+    assert page.evaluate("typeof window.__xss") == "undefined"
+
+    [completed] = [
+        e for e in served.ledger.stream(uuid.UUID(run_id)) if isinstance(e, ev.RunCompleted)
+    ]
+    with psycopg.connect(served.config.database_url, autocommit=True) as conn:
+        altered = conn.execute(
+            "UPDATE ledger_events SET state = convert_to(replace(convert_from(state, 'UTF8'),"
+            " 'all quiet', 'all clear'), 'UTF8')"
+            " WHERE originator_id = %s AND originator_version = %s",
+            (completed.originator_id, completed.originator_version),
+        )
+        assert altered.rowcount == 1
+
+    page.reload()
+    [named] = page.locator("[data-chain=broken] li.break").all()
+    assert (named.get_attribute("data-stream"), named.get_attribute("data-version")) == (
+        run_id,
+        str(completed.originator_version),
+    )
+    assert f"stream {run_id} version {completed.originator_version}" in named.inner_text()
+    broken_rows = page.locator("table.events tr.broken")
+    assert broken_rows.count() == 1 and "RunCompleted" in broken_rows.inner_text()
+    assert "all clear" in broken_rows.inner_text()  # what the altered row now says
+    streams = page.locator("table.streams tr.broken")
+    assert streams.count() == 1 and streams.get_attribute("data-stream") == run_id
+    served.screenshot("ledger-broken")
