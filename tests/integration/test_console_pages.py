@@ -148,7 +148,7 @@ def place_order(symbol: str, amount: float) -> dict:
 """
 
 
-def test_approve_a_parked_call_from_the_console_and_the_run_resumes(
+def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     console: Callable[..., Console], tmp_path: Path
 ) -> None:
     trader = scripted_app(
@@ -185,3 +185,22 @@ def test_approve_a_parked_call_from_the_console_and_the_run_resumes(
     assert any(isinstance(e, ev.ToolCallSucceeded) and e.tool == "place_order" for e in run)
     assert page.locator("tr[data-approval]").count() == 0
     c.screenshot("approvals-answered")
+
+    again = c.call(service.submit("trader", "webhook", focus="buy ACME again"))
+    assert c.call(service.result("trader", again)).status == "parked"
+    [second] = service.pending_approvals()
+    page.goto(f"{c.url}/ui/approvals")
+    row = page.locator(f"tr[data-approval='{second.approval_id}']")
+    row.locator("input[name=note]").fill("over the limit today")
+    row.locator("button[value=deny]").click()
+    page.wait_for_selector("p.flash.ok")
+    assert f"denied {second.approval_id} as console:alice" in page.inner_text("p.flash")
+    assert c.call(service.result("trader", again)).status == "completed"
+    [denied] = [e for e in agent_events(c, "trader") if isinstance(e, ev.ApprovalDenied)]
+    assert (denied.approval_id, denied.by, denied.note) == (
+        second.approval_id,
+        "console:alice",
+        "over the limit today",
+    )
+    run = c.ledger.stream(uuid.UUID(again))
+    assert not any(isinstance(e, ev.ToolCallSucceeded) for e in run)
