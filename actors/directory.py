@@ -156,6 +156,15 @@ class AgentDirectory:
         )
         return change
 
+    async def cancel_schedule(
+        self, agent_id: str, schedule_id: str, by: str, reason: str = ""
+    ) -> int:
+        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        position: int = await self.handle(agent_id).cancel_schedule.remote(
+            agent_id, schedule_id, by, reason
+        )
+        return position
+
     async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
         await asyncio.to_thread(self.ledger.load_agent, agent_id)
         answer: ApprovalAnswer = await self.handle(agent_id).answer_approval.remote(

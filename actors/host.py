@@ -135,6 +135,16 @@ class AgentHost:
 
         return await self._accept(agent_id, change)
 
+    async def cancel_schedule(
+        self, agent_id: str, schedule_id: str, by: str, reason: str = ""
+    ) -> int:
+        """Cancel an active schedule through the agent's own writer (its runtime)."""
+
+        async def cancel(runtime: AgentRuntime) -> tuple[int, ev.RunQueued | None]:
+            return await runtime.cancel_schedule(schedule_id, by, reason), None
+
+        return await self._accept(agent_id, cancel)
+
     async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
         """Record a person's answer through the agent's writer; the parked run resumes."""
 

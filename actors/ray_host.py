@@ -95,6 +95,11 @@ class AgentHostActor:
     ) -> ToolsChange:
         return await self.host.change_tools(agent_id, enable, disable)
 
+    async def cancel_schedule(
+        self, agent_id: str, schedule_id: str, by: str, reason: str = ""
+    ) -> int:
+        return await self.host.cancel_schedule(agent_id, schedule_id, by, reason)
+
     async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
         return await self.host.answer_approval(agent_id, decision)
 

@@ -161,6 +161,10 @@ class UnknownTools(ValueError):
     """An enable/disable named tools the agent does not have (the message names them)."""
 
 
+class UnknownSchedule(ValueError):
+    """A cancel of a schedule the agent does not have active (nothing recorded)."""
+
+
 class RunState(msgspec.Struct):
     agent_id: str = ""
     run_no: int = 0
@@ -354,6 +358,13 @@ class Agent(_Aggregate):
         changed = self.record(ev.ToolsChanged, enabled=enabled, disabled=disabled)
         assert isinstance(changed, ev.ToolsChanged)
         return changed
+
+    def cancel_schedule(self, schedule_id: str, by: str, reason: str = "") -> None:
+        """Cancel an active schedule (ScheduleCancelled, naming who); UnknownSchedule when the
+        agent has no such active schedule."""
+        if schedule_id not in self.state.schedules:
+            raise UnknownSchedule(f"no active schedule {schedule_id!r} of agent {self.agent_id}")
+        self.record(ev.ScheduleCancelled, schedule_id=schedule_id, reason=reason, by=by)
 
     def _fire_verdict(
         self, schedule_id: str, fire_time: datetime, missed: str | None

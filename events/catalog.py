@@ -133,6 +133,9 @@ class ScheduleRegistered(_AgentEvent, frozen=True, kw_only=True):
 class ScheduleCancelled(_AgentEvent, frozen=True, kw_only=True):
     schedule_id: str
     reason: str = ""
+    by: str = ""
+    """Who cancelled it: "agent" (its cancel_schedule tool) or an operator ("console:alice");
+    empty in events recorded before it was kept."""
 
 
 class TimerFired(_AgentEvent, frozen=True, kw_only=True):

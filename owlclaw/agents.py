@@ -78,6 +78,14 @@ class Agents(Protocol):
         (a ValueError) for a name its app does not have, and nothing is recorded."""
         ...
 
+    async def cancel_schedule(
+        self, agent_id: str, schedule_id: str, by: str, reason: str = ""
+    ) -> int:
+        """Cancel an active schedule (ScheduleCancelled naming ``by``) through the agent's
+        writer; UnknownSchedule (a ValueError) and nothing recorded when it is not active. The
+        log position of the cancel."""
+        ...
+
     async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
         """Record that a sub-agent of ``agent_id`` ended (SubAgentFinished, through its
         writer); the run that waits for it resumes."""

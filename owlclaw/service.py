@@ -318,6 +318,14 @@ class Service:
         self.served(agent_id)
         return await self.agents.change_tools(agent_id, enable, disable)
 
+    async def cancel_schedule(
+        self, agent_id: str, schedule_id: str, by: str, reason: str = ""
+    ) -> int:
+        """An operator's cancel of a served agent's schedule, through its writer (the timer
+        service unregisters it from the backend); its log position."""
+        self.served(agent_id)
+        return await self.agents.cancel_schedule(agent_id, schedule_id, by, reason)
+
     async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Answer a served agent's approval through its writer; the parked run resumes."""
         assert self.ledger is not None

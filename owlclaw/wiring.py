@@ -41,11 +41,18 @@ def memory_dir(config: OwlClawConfig) -> Path:
     return config.data_path / "memory"
 
 
-def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
-    """Recall over the memory view (its tables created); the projection runner fills it."""
+def open_memory_view(ledger: Ledger, config: OwlClawConfig) -> MemoryView:
+    """The memory view as configured, its tables created."""
     view = MemoryView(ledger.datastore, **view_options(MemoryView.name, config, ledger))
     view.create_table()
-    return MemoryStore(view, half_life_days=config.memory.half_life_days)
+    return view
+
+
+def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
+    """Recall over the memory view (its tables created); the projection runner fills it."""
+    return MemoryStore(
+        open_memory_view(ledger, config), half_life_days=config.memory.half_life_days
+    )
 
 
 def open_views(ledger: Ledger, config: OwlClawConfig | None = None) -> list[View]:

@@ -248,7 +248,9 @@ class Memory:
     created_at: datetime
     similarity: float
     relevance: float
-    """Similarity weighted by age: similarity * 0.5 ** (age / half-life)."""
+    """Similarity weighted by age: similarity * decay."""
+    decay: float
+    """The age weight: 0.5 ** (age / half-life)."""
 
 
 @dataclass(frozen=True)
@@ -309,10 +311,12 @@ class MemoryStore:
                 tags=list(r[2]),
                 created_at=r[3],
                 similarity=round(float(r[4]), 6),
-                relevance=round(float(r[4]) * self._decay(now, r[3]), 6),
+                relevance=round(float(r[4]) * decay, 6),
+                decay=round(decay, 6),
             )
             for r in rows
             if min_similarity is None or float(r[4]) >= min_similarity
+            for decay in (self._decay(now, r[3]),)
         ]
         memories.sort(key=lambda m: (-m.relevance, -m.created_at.timestamp()))
         return RecallResult(memories[:limit], warning)

@@ -1,5 +1,6 @@
 """Schedules view: every schedule an agent requested, with its next fire time (croniter, UTC),
-last fire and outcome, and the timer backend that holds it. Active = requested or registered."""
+last fire and outcome, fires and misfires, and the timer backend that holds it. Active =
+requested or registered."""
 
 from __future__ import annotations
 
@@ -72,6 +73,12 @@ def next_fire_if_any(cron: str, after: datetime) -> datetime | None:
         return None
 
 
+def cancel_outcome(e: ev.ScheduleCancelled) -> str:
+    """A cancel as the schedule's last outcome: "cancelled by console:alice: why"."""
+    who = f" by {e.by}" if e.by else ""
+    return f"cancelled{who}: {e.reason}" if e.reason else f"cancelled{who}"
+
+
 class SchedulesView(View):
     name: ClassVar[str] = "schedules"
     tables: ClassVar[tuple[str, ...]] = ("schedules", "schedule_agents")
@@ -94,6 +101,8 @@ class SchedulesView(View):
         " last_outcome text, fires integer NOT NULL DEFAULT 0, backend text, backend_id text,"
         " requested_at timestamptz NOT NULL, position bigint NOT NULL)",
         "CREATE INDEX IF NOT EXISTS {schedules_agent} ON {schedules} (agent_id, status)",
+        # added later: misses before it are counted once the view is rebuilt
+        "ALTER TABLE {schedules} ADD COLUMN IF NOT EXISTS misses integer NOT NULL DEFAULT 0",
     )
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
@@ -146,11 +155,7 @@ class SchedulesView(View):
                     "UPDATE {schedules} SET status = 'cancelled', next_fire_at = NULL,"
                     " last_outcome = %s, position = %s WHERE schedule_id = %s"
                 ),
-                (
-                    text(f"cancelled: {e.reason}" if e.reason else "cancelled"),
-                    pos,
-                    text(e.schedule_id),
-                ),
+                (text(cancel_outcome(e)), pos, text(e.schedule_id)),
             )
         elif isinstance(e, ev.TimerFired | ev.TimerMissed):
             self._fired(curs, e, pos)
@@ -168,7 +173,7 @@ class SchedulesView(View):
         curs.execute(
             self.sql(
                 "UPDATE {schedules} SET last_fire_at = %s, last_outcome = %s,"
-                " fires = fires + %s, next_fire_at = %s, position = %s,"
+                " fires = fires + %s, misses = misses + %s, next_fire_at = %s, position = %s,"
                 " status = CASE WHEN kind = 'once' THEN 'completed' ELSE status END"
                 " WHERE schedule_id = %s AND status <> 'cancelled'"
             ),
@@ -176,6 +181,7 @@ class SchedulesView(View):
                 e.fire_time,
                 text(outcome),
                 1 if isinstance(e, ev.TimerFired) else 0,
+                1 if isinstance(e, ev.TimerMissed) else 0,
                 following,
                 pos,
                 text(e.schedule_id),

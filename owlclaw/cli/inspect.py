@@ -10,7 +10,6 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from events import Ledger
 from events.catalog import event_fields
 from owlclaw.chains import verify_agent
 from owlclaw.cli.common import (
@@ -29,7 +28,6 @@ from owlclaw.cli.common import (
 )
 from owlclaw.config import load_config
 from owlclaw.runtime.subagents import SpawnNode, spawn_tree
-from projections.view import View
 
 
 @app.command()
@@ -206,34 +204,29 @@ def schedules(
     as_json: JsonOption = False,
 ) -> None:
     """Schedules with their next fire time, backend and last outcome."""
-    from projections import SchedulesView
+    from owlclaw.inspection import open_schedules, schedules_of
 
     with open_ledger() as (_, led):
-        if agent is not None:
-            led.load_agent(agent)
-        view = SchedulesView(led.datastore)
-        view.create_table()
-        behind = bring_up_to_date(led, view)
-        with view.datastore.transaction(commit=False) as curs:
-            rows = curs.execute(
-                view.sql(
-                    "SELECT schedule_id, agent_id, kind, focus, cron, status, next_fire_at,"
-                    " last_fire_at, last_outcome, fires, backend FROM {schedules}"
-                    " WHERE (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
-                    " AND (%(every)s OR status IN ('requested', 'registered'))"
-                    " ORDER BY agent_id, next_fire_at NULLS LAST"
-                ),
-                {"agent": agent, "every": every},
-            ).fetchall()
-    if behind:
-        err.print(f"[yellow]warning:[/] {behind}")
+        listing = schedules_of(led, open_schedules(led), agent, every)
+    if listing.behind:
+        err.print(f"[yellow]warning:[/] {listing.behind}")
     if as_json:
-        print_json(rows)
+        print_json(listing.rows)
         return
     table = Table(title="schedules" + (f" of {agent}" if agent else ""))
-    for column in ("schedule", "agent", "kind", "focus", "next fire", "status", "last outcome"):
+    columns = (
+        "schedule",
+        "agent",
+        "kind",
+        "focus",
+        "next fire",
+        "status",
+        "misfires",
+        "last outcome",
+    )
+    for column in columns:
         table.add_column(column, overflow="fold" if column == "focus" else "ellipsis")
-    for r in rows:
+    for r in listing.rows:
         table.add_row(
             r["schedule_id"],
             r["agent_id"],
@@ -241,6 +234,7 @@ def schedules(
             r["focus"],
             r["next_fire_at"].strftime("%Y-%m-%d %H:%M:%S") if r["next_fire_at"] else "-",
             f"{r['status']} ({r['backend'] or '-'})",
+            str(r["misses"]),
             r["last_outcome"] or "-",
         )
     out.print(table)
@@ -251,29 +245,17 @@ def first_line(error: str) -> str:
     return error.splitlines()[0] if error else error
 
 
-def bring_up_to_date(led: Ledger, view: View) -> str | None:
-    """Read-your-writes: apply every event committed before this command to ``view``; the
-    warning to show when an open transaction kept it from getting there."""
-    from projections.current import ViewBehind, catch_up_to_committed
-
-    try:
-        catch_up_to_committed(led, view)
-    except ViewBehind as e:
-        return str(e)
-    return None
-
-
 @projections_app.command("status")
 @handles_errors
 def projections_status(as_json: JsonOption = False) -> None:
     """Position, lag (events and seconds behind the log head) and parked events of every
     projection."""
+    from owlclaw.inspection import projections_status
     from owlclaw.wiring import open_views
-    from projections.runner import projection_status
 
     config = load_config()
     with open_ledger(config) as (_, led):
-        statuses = [projection_status(led, view) for view in open_views(led, config)]
+        statuses = projections_status(led, open_views(led, config))
     if as_json:
         print_json(statuses)
         return
@@ -384,26 +366,18 @@ def memory(
     as_json: JsonOption = False,
 ) -> None:
     """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories."""
-    from owlclaw.wiring import view_options
-    from projections import MemoryStore, MemoryView
-    from projections.memory import render_memory_files
+    from owlclaw.inspection import memory_of
+    from owlclaw.wiring import open_memory_view
 
     config = load_config()
-    with open_ledger(config) as (_, led):
-        led.load_agent(agent)
-        view = MemoryView(led.datastore, **view_options(MemoryView.name, config, led))
-        view.create_table()
-        with err.status("updating the memory view…"):
-            behind = bring_up_to_date(led, view)
-        memory_md, archive = render_memory_files(view, agent, config.data_path / "memory" / agent)
-        store = MemoryStore(view, half_life_days=config.memory.half_life_days)
-        result = (
-            store.recall(
-                agent, recall, limit=limit, min_similarity=config.runtime.recall_min_similarity
-            )
-            if recall is not None
-            else None
-        )
+    with open_ledger(config) as (_, led), err.status("updating the memory view…"):
+        reading = memory_of(led, open_memory_view(led, config), config, agent, recall, limit)
+    memory_md, archive, behind, result = (
+        reading.memory_md,
+        reading.archive,
+        reading.behind,
+        reading.recall,
+    )
     if as_json:
         print_json(
             {
@@ -425,12 +399,13 @@ def memory(
         err.print(f"[yellow]warning:[/] {behind}")
     if result is not None:
         table = Table(title=f"{agent} recalls: {recall!r}")
-        for column in ("relevance", "similarity", "when", "tags", "content"):
+        for column in ("relevance", "similarity", "decay", "when", "tags", "content"):
             table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
         for m in result.memories:
             table.add_row(
                 f"{m.relevance:.3f}",
                 f"{m.similarity:.3f}",
+                f"{m.decay:.3f}",
                 m.created_at.strftime("%Y-%m-%d %H:%M"),
                 ", ".join(m.tags),
                 m.content,

@@ -20,8 +20,8 @@ from owlclaw.cli.common import (
     out,
     print_json,
 )
-from owlclaw.cli.inspect import bring_up_to_date
 from owlclaw.config import OwlClawConfig, load_config
+from owlclaw.inspection import bring_up_to_date
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.tool import Tool
 

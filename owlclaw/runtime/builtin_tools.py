@@ -58,9 +58,7 @@ async def _cancel_schedule(params: p.CancelSchedule, ctx: RunScope, call_id: str
     schedule_id = params.schedule_id
     if schedule_id not in ctx.agent.state.schedules:
         return _error(f"no active schedule {schedule_id!r} of this agent", "SCHEDULE_NOT_FOUND")
-    ctx.agent.record(
-        ev.ScheduleCancelled, schedule_id=schedule_id, reason=f"cancelled by run {ctx.run.id}"
-    )
+    ctx.agent.cancel_schedule(schedule_id, by="agent", reason=f"cancelled by run {ctx.run.id}")
     return {"success": True, "schedule_id": schedule_id}
 
 

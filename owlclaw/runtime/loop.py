@@ -244,6 +244,14 @@ class AgentRuntime:
         agent, positions = await self._append(agent, over=None)
         return ToolsChange(self.agent_id, list(agent.state.disabled_tools), positions[-1])
 
+    async def cancel_schedule(self, schedule_id: str, by: str, reason: str = "") -> int:
+        """Cancel an active schedule as the agent's writer (ScheduleCancelled naming ``by``);
+        the timer service then removes its timer from the backend. UnknownSchedule (nothing
+        recorded) when it is not active. The log position of the cancel."""
+        agent = await self._io_call(self._prepare_agent)
+        agent.cancel_schedule(schedule_id, by, reason)
+        return (await self._append(agent))[1][-1]
+
     async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Record a person's answer as the agent's writer. ApprovalClosed (nothing to answer)
         or ToolArgumentsInvalid (edited arguments outside the tool's schema): nothing recorded.

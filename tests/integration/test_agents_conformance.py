@@ -28,7 +28,7 @@ from actors.directory import AgentDirectory
 from actors.host import AgentHost
 from events import Agent, Ledger, UnknownAgent
 from events import catalog as ev
-from events.aggregates import ApprovalClosed, Run, UnknownTools, run_stream_id
+from events.aggregates import ApprovalClosed, Run, UnknownSchedule, UnknownTools, run_stream_id
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
@@ -611,6 +611,36 @@ def test_tools_are_switched_through_the_agents_writer(setting: Setting) -> None:
         e for e in ledger.stream(ledger.load_agent(agent_id).id) if isinstance(e, ev.ToolsChanged)
     ]
     assert [c.disabled for c in changes] == [["log_decision"]]  # the unknown name: nothing
+
+
+def test_a_schedule_is_cancelled_through_the_agents_writer_during_a_run(setting: Setting) -> None:
+    """An operator's cancel while a run is between steps: recorded with who did it, and the
+    run's own later schedule_once rebases over it."""
+    ledger, agent_id = setting.ledger, unique("cancelling")
+    setting.register(agent_id, "paced")
+    schedule(ledger, agent_id, "sch-old", datetime.now(UTC) + timedelta(minutes=5))
+
+    async def scenario(agents: Agents) -> int:
+        run_id = await agents.submit(agent_id, "webhook")
+        await until(recorded(ledger, run_id, ev.DecisionLogged))
+        position = await agents.cancel_schedule(agent_id, "sch-old", "console:ops", "obsolete")
+        with pytest.raises(UnknownSchedule, match="no active schedule 'sch-old'"):
+            await agents.cancel_schedule(agent_id, "sch-old", "console:ops")
+        assert (await agents.result(agent_id, run_id)).status == "completed"
+        return position
+
+    position = hosted(setting, scenario)
+    agent = ledger.load_agent(agent_id)
+    [cancelled] = [e for e in ledger.stream(agent.id) if isinstance(e, ev.ScheduleCancelled)]
+    assert (cancelled.schedule_id, cancelled.by, cancelled.reason) == (
+        "sch-old",
+        "console:ops",
+        "obsolete",
+    )
+    assert ledger.read(after=position - 1, limit=1)[0].event == cancelled
+    [(_, remaining)] = agent.state.schedules.items()  # the run's own schedule, committed after
+    assert remaining.owner_run_id is not None
+    assert_one_end_each_and_contiguous(ledger, agent_id)
 
 
 def test_parked_runs_wait_for_their_answers_while_the_mailbox_goes_on(setting: Setting) -> None:

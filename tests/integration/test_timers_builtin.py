@@ -20,6 +20,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.inspection import open_schedules, schedules_of
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -232,6 +233,9 @@ def test_misfire_policy_after_the_service_was_down(
     reasons = [e.reason for e in events if isinstance(e, ev.TimerMissed)]
     assert len(reasons) == missed
     assert len(fired_runs(ledger, agent_id)) == fired
+    listing = schedules_of(ledger, open_schedules(ledger), agent_id, every=True)
+    [shown] = listing.rows  # what the CLI and the console show
+    assert (shown["fires"], shown["misses"]) == (fired, missed)
 
 
 @settings(max_examples=100, deadline=None)

@@ -141,3 +141,19 @@ def test_corrupt_payload_names_the_stream_and_version(payload: bytes) -> None:
         mapper.to_domain_event(StoredEvent(oid, 4, "RunStarted", payload))
     assert str(oid) in str(info.value)
     assert "version 4" in str(info.value)
+
+
+def test_a_schedule_cancel_stored_before_it_named_who_decodes_with_no_one() -> None:
+    stored = mapper.to_stored_event(
+        ev.ScheduleCancelled(**_header(), schedule_id="s-1", reason="done", by="agent")
+    )
+    old_state = msgspec.json.decode(stored.state)
+    del old_state["by"]
+    old = StoredEvent(
+        stored.originator_id,
+        stored.originator_version,
+        stored.topic,
+        msgspec.json.encode(old_state),
+    )
+    decoded = mapper.to_domain_event(old)
+    assert (decoded.schedule_id, decoded.reason, decoded.by) == ("s-1", "done", "")

@@ -124,7 +124,7 @@ class FixedRecall(MemoryStore):
 
 def memory(content: str) -> Memory:
     when = datetime(2026, 11, 1, tzinfo=UTC)
-    return Memory(uuid.uuid4(), content, [], when, similarity=0.9, relevance=0.8)
+    return Memory(uuid.uuid4(), content, [], when, similarity=0.9, relevance=0.8, decay=0.888889)
 
 
 def test_recalled_memories_are_fenced_as_data_in_the_prompt() -> None:

@@ -1,0 +1,52 @@
+"""The approvals page: the served agents' pending approvals, answered (approve or deny, with a
+note) by the logged-in operator through the agent's writer; the parked run resumes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from events.aggregates import ApprovalClosed
+from owlclaw.console.auth import operator_of
+from owlclaw.console.flash import redirect_with, shown, take_flash
+from owlclaw.console.render import render
+from owlclaw.runtime.approvals import Decision
+from owlclaw.service import Service
+
+BACK = "/ui/approvals"
+MAX_NOTE = 2000
+
+
+def routes(service: Service) -> list[web.RouteDef]:
+    async def approvals(request: web.Request) -> web.Response:
+        pending = await asyncio.to_thread(service.pending_approvals)
+        flash = take_flash(request)
+        response = render(
+            request, "approvals.html", pending=pending, flash=flash, max_note=MAX_NOTE
+        )
+        return shown(response, flash)
+
+    async def answer(request: web.Request) -> web.Response:
+        approval_id = request.match_info["approval_id"]
+        form = await request.post()
+        verdict = form.get("decision")
+        if verdict not in ("approve", "deny"):
+            raise redirect_with(BACK, "choose approve or deny", ok=False)
+        note = str(form.get("note", "")).strip()
+        if len(note) > MAX_NOTE:
+            raise redirect_with(
+                BACK, f"not answered: the note is over {MAX_NOTE} characters", ok=False
+            )
+        decision = Decision(approval_id, verdict == "approve", operator_of(request), note)
+        try:
+            answered = await service.answer_approval(decision)
+        except ApprovalClosed as e:  # also an unknown approval
+            raise redirect_with(BACK, f"not answered: {e}", ok=False) from e
+        raise redirect_with(
+            BACK,
+            f"{answered.status} {approval_id} as {decision.by}; run {answered.run_id} resumes",
+            ok=True,
+        )
+
+    return [web.get("/approvals", approvals), web.post("/approvals/{approval_id}", answer)]

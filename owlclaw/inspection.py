@@ -1,0 +1,102 @@
+"""What the CLI and the console read: schedules, projections' status and an agent's memory,
+brought up to date with the log first, so both show the same thing from the same code."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from events import Ledger
+from owlclaw.config import OwlClawConfig
+from projections import MemoryStore, MemoryView, SchedulesView
+from projections.memory import RecallResult, render_memory_files
+from projections.runner import ProjectionStatus, projection_status
+from projections.view import View
+
+
+def bring_up_to_date(led: Ledger, view: View) -> str | None:
+    """Read-your-writes: apply every event committed before this call to ``view``; the
+    warning to show when an open transaction kept it from getting there."""
+    from projections.current import ViewBehind, catch_up_to_committed
+
+    try:
+        catch_up_to_committed(led, view)
+    except ViewBehind as e:
+        return str(e)
+    return None
+
+
+@dataclass(frozen=True)
+class Schedules:
+    rows: list[dict[str, Any]]
+    """schedule_id, agent_id, kind, focus, cron, status, next_fire_at, last_fire_at,
+    last_outcome, fires, misses (misfires), backend; soonest first."""
+    behind: str | None
+    """The warning when the view could not be brought up to date."""
+
+
+def open_schedules(led: Ledger) -> SchedulesView:
+    """The schedules view with its tables created (a served process has its own already)."""
+    view = SchedulesView(led.datastore)
+    view.create_table()
+    return view
+
+
+def schedules_of(led: Ledger, view: SchedulesView, agent: str | None, every: bool) -> Schedules:
+    """An agent's (or every agent's) active schedules, with ended ones when ``every``."""
+    if agent is not None:
+        led.load_agent(agent)
+    behind = bring_up_to_date(led, view)
+    with view.datastore.transaction(commit=False) as curs:
+        rows = curs.execute(
+            view.sql(
+                "SELECT schedule_id, agent_id, kind, focus, cron, status, next_fire_at,"
+                " last_fire_at, last_outcome, fires, misses, backend FROM {schedules}"
+                " WHERE (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
+                " AND (%(every)s OR status IN ('requested', 'registered'))"
+                " ORDER BY agent_id, next_fire_at NULLS LAST"
+            ),
+            {"agent": agent, "every": every},
+        ).fetchall()
+    return Schedules([dict(r) for r in rows], behind)
+
+
+def projections_status(led: Ledger, views: Sequence[View]) -> list[ProjectionStatus]:
+    """Position, lag (events and seconds behind the log head) and parked events of each view."""
+    return [projection_status(led, view) for view in views]
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    memory_md: Path
+    archive: Path
+    behind: str | None
+    """The warning when the memory view could not be brought up to date."""
+    recall: RecallResult | None
+    """The memories ranked for the query (None without one)."""
+
+
+def memory_of(
+    led: Ledger,
+    view: MemoryView,
+    config: OwlClawConfig,
+    agent: str,
+    query: str | None,
+    limit: int = 5,
+) -> MemoryReading:
+    """Bring the memory view up to date, write the agent's MEMORY.md, and recall ``query``
+    with the relevance (similarity weighted by age) the ``recall`` tool ranks by."""
+    from owlclaw.wiring import memory_dir
+
+    led.load_agent(agent)
+    behind = bring_up_to_date(led, view)
+    memory_md, archive = render_memory_files(view, agent, memory_dir(config) / agent)
+    store = MemoryStore(view, half_life_days=config.memory.half_life_days)
+    result = (
+        store.recall(agent, query, limit=limit, min_similarity=config.runtime.recall_min_similarity)
+        if query is not None
+        else None
+    )
+    return MemoryReading(memory_md, archive, behind, result)
