@@ -9,7 +9,6 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -59,25 +58,3 @@ def local_embedder() -> Embedder:
     except EmbeddingUnavailable as e:
         missing_component("the local embedding model", e)
     return embedder
-
-
-@pytest.fixture(scope="session")
-def _span_exporter() -> Any:
-    """OpenTelemetry allows one global tracer provider per process: install ours once."""
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-    return exporter
-
-
-@pytest.fixture
-def span_exporter(_span_exporter: Any) -> Any:
-    """An in-memory span exporter, emptied for each test."""
-    _span_exporter.clear()
-    return _span_exporter

@@ -361,9 +361,11 @@ class AgentRuntime:
             run.record(ev.RunInterrupted, reason="the process running it stopped")
         run.record(ev.RunResumed, from_version=run.version - 1)
         start = recorded.started
-        with tracing.run_trace(run.id, self.agent_id, start.trigger, start.focus) as span:
+        with tracing.run_trace(
+            run.id, self.agent_id, start.trigger, start.focus, start.payload
+        ) as traced:
             await self._run_to_end(state, start.trigger, start.focus, dict(start.payload))
-            span.set_attribute("owlclaw.status", run.state.status)
+            tracing.run_ended(traced, run.state.status, state.events)
         self._remember_run(state)
         return RunResult.of(state.run)
 
@@ -377,9 +379,11 @@ class AgentRuntime:
             run.end(ev.RunFailed, error=self.app_error, **state.totals())
             await self._commit(state)
             return RunResult.of(run)
-        with tracing.run_trace(run.id, self.agent_id, queued.trigger, queued.focus) as span:
+        with tracing.run_trace(
+            run.id, self.agent_id, queued.trigger, queued.focus, queued.payload
+        ) as traced:
             await self._run_to_end(state, queued.trigger, queued.focus, dict(queued.payload))
-            span.set_attribute("owlclaw.status", run.state.status)
+            tracing.run_ended(traced, run.state.status, state.events)
         self._remember_run(state)
         return RunResult.of(state.run)
 

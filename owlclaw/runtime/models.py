@@ -35,7 +35,7 @@ async def ask(
     last_error: Exception | None = None
     for model in models:
         began = time.perf_counter()
-        with tracing.generation(model) as span:
+        with tracing.generation(model, messages) as traced:
             try:
                 response = await asyncio.wait_for(
                     litellm.acompletion(
@@ -47,7 +47,7 @@ async def ask(
                 reraise_cancellation(e)
                 hops.append(f"{model}: {type(e).__name__}: {e}"[:300])
                 last_error = e
-                span.set_attribute("langfuse.observation.level", "ERROR")
+                tracing.failed(traced, hops[-1])
                 continue
             message: dict[str, Any] = _recordable(
                 response.choices[0].message.model_dump(exclude_none=True)
@@ -57,7 +57,7 @@ async def ask(
                 for k in ("prompt_tokens", "completion_tokens", "total_tokens")
             }
             cost = _cost(response)
-            tracing.record_generation(span, usage, cost, model)
+            tracing.answered(traced, message, usage, cost)
         run.record(
             ev.LLMResponded,
             model=model,

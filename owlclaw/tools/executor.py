@@ -161,8 +161,9 @@ async def execute(
         logger=log.getChild(name),
         scope=scope,
     )
-    with tracing.tool_span(name, call_id):
+    with tracing.tool_call(name, call_id, params) as traced:
         settled = await site.execution.settle(tool, params, ctx, site.limits)
+        tracing.tool_settled(traced, settled.told, settled.error_code)
     scope.run.record(settled.event, call_id=call_id, tool=name, **settled.fields)
     return settled
 

@@ -503,25 +503,6 @@ def test_property_18_token_usage_is_recorded_per_llm_call(
     assert ledger.load_run(uuid.UUID(result.run_id)).state.tokens == total
 
 
-@EXAMPLES
-@given(steps=st.integers(min_value=0, max_value=4), trigger=st.sampled_from(["webhook", "cron"]))
-def test_property_19_each_run_has_a_langfuse_trace(
-    ledger: Ledger, span_exporter: Any, steps: int, trigger: str
-) -> None:
-    span_exporter.clear()
-    agent_id = new_agent()
-    runtime = AgentRuntime(ledger, agent_id, models=["x"])
-    result = play(runtime, [decide(i) for i in range(steps)], trigger=trigger)
-    runtime.close()
-    spans = span_exporter.get_finished_spans()
-    assert {s.context.trace_id for s in spans} == {uuid.UUID(result.run_id).int}
-    [root] = [s for s in spans if s.name == "agent_run"]
-    assert root.attributes["session.id"] == agent_id
-    assert root.attributes["owlclaw.trigger"] == trigger
-    generations = [s for s in spans if s.attributes["langfuse.observation.type"] == "generation"]
-    assert len(generations) == steps + 1
-
-
 @pytest.fixture(scope="module")
 def broken_memory(pg_server: Database, local_embedder: Embedder) -> Iterator[MemoryStore]:
     """A memory store over a database without its tables: every query fails."""

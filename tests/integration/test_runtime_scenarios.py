@@ -1,11 +1,10 @@
 """The runtime with the scripted model on the real ledger where PostgreSQL matters: the recall
-scenario (the memory view), commits per tool step, traces, bad arguments. The memory limit and
+scenario (the memory view), commits per tool step, bad arguments (traces:
+tests/integration/test_langfuse_traces.py). The memory limit and
 forget: tests/*/test_memory_lifecycle.py. The scenarios that need only a ledger run in memory:
 tests/unit/test_runtime_scenarios.py."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 
@@ -92,37 +91,3 @@ def test_one_commit_per_tool_step(ledger: Ledger, fresh_db: Database) -> None:
         ).fetchone()
     # 5 tool steps (each commits its request, carrying the previous result) + the final commit
     assert transactions == (6,)
-
-
-def test_one_trace_per_run_with_generations_and_tool_spans(
-    ledger: Ledger, span_exporter: Any
-) -> None:
-    exporter = span_exporter
-    runtime = AgentRuntime(ledger, "traced", models=["scripted/none"])
-    result = run_script(
-        runtime,
-        "traced",
-        [
-            {
-                "tool_calls": [
-                    call("log_decision", reasoning="a"),
-                    call("log_decision", reasoning="b"),
-                ]
-            },
-            {"content": "done"},
-        ],
-    )
-    spans = exporter.get_finished_spans()
-    assert {s.context.trace_id for s in spans} == {int(result.run_id.replace("-", ""), 16)}
-    kinds = [s.attributes["langfuse.observation.type"] for s in spans]
-    assert sorted(kinds) == ["agent", "generation", "generation", "tool", "tool"]
-    root = next(s for s in spans if s.name == "agent_run")
-    assert root.attributes["owlclaw.status"] == "completed"
-    generation = next(s for s in spans if s.name == "llm")
-    assert generation.attributes["langfuse.observation.model.name"] == "scripted/traced"
-    assert '"total": 120' in generation.attributes["langfuse.observation.usage_details"]
-    assert all(
-        s.parent is not None and s.parent.span_id == root.context.span_id
-        for s in spans
-        if s is not root
-    )
