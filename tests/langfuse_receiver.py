@@ -7,15 +7,20 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from google.protobuf.json_format import Parse
+from langfuse._client.resource_manager import LangfuseResourceManager
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from owlclaw import tracing
 
 TRACES_PATH = "/api/public/otel/v1/traces"
 PROJECT_ID = "project-owlclaw-test"
@@ -126,3 +131,18 @@ def langfuse_receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def langfuse(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """Langfuse keys for a new project (the SDK keeps one client per public key) pointing at
+    the receiver; afterwards the SDK's clients are shut down and tracing is off again."""
+    with langfuse_receiver() as receiver:
+        monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", f"pk-lf-{uuid.uuid4().hex}")
+        monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-test")
+        monkeypatch.setenv("LANGFUSE_HOST", receiver.url)
+        monkeypatch.delenv("LANGFUSE_BASE_URL", raising=False)
+        yield receiver
+        LangfuseResourceManager.reset()
+        monkeypatch.delenv("LANGFUSE_PUBLIC_KEY")
+        tracing.enable_langfuse()

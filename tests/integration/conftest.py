@@ -11,6 +11,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from tests.browser import browser, console  # noqa: F401 - the console's browser tests
 from tests.conftest import missing_component
+from tests.langfuse_receiver import langfuse  # noqa: F401 - Langfuse's stand-in, for tracing tests
 from tests.webhooks import receiver  # noqa: F401 - a fixture of every integration test
 
 

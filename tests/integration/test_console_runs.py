@@ -11,10 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import Page
 
 from events import catalog as ev
+from owlclaw import tracing
 from projections import RunsView
 from tests.browser import Console, logged_in, scripted_app
+from tests.langfuse_receiver import PROJECT_ID, Receiver
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -23,7 +26,7 @@ XSS = "<img src=x onerror=window.__xss=1>"
 
 
 def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
-    console: Callable[..., Console], tmp_path: Path
+    console: Callable[..., Console], tmp_path: Path, langfuse: Receiver
 ) -> None:
     steps = [
         {"tool_calls": [{"name": "remember", "arguments": {"content": XSS}}]},
@@ -53,6 +56,7 @@ def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
         page.locator(".step.end").wait_for()  # arrives on the open page
         page.locator("ol.timeline[data-ended=true]").wait_for()
     assert page.evaluate("window.__opened") == "once"  # the same document: no reload
+    links_to_its_trace(page, langfuse, run_id)
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.locator("img").count() == 0
     titles = page.locator(".step .kind").all_inner_texts()
@@ -84,6 +88,15 @@ def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
     assert agent_row.locator(".state").inner_text() == "idle"
     assert "1 of 1" in agent_row.inner_text()
     assert isinstance(run_events[-1], ev.RunCompleted)
+
+
+def links_to_its_trace(page: Page, langfuse: Receiver, run_id: str) -> None:
+    """With tracing on, the run page links to the run's trace, and that trace reached Langfuse."""
+    trace_id = tracing.trace_id_of(uuid.UUID(run_id))
+    link = page.locator("a.trace").get_attribute("href")
+    assert link == f"{langfuse.url}/project/{PROJECT_ID}/traces/{trace_id}"
+    tracing.flush()
+    assert trace_id in {span.trace_id for span in langfuse.received}
 
 
 def resumes_after_the_last_event_id(served: Console, run_id: str, versions: list[int]) -> None:

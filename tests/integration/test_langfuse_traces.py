@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langfuse._client.resource_manager import LangfuseResourceManager
 
 from events import Ledger
 from owlclaw import tracing
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.runtime.loop import AgentRuntime
-from tests.langfuse_receiver import PROJECT_ID, ReceivedSpan, Receiver, langfuse_receiver
+from tests.langfuse_receiver import PROJECT_ID, ReceivedSpan, Receiver
 from tests.scripted import call, run_script
 
 pytestmark = pytest.mark.integration
@@ -24,21 +22,6 @@ pytestmark = pytest.mark.integration
 INPUT_COST, OUTPUT_COST = 1e-6, 2e-6
 SECONDS_CRON = "*/10 * * * * *"
 """Parses as the tool's arguments, then fails in the tool (INVALID_CRON: six fields)."""
-
-
-@pytest.fixture
-def langfuse(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
-    """Langfuse keys for a new project (the SDK keeps one client per public key) pointing at
-    the receiver; afterwards the SDK's clients are shut down and tracing is off again."""
-    with langfuse_receiver() as receiver:
-        monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", f"pk-lf-{uuid.uuid4().hex}")
-        monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-test")
-        monkeypatch.setenv("LANGFUSE_HOST", receiver.url)
-        monkeypatch.delenv("LANGFUSE_BASE_URL", raising=False)
-        yield receiver
-        LangfuseResourceManager.reset()
-        monkeypatch.delenv("LANGFUSE_PUBLIC_KEY")
-        tracing.enable_langfuse()
 
 
 def priced(prefix: str) -> str:

@@ -15,6 +15,7 @@ import uuid
 from aiohttp import web
 
 from events.catalog import TERMINAL_RUN_EVENTS
+from owlclaw import tracing
 from owlclaw.console.render import CLOSING, SERVICE, render, render_fragment
 from owlclaw.console.steps import step_of
 from owlclaw.service import Service
@@ -27,6 +28,8 @@ FOLLOW_S = 24 * 3600.0
 POLL_S = 0.2
 WATCH_S = 0.5
 """How often a stream checks that its browser is still there and the server not stopping."""
+TRACE_URL_S = 2.0
+"""How long the run page waits for Langfuse to name the trace's project (its first link only)."""
 
 
 def run_of(service: Service, agent_id: str, run: str) -> uuid.UUID:
@@ -40,6 +43,17 @@ def run_of(service: Service, agent_id: str, run: str) -> uuid.UUID:
     if run_id not in service.ledger.load_agent(agent_id).run_ids():
         raise web.HTTPNotFound(text=f"{agent_id} has no run {run_id}")
     return run_id
+
+
+async def trace_link(run_id: uuid.UUID) -> str | None:
+    """The run's trace in Langfuse when tracing is on; the page goes without the link when
+    Langfuse does not answer in time."""
+    if not tracing.enable_langfuse():
+        return None
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(tracing.trace_url, run_id), TRACE_URL_S)
+    except TimeoutError:
+        return None
 
 
 def routes(service: Service) -> list[web.RouteDef]:
@@ -58,7 +72,8 @@ def routes(service: Service) -> list[web.RouteDef]:
     async def run(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         run_id = await asyncio.to_thread(run_of, service, agent_id, request.match_info["run_id"])
-        return render(request, "run.html", agent=agent_id, run_id=str(run_id))
+        trace = await trace_link(run_id)
+        return render(request, "run.html", agent=agent_id, run_id=str(run_id), trace=trace)
 
     return [
         web.get("/agents/{agent_id}/runs", runs),
