@@ -501,6 +501,16 @@ TERMINAL_RUN_EVENTS: tuple[type[LedgerEvent], ...] = (
     RunSkipped,
 )
 
+CALL_SETTLING_EVENTS: tuple[type[LedgerEvent], ...] = (
+    ToolCallSucceeded,
+    ToolCallFailed,
+    ToolCallTimedOut,
+    ToolCallDenied,
+    ToolCallRejected,
+    ToolOutcomeUnknown,
+)
+"""The events that end a tool call: each says what the model was told about it."""
+
 
 def event_fields(event: LedgerEvent) -> JSON:
     """The event's own fields (without the stream header), as JSON-ready data."""

@@ -65,12 +65,7 @@ COUNTED: tuple[type[ev.LedgerEvent], ...] = (
     ev.RunStarted,
     *RUN_STATUS,
     ev.LLMResponded,
-    ev.ToolCallSucceeded,
-    ev.ToolCallFailed,
-    ev.ToolCallTimedOut,
-    ev.ToolCallDenied,
-    ev.ToolCallRejected,
-    ev.ToolOutcomeUnknown,
+    *ev.CALL_SETTLING_EVENTS,
     ev.TimerFired,
 )
 """The events the counters read (the worker asks the database for these only)."""

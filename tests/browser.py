@@ -22,13 +22,13 @@ import pytest
 
 from events import Ledger
 from owlclaw.app import load_app
-from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig
+from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from owlclaw.service import Service
 from owlclaw.webhook import serving
 from tests.apps import make_app
-from tests.cli import free_port
 from tests.conftest import missing_component
+from tests.served import local_service
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -157,13 +157,7 @@ def console(
     shots.mkdir(parents=True, exist_ok=True)
 
     def start(*app_dirs: Path) -> Console:
-        config = OwlClawConfig(
-            database_url=fresh_db.url,
-            database_name=str(fresh_db.params["dbname"]),
-            data_dir=str(tmp_path / "data"),
-            runtime=RuntimeConfig(placement="local"),
-            server=ServerConfig(port=free_port(), token=TOKEN),
-        )
+        config = local_service(fresh_db, tmp_path, TOKEN)
         service = Service(config, [load_app(d) for d in app_dirs])
         loop, stop = _serve(service, config)
         context = browser.new_context()

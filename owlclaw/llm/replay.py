@@ -19,17 +19,6 @@ from owlclaw.tools.errors import ToolError
 PROVIDER = "replay"
 
 
-SETTLING = (
-    ev.ToolCallSucceeded,
-    ev.ToolCallFailed,
-    ev.ToolCallTimedOut,
-    ev.ToolCallDenied,
-    ev.ToolCallRejected,
-    ev.ToolOutcomeUnknown,
-)
-"""The events that end a call: what the model was told about it."""
-
-
 class ReplayExhausted(RuntimeError):
     """The re-executed run asked the model for more responses than were recorded."""
 
@@ -79,7 +68,7 @@ class RecordedRun:
     def outcome_event(self, call_id: str) -> ev.LedgerEvent | None:
         """The event that settled a call, if the run recorded one."""
         for e in self.events:
-            if getattr(e, "call_id", None) == call_id and isinstance(e, SETTLING):
+            if getattr(e, "call_id", None) == call_id and isinstance(e, ev.CALL_SETTLING_EVENTS):
                 return e
         return None
 

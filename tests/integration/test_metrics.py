@@ -17,12 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
-from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig
 from owlclaw.database import Database
 from owlclaw.service import Service
 from owlclaw.webhook import serving
 from tests.apps import make_app
-from tests.cli import free_port
+from tests.served import local_service
 
 pytestmark = pytest.mark.integration
 
@@ -108,13 +107,7 @@ def serve_runs_and_scrape(fresh_db: Database, tmp_path: Path) -> tuple[Samples, 
     (root / "handlers.py").write_text(HANDLERS)
     (root / "scripts").mkdir()
     (root / "scripts" / "metered.json").write_text(json.dumps(SCRIPT))
-    config = OwlClawConfig(
-        database_url=fresh_db.url,
-        database_name=str(fresh_db.params["dbname"]),
-        data_dir=str(tmp_path / "data"),
-        runtime=RuntimeConfig(placement="local"),
-        server=ServerConfig(port=free_port(), token="test-token"),
-    )
+    config = local_service(fresh_db, tmp_path)
     service = Service(config, [load_app(root)])
     base = f"http://127.0.0.1:{config.server.port}"
 

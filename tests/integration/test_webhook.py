@@ -21,15 +21,16 @@ import pytest
 from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.client import ServerClient
-from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig, TimersConfig
+from owlclaw.config import OwlClawConfig, TimersConfig
 from owlclaw.database import Database
 from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.service import Service
 from owlclaw.timers.fires import TimerFire
 from owlclaw.webhook import serving
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw, user_env
+from tests.cli import owlclaw, user_env
 from tests.conftest import missing_component
+from tests.served import local_service
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,12 +70,9 @@ def serve_and(
     )
     (root / "scripts").mkdir()
     (root / "scripts" / "hooked.json").write_text(json.dumps(PLAN_THEN_ANSWER))
-    config = OwlClawConfig(
-        database_url=fresh_db.url,
-        database_name=str(fresh_db.params["dbname"]),
-        data_dir=str(tmp_path / "data"),
-        runtime=RuntimeConfig(placement="local"),
-        server=ServerConfig(port=free_port(), token="test-token"),
+    config = local_service(
+        fresh_db,
+        tmp_path,
         timers=timers or TimersConfig(),
     )
     service = Service(config, [load_app(root)])

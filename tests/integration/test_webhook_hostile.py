@@ -24,13 +24,14 @@ from hypothesis import strategies as st
 
 from events import agent_stream_id
 from owlclaw.app import load_app
-from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig
+from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from owlclaw.service import Service
 from owlclaw.webhook import MAX_BODY_BYTES, serving
 from tests.apps import make_app
 from tests.cli import free_port, owlclaw
 from tests.integration.test_ledger import README_SQL
+from tests.served import local_service
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -63,13 +64,7 @@ def serve(
     fresh_db: Database, tmp_path: Path, then: Callable[[Service, OwlClawConfig], Awaitable[T]]
 ) -> T:
     """``then`` against a service serving alpha and beta (in this process) on a free port."""
-    config = OwlClawConfig(
-        database_url=fresh_db.url,
-        database_name=str(fresh_db.params["dbname"]),
-        data_dir=str(tmp_path / "data"),
-        runtime=RuntimeConfig(placement="local"),
-        server=ServerConfig(port=free_port(), token=TOKEN),
-    )
+    config = local_service(fresh_db, tmp_path, TOKEN)
     service = Service(config, [load_app(agent_app(tmp_path, a)) for a in AGENTS])
 
     async def main() -> T:
