@@ -185,6 +185,7 @@ def verify_evidence(bundle: Path | None, pubkey: str | None, as_json: bool) -> N
             f"[green]ok[/]: {report.events} events in {report.streams} streams of"
             f" {escape(report.agent or '')}, chains intact, signed by key {report.key_id}",
             highlight=False,
+            soft_wrap=True,
         )
     else:
         for p in report.problems:

@@ -264,23 +264,33 @@ def _check_manifest(
                 number,
             )
         )
+    report.problems += _stream_problems(listed, streams, number)
+
+
+def _stream_problems(
+    listed: list[tuple[str, int, int, str]], streams: dict[str, _Stream], number: int
+) -> list[Problem]:
+    """Where the streams the manifest lists differ from those of the event lines."""
+    problems = []
     found = [(s, x.first, x.last, x.head.hex()) for s, x in streams.items()]
-    for entry in listed:
-        if entry not in found:
-            stream, _, last, head = entry
-            got = streams.get(stream)
-            if got is None:
-                detail = "has no event lines"
-            elif got.last != last:
-                detail = f"ends at version {got.last} in the bundle, the manifest says {last}"
-            else:
-                detail = f"head hash {got.head.hex()} differs from the manifest's {head}"
-            report.problems.append(Problem(f"stream {detail}", number, stream))
-    for stream, *_ in found:
-        if stream not in {entry[0] for entry in listed}:
-            report.problems.append(Problem("stream not listed in the manifest", number, stream))
+    for stream, first, last, head in (e for e in listed if e not in found):
+        got = streams.get(stream)
+        if got is None:
+            detail = "has no event lines"
+        elif got.first != first:
+            detail = f"begins at version {got.first} in the bundle, the manifest says {first}"
+        elif got.last != last:
+            detail = f"ends at version {got.last} in the bundle, the manifest says {last}"
+        else:
+            detail = f"head hash {got.head.hex()} differs from the manifest's {head}"
+        problems.append(Problem(f"stream {detail}", number, stream))
+    names = {e[0] for e in listed}
+    problems += [
+        Problem("stream not listed in the manifest", number, s) for s, *_ in found if s not in names
+    ]
     if [e[0] for e in listed] != [f[0] for f in found] and set(listed) == set(found):
-        report.problems.append(Problem("streams not in the manifest's order", number))
+        problems.append(Problem("streams not in the manifest's order", number))
+    return problems
 
 
 def _listed_stream(obj: Any) -> tuple[str, int, int, str]:

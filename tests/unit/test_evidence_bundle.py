@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from events import Ledger
 from events.aggregates import agent_stream_id, run_stream_id
-from owlclaw.evidence import verify_bundle as verifier
 from owlclaw.evidence.export import RunSelectionError, export_bundle, select_runs
 from owlclaw.evidence.keys import public_key_of
 from owlclaw.evidence.verify_bundle import BundleReport, verify_bundle
@@ -25,6 +24,7 @@ from tests.sample_run import AGENT_ID, record_sample_run
 
 KEY = Ed25519PrivateKey.generate()
 PUBLIC = public_key_of(KEY).raw
+VERIFIER = Path(verify_bundle.__code__.co_filename)
 
 
 @cache
@@ -217,19 +217,24 @@ def test_bad_run_selection_says_why(ranges: list[str], runs: list[str], message:
 
 
 def test_the_verifier_imports_only_the_standard_library_and_cryptography() -> None:
-    tree = ast.parse(Path(verifier.__file__).read_text())
+    tree = ast.parse(VERIFIER.read_text())
     imported = {
-        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        name.split(".")[0]
         for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
+        for name in (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
     }
     assert imported - set(sys.stdlib_module_names) == {"cryptography"}
 
 
 def test_the_verifier_runs_alone_as_a_copied_file(tmp_path: Path) -> None:
     script = tmp_path / "verify_bundle.py"
-    script.write_bytes(Path(verifier.__file__).read_bytes())
+    script.write_bytes(VERIFIER.read_bytes())
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     good.write_bytes(bundle())
     bad.write_bytes(altered_event(bundle())[0])
@@ -249,3 +254,18 @@ def test_the_verifier_runs_alone_as_a_copied_file(tmp_path: Path) -> None:
     assert ok.returncode == 0 and ok.stdout.startswith("ok: "), ok.stderr
     broken = check(bad)
     assert broken.returncode == 1 and "the event was altered" in broken.stdout
+
+
+def test_a_removed_first_event_of_a_stream_is_named() -> None:
+    parts = lines(bundle())
+    first = stream_lines(parts, run_stream_id(AGENT_ID, 2))[0]
+    removed = json.loads(parts.pop(first))
+    report = verify_bundle(joined(parts), PUBLIC)
+    assert any(
+        t.startswith(f"line {first + 1}, stream {removed['stream']}, version 2: expected version 1")
+        for t in texts(report)
+    ), texts(report)
+    assert (
+        f"line {len(parts) - 1}, stream {removed['stream']}: stream begins at version 2 in the"
+        " bundle, the manifest says 1"
+    ) in texts(report)
