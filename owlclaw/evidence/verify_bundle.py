@@ -170,6 +170,7 @@ def _check_signature(
     report.key_id = signed_by
     try:
         Ed25519PublicKey.from_public_bytes(public_key).verify(signature, manifest)
+        report.key_id = key_id(public_key)
     except InvalidSignature:
         if signed_by != key_id(public_key):
             report.problems.append(
