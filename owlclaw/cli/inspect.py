@@ -122,7 +122,7 @@ def verify(
     if bundle is not None or pubkey is not None:
         if agent is not None:
             fail("--bundle verifies a file, not an agent", "drop the agent argument", EXIT_USAGE)
-        verify_evidence(bundle, pubkey, as_json)
+        _verify_bundle_file(bundle, pubkey, as_json)
         return
     with open_ledger() as (_, led):
         report = verify_agent(led, agent)
@@ -154,7 +154,7 @@ def verify(
         raise typer.Exit(EXIT_FAILED)
 
 
-def verify_evidence(bundle: Path | None, pubkey: str | None, as_json: bool) -> None:
+def _verify_bundle_file(bundle: Path | None, pubkey: str | None, as_json: bool) -> None:
     from owlclaw.evidence.verify_bundle import BundleKeyError, parse_public_key, verify_bundle
 
     if bundle is None or pubkey is None:
