@@ -8,7 +8,7 @@ Changing any stored byte, deleting or reordering rows breaks the chain at that r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -80,18 +80,29 @@ def verify_rows(rows: Iterable[Row]) -> VerifyReport:
     return report
 
 
+def select_rows(
+    database_url: str, streams: Sequence[UUID] | None = None, table: str = "ledger_events"
+) -> Iterator[Row]:
+    """The stored rows with their hashes, streamed: every stream ordered by id, or ``streams``
+    in the order given; each stream by version."""
+    order = "originator_id" if streams is None else "array_position(%s::uuid[], originator_id)"
+    query = sql.SQL(
+        "SELECT originator_id, originator_version, topic, state, notification_id, prev_hash, hash "
+        "FROM {table} {where} ORDER BY {order}, originator_version"
+    ).format(
+        table=sql.Identifier(table),
+        where=sql.SQL("WHERE originator_id = ANY(%s)" if streams is not None else ""),
+        order=sql.SQL(order),
+    )
+    with psycopg.connect(database_url) as conn, conn.cursor(name="owlclaw_chain") as cur:
+        cur.itersize = 5000
+        cur.execute(query, (list(streams), list(streams)) if streams is not None else None)
+        for stream, version, topic, state, position, prev_hash, hash_ in cur:
+            yield stream, version, topic, bytes(state), position, bytes(prev_hash), bytes(hash_)
+
+
 def verify_ledger(
     database_url: str, streams: Sequence[UUID] | None = None, table: str = "ledger_events"
 ) -> VerifyReport:
     """Verify every stream (or the given ones) of the ledger table, streaming the rows."""
-    query = sql.SQL(
-        "SELECT originator_id, originator_version, topic, state, notification_id, prev_hash, hash "
-        "FROM {table} {where} ORDER BY originator_id, originator_version"
-    ).format(
-        table=sql.Identifier(table),
-        where=sql.SQL("WHERE originator_id = ANY(%s)" if streams is not None else ""),
-    )
-    with psycopg.connect(database_url) as conn, conn.cursor(name="owlclaw_verify") as cur:
-        cur.itersize = 5000
-        cur.execute(query, (list(streams),) if streams is not None else None)
-        return verify_rows(cur)
+    return verify_rows(select_rows(database_url, streams, table))

@@ -12,7 +12,7 @@ eventsourcing's in-memory (POPO) recorders, for fast tests that need no read mod
 
 from __future__ import annotations
 
-from collections.abc import Container, Generator, Sequence
+from collections.abc import Container, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -30,7 +30,7 @@ from events import catalog as ev
 from events.aggregates import Agent, Run, agent_stream_id, projector, run_stream_id
 from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
-from events.hashchain import VerifyReport
+from events.hashchain import Row, VerifyReport
 from events.memory_recorder import InMemoryRecorder
 from events.recorder import OwlClawApplicationRecorder, postgres_env
 
@@ -393,6 +393,11 @@ class Ledger:
         because an older transaction is still open (poll briefly instead of waiting for a
         wake-up). Always False in memory."""
         return self._recorder.is_held_back(after)
+
+    def chain_rows(self, streams: Sequence[UUID]) -> Iterable[Row]:
+        """The stored rows of ``streams`` as stored (state bytes, log position, prev_hash, hash),
+        stream by stream in the order given, each by version: what an evidence bundle holds."""
+        return self._recorder.chain_rows(streams)
 
     def verify(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains of every stream, or of ``streams``."""

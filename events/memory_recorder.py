@@ -108,13 +108,14 @@ class InMemoryRecorder(POPOApplicationRecorder):
         return verify_rows(self.chain_rows(streams))
 
     def chain_rows(self, streams: Sequence[UUID] | None = None) -> list[Row]:
-        """The stored events with their hashes, ordered by stream and version (as verified)."""
+        """The stored events with their hashes: every stream ordered by id, or ``streams`` in
+        the order given; each stream by version."""
         with self._database_lock:
             if streams is None:
-                streams = [UUID(s) for s, index in self._stored_events_index.items() if index]
+                streams = sorted(UUID(s) for s, index in self._stored_events_index.items() if index)
             rows = []
-            for stream in sorted(streams):
-                index = self._stored_events_index[str(stream)]
+            for stream in streams:
+                index = self._stored_events_index.get(str(stream), {})
                 for version in sorted(index):
                     i = index[version]
                     s = self._stored_events[i]

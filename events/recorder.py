@@ -58,7 +58,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
-from events.hashchain import VerifyReport, verify_ledger
+from events.hashchain import Row, VerifyReport, select_rows, verify_ledger
 
 ADVISORY_LOCK_KEY = 0x0C1A_1ED6  # any constant shared by all writers of one database
 SCHEMA_LOCK_KEY = 0x0C1A_5C4E
@@ -276,8 +276,15 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
 
     def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains the append function stored (every stream or ``streams``)."""
-        conninfo = make_conninfo("", **connect_kwargs(self.datastore))
-        return verify_ledger(conninfo, streams, self.events_table_name)
+        return verify_ledger(self._conninfo(), streams, self.events_table_name)
+
+    def chain_rows(self, streams: Sequence[UUID]) -> Iterator[Row]:
+        """The stored events of ``streams`` with their hashes, stream by stream in the order
+        given, each by version (streamed)."""
+        return select_rows(self._conninfo(), streams, self.events_table_name)
+
+    def _conninfo(self) -> str:
+        return make_conninfo("", **connect_kwargs(self.datastore))
 
     def close_notifier(self) -> None:
         self._notifier.close()

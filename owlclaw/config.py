@@ -135,6 +135,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class EvidenceConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    signing_key: str | None = None
+    """The Ed25519 private key (PEM) that signs exported evidence bundles; default
+    ``<data_dir>/keys/signing_key.pem`` (``owlclaw keys init`` writes it)."""
+
+
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     data_dir: str = ".owlclaw"
     """Where the embedded PostgreSQL keeps its data (``<data_dir>/pg``)."""
@@ -149,6 +155,7 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     approvals: ApprovalsConfig = ApprovalsConfig()
     timers: TimersConfig = TimersConfig()
     server: ServerConfig = ServerConfig()
+    evidence: EvidenceConfig = EvidenceConfig()
     workspaces_dir: str | None = None
     """Where each agent's workspace directory is (``<workspaces_dir>/<agent id>``), the only
     place its file and exec tools act in; default ``<data_dir>/workspaces``."""
@@ -162,6 +169,12 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if self.workspaces_dir is not None:
             return Path(self.workspaces_dir).expanduser().resolve()
         return self.data_path / "workspaces"
+
+    @property
+    def signing_key_path(self) -> Path:
+        if self.evidence.signing_key is not None:
+            return Path(self.evidence.signing_key).expanduser().resolve()
+        return self.data_path / "keys" / "signing_key.pem"
 
 
 ENV_FIELDS = {
@@ -193,6 +206,7 @@ ENV_FIELDS = {
     "SERVER_TOKEN": ("server", "token"),
     "SERVER_METRICS_TOKEN_REQUIRED": ("server", "metrics_token_required"),
     "APPROVALS_NOTIFY_URL": ("approvals", "notify_url"),
+    "SIGNING_KEY": ("evidence", "signing_key"),
 }
 
 

@@ -19,6 +19,7 @@ from events import Ledger, LedgerReadError, StreamConflict, UnknownAgent, agent_
 from events import catalog as ev
 from events.aggregates import Agent, Run, projector
 from events.catalog import LedgerEvent
+from events.hashchain import verify_rows
 
 
 def run_once(ledger: Ledger, agent: Agent, focus: str) -> uuid.UUID:
@@ -225,6 +226,16 @@ class LedgerContract:
         assert report.ok and (report.streams, report.events) == (4, ledger.head())
         one = ledger.verify([agent.id, run_ids[0]])
         assert one.ok and (one.streams, one.events) == (2, 3 + 4)
+
+    def test_chain_rows_are_the_given_streams_in_that_order(self, ledger: Ledger) -> None:
+        agent = ledger.register_agent("exported")
+        run_ids = [run_once(ledger, agent, f"focus {i}") for i in range(2)]
+        rows = list(ledger.chain_rows([run_ids[1], agent.id]))
+        versions = [(s, len(ledger.stream(s))) for s in (run_ids[1], agent.id)]
+        assert [(r[0], r[1]) for r in rows] == [
+            (s, v) for s, n in versions for v in range(1, n + 1)
+        ]
+        assert verify_rows(rows).ok and verify_rows(rows).streams == 2
 
     def test_a_v1_row_is_read_through_the_upcaster(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("old")

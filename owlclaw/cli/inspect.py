@@ -15,6 +15,7 @@ from owlclaw.chains import verify_agent
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
     JsonOption,
     app,
     err,
@@ -106,9 +107,23 @@ def _tree(branch: Tree, nodes: list[SpawnNode]) -> Tree:
 @handles_errors
 def verify(
     agent: Annotated[str | None, typer.Argument(help="Agent id (default: every stream).")] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="Verify this evidence bundle offline (no database)."),
+    ] = None,
+    pubkey: Annotated[
+        str | None,
+        typer.Option("--pubkey", help="The bundle signer's public key (base64, or its file)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Recompute the hash chains; name the first altered event of each stream."""
+    """Recompute the hash chains; name the first altered event of each stream. With --bundle,
+    check an exported bundle instead: its chains, manifest and signature."""
+    if bundle is not None or pubkey is not None:
+        if agent is not None:
+            fail("--bundle verifies a file, not an agent", "drop the agent argument", EXIT_USAGE)
+        _verify_bundle_file(bundle, pubkey, as_json)
+        return
     with open_ledger() as (_, led):
         report = verify_agent(led, agent)
     if as_json:
@@ -135,6 +150,46 @@ def verify(
     else:
         for b in report.breaks:
             out.print(f"[red]BROKEN[/] {b}")
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _verify_bundle_file(bundle: Path | None, pubkey: str | None, as_json: bool) -> None:
+    from owlclaw.evidence.verify_bundle import BundleKeyError, parse_public_key, verify_bundle
+
+    if bundle is None or pubkey is None:
+        fail(
+            "--bundle and --pubkey go together",
+            "owlclaw verify --bundle FILE --pubkey KEY",
+            EXIT_USAGE,
+        )
+    try:
+        key = parse_public_key(pubkey)
+        data = bundle.read_bytes()
+    except (BundleKeyError, OSError) as e:
+        fail(str(e), "pass the bundle file and the key `owlclaw keys init` printed", EXIT_USAGE)
+    report = verify_bundle(data, key)
+    if as_json:
+        print_json(
+            {
+                "ok": report.ok,
+                "agent": report.agent,
+                "streams": report.streams,
+                "events": report.events,
+                "key_id": report.key_id,
+                "problems": [{**p.__dict__, "text": str(p)} for p in report.problems],
+            }
+        )
+    elif report.ok:
+        out.print(
+            f"[green]ok[/]: {report.events} events in {report.streams} streams of"
+            f" {escape(report.agent or '')}, chains intact, signed by key {report.key_id}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        for p in report.problems:
+            out.print(f"[red]BROKEN[/] {escape(str(p))}", highlight=False, soft_wrap=True)
     if not report.ok:
         raise typer.Exit(EXIT_FAILED)
 
