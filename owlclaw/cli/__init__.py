@@ -1,9 +1,9 @@
 """The ``owlclaw`` command line (Typer + Rich). Each module registers its commands on ``app``."""
 
-from owlclaw.cli import agents, approvals, bench, inspect, timers, tools
+from owlclaw.cli import agents, approvals, bench, evals, inspect, timers, tools
 from owlclaw.cli.common import app
 
-__all__ = ["agents", "app", "approvals", "bench", "inspect", "main", "timers", "tools"]
+__all__ = ["agents", "app", "approvals", "bench", "evals", "inspect", "main", "timers", "tools"]
 
 
 def main() -> None:
