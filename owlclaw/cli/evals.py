@@ -118,7 +118,11 @@ def _evaluate(
         record = AgentRecord.open(led, agent, config, app_dir)
         litellm = litellm_with_offline_providers()
         with Progress(
-            TextColumn("re-deciding runs"), BarColumn(), MofNCompleteColumn(), console=err
+            TextColumn("re-deciding runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err,
+            transient=True,
         ) as bar:
             task = bar.add_task("eval", total=None)
             report = asyncio.run(
