@@ -17,6 +17,7 @@ import asyncio
 import copy
 import json
 import math
+import threading
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -167,6 +168,8 @@ class AgentRecord:
         self._schedules = _schedule_timeline(self.agent.id, self.events)
         self._memories: dict[UUID, ev.MemoryRemembered] | None = None
         self._described: dict[int, list[tuple[str, int]]] = {}
+        self._lock = threading.Lock()
+        """Guards the two caches: contexts are rebuilt in worker threads, several at once."""
 
     @classmethod
     def open(
@@ -261,13 +264,16 @@ class AgentRecord:
         return recorded, recent, None if ids is None else self._recalled(ids)
 
     def _describe(self, run_no: int) -> list[tuple[str, int]]:
-        if run_no not in self._described:
+        with self._lock:
+            known = self._described.get(run_no)
+        if known is not None:
+            return known
+        described = describe_run(self.ledger.stream(run_stream_id(self.agent_id, run_no)))
+        with self._lock:
             if len(self._described) >= DESCRIBED_KEPT:
                 del self._described[next(iter(self._described))]
-            self._described[run_no] = describe_run(
-                self.ledger.stream(run_stream_id(self.agent_id, run_no))
-            )
-        return self._described[run_no]
+            self._described[run_no] = described
+        return described
 
     def _recalled(self, relevance: Mapping[str, float]) -> RecallResult:
         """The memories a run recalled, in the recorded order; their similarity and decay are
@@ -289,19 +295,23 @@ class AgentRecord:
         return RecallResult(memories)
 
     def _remembered(self) -> dict[UUID, ev.MemoryRemembered]:
-        if self._memories is None:
-            found: dict[UUID, ev.MemoryRemembered] = {}
-            after = 0
-            while page := self.ledger.read(after, types=[ev.MemoryRemembered]):
-                found |= {
-                    e.event.memory_id: e.event
-                    for e in page
-                    if isinstance(e.event, ev.MemoryRemembered)
-                    and e.event.agent_id == self.agent_id
-                }
-                after = page[-1].position
-            self._memories = found
-        return self._memories
+        with self._lock:
+            if self._memories is None:
+                self._memories = self._read_memories()
+            return self._memories
+
+    def _read_memories(self) -> dict[UUID, ev.MemoryRemembered]:
+        """The text of every memory the agent remembered (one filtered read of the log)."""
+        found: dict[UUID, ev.MemoryRemembered] = {}
+        after = 0
+        while page := self.ledger.read(after, types=[ev.MemoryRemembered]):
+            found |= {
+                e.event.memory_id: e.event
+                for e in page
+                if isinstance(e.event, ev.MemoryRemembered) and e.event.agent_id == self.agent_id
+            }
+            after = page[-1].position
+        return found
 
     def _schedules_at(self, at: datetime) -> dict[str, ActiveSchedule]:
         times = [t for t, _ in self._schedules]

@@ -69,18 +69,24 @@ class RunSelector(msgspec.Struct, frozen=True, omit_defaults=True):
         return chosen
 
     def select(self, record: AgentRecord) -> list[int]:
-        """The agent's run numbers that match, in order."""
+        """The agent's run numbers that match, in order (a time without a zone is UTC)."""
         numbers = self.numbers()
         focus = self.focus.lower() if self.focus else None
+        since, until = as_utc(self.since), as_utc(self.until)
         return [
             n
             for n, queued in sorted(record.queued.items())
             if (numbers is None or n in numbers)
             and (self.trigger is None or queued.trigger == self.trigger)
             and (focus is None or focus in (queued.focus or "").lower())
-            and (self.since is None or queued.timestamp >= self.since)
-            and (self.until is None or queued.timestamp < self.until)
+            and (since is None or queued.timestamp >= since)
+            and (until is None or queued.timestamp < until)
         ]
+
+
+def as_utc(at: datetime | None) -> datetime | None:
+    """``at``, read as UTC when it has no zone."""
+    return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
 
 
 @dataclass
@@ -200,20 +206,21 @@ class _EvalWriter:
 
 def compared(redecision: ReDecision) -> dict[str, Any]:
     """The fields of a run's EvalRunCompared."""
-    first = redecision.first_divergence
     steps = redecision.steps
+    diverged: dict[str, Any] = {}
+    if (first := redecision.first_divergence) is not None:
+        candidate = first.candidate
+        diverged = {
+            "first_divergence": first.step,
+            "recorded": "" if first.recorded is None else str(first.recorded),
+            "candidate": (first.error or "") if candidate is None else str(candidate),
+        }
     return {
         "run_no": redecision.run_no,
         "outcome": redecision.outcome,
         "decisions": len(steps),
         "same": sum(s.same for s in steps),
-        "first_divergence": None if first is None else first.step,
-        "recorded": "" if first is None or first.recorded is None else str(first.recorded),
-        "candidate": ""
-        if first is None
-        else str(first.candidate)
-        if first.candidate is not None
-        else first.error or "",
+        **diverged,
         "recorded_tokens": sum(s.recorded_tokens for s in steps),
         "candidate_tokens": sum(s.candidate_tokens for s in steps),
         "recorded_cost_usd": sum(s.recorded_cost_usd for s in steps),

@@ -27,6 +27,9 @@ from owlclaw.cli.common import (
 )
 from owlclaw.config import load_config
 
+TIMES = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
+"""ISO-8601 forms --since and --until take."""
+
 
 @app.command("eval")
 @handles_errors
@@ -43,10 +46,14 @@ def eval_command(
         str | None, typer.Option(help="Only runs whose focus contains this text.")
     ] = None,
     since: Annotated[
-        datetime | None, typer.Option(help="Only runs queued at or after this time.")
+        datetime | None,
+        typer.Option(
+            formats=TIMES, help="Only runs queued at or after this time (UTC without a zone)."
+        ),
     ] = None,
     until: Annotated[
-        datetime | None, typer.Option(help="Only runs queued before this time.")
+        datetime | None,
+        typer.Option(formats=TIMES, help="Only runs queued before this time (UTC without a zone)."),
     ] = None,
     app_dir: Annotated[
         Path | None,
@@ -71,7 +78,7 @@ def eval_command(
 ) -> None:
     """Re-ask a candidate model at the decision points of many recorded runs (no tool runs),
     summarise how its decisions differ, and record the results as an eval stream."""
-    from owlclaw.audit.evals import SelectorError, UnknownEval
+    from owlclaw.audit.evals import SelectorError, UnknownEval, as_utc
 
     try:
         if compare is not None:
@@ -89,8 +96,8 @@ def eval_command(
             runs=runs,
             trigger=trigger,
             focus=focus,
-            since=since,
-            until=until,
+            since=as_utc(since),
+            until=as_utc(until),
         )
     except SelectorError as e:
         fail(str(e), "--runs takes N, N..M or a comma-separated list of them", EXIT_USAGE)

@@ -103,6 +103,8 @@ def test_selector_by_numbers_trigger_focus_and_time() -> None:
     queued_2 = record.queued[2].timestamp
     assert RunSelector(since=queued_2).select(record) == [2]
     assert RunSelector(until=queued_2).select(record) == [1]
+    naive = queued_2.replace(tzinfo=None)  # a time without a zone is UTC
+    assert RunSelector(since=naive).select(record) == [2]
     assert RunSelector(runs="1..3,7").numbers() == {1, 2, 3, 7}
     for bad in ("3..1", "x", "0", "1..", ""):
         with pytest.raises(SelectorError):
