@@ -59,6 +59,8 @@ class DecisionPoint:
     step: int
     """1-based: the step-th LLMResponded of the run."""
     messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    """The function schemas the model was offered."""
     response: ev.LLMResponded
 
 
@@ -88,7 +90,7 @@ class RunContext:
         messages = list(self.opening)
         points = []
         for step, response in enumerate(self.responses, 1):
-            points.append(DecisionPoint(step, list(messages), response))
+            points.append(DecisionPoint(step, list(messages), self.tools, response))
             messages += [response.message, *self.told_all(response.message)]
         return points
 
@@ -132,6 +134,22 @@ def call_arguments(call: Mapping[str, Any]) -> str:
 
 def tool_message(call: Mapping[str, Any], told: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call.get("id"), "content": told}
+
+
+async def decision_points(
+    ledger: Ledger,
+    agent_id: str,
+    run_no: int,
+    *,
+    app: AgentApp | None = None,
+    registry: Registry | None = None,
+    limits: RuntimeConfig | None = None,
+) -> list[DecisionPoint]:
+    """Each model call of run ``run_no`` with the messages and tools the model saw (the app's
+    capabilities from ``registry``; the tools of an app not loaded here have a placeholder
+    schema)."""
+    record = AgentRecord(ledger, agent_id, app=app, registry=registry, limits=limits)
+    return (await record.context(run_no)).points()
 
 
 class AgentRecord:

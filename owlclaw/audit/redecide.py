@@ -147,7 +147,7 @@ async def redecide(
     )
     recorded_steps = context.points()
     for point in recorded_steps:
-        step, message = await _ask(litellm, model, point.messages, context.tools, timeout_s)
+        step, message = await _ask(litellm, model, point.messages, point.tools, timeout_s)
         step.step = point.step
         step.recorded = Decision.of(point.response.message)
         step.recorded_tokens = point.response.usage.get("total_tokens", 0)

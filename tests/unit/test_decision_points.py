@@ -12,7 +12,7 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import Run, now
-from owlclaw.audit.decision_points import AgentRecord
+from owlclaw.audit.decision_points import AgentRecord, decision_points
 from owlclaw.audit.evals import RunSelector, SelectorError
 
 AGENT = "auditee"
@@ -88,6 +88,7 @@ def test_context_is_rebuilt_from_the_ledger() -> None:
     ]
     assert context.recorded_calls() == {("query_state", '{"state_name": "market"}'): "c1"}
 
+    assert asyncio.run(decision_points(ledger, AGENT, 2)) == [first, second]
     earlier = asyncio.run(record.context(1))
     assert "recheck" not in earlier.opening[0]["content"]  # scheduled after run 1 started
 
