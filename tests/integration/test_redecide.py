@@ -4,6 +4,7 @@ trading agent, with scripted candidates."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import shutil
 from importlib import resources
@@ -98,25 +99,21 @@ def record_runs(ledger: Ledger, app: Path, runs: int) -> None:
         runtime.close()
 
 
-def redecided(ledger: Ledger, app: Path, model: str, follow: bool = False) -> ReDecision:
+def agent_record(ledger: Ledger, app: Path) -> AgentRecord:
     from owlclaw.app import load_app
     from owlclaw.runtime.app_code import AppCode
 
     loaded = load_app(app)
     assert loaded.handlers is not None
-    record = AgentRecord(ledger, AGENT, app=loaded, registry=AppCode(10).load(loaded.handlers))
+    return AgentRecord(ledger, AGENT, app=loaded, registry=AppCode(10).load(loaded.handlers))
+
+
+def redecided(ledger: Ledger, app: Path, model: str, follow: bool = False) -> ReDecision:
+    record = agent_record(ledger, app)
 
     async def go() -> ReDecision:
         context = await record.context(2)
         assert context.drift == []  # the rebuilt prompt has the recorded inputs
-        assert [m["role"] for m in context.points()[2].messages] == [
-            "system",
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-        ]
         return await redecide(
             litellm_with_offline_providers(),
             context,
@@ -128,11 +125,26 @@ def redecided(ledger: Ledger, app: Path, model: str, follow: bool = False) -> Re
     return asyncio.run(go())
 
 
-def test_redecide_same_diverging_and_followed(fresh_db: Database, tmp_path: Path) -> None:
+def test_redecide_same_diverging_and_followed(
+    fresh_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = demo_app(tmp_path)
+    litellm = litellm_with_offline_providers()
+    asked: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+    acompletion = litellm.acompletion
+
+    async def spy(**request: Any) -> Any:
+        asked.append(copy.deepcopy((request["messages"], request["tools"])))
+        return await acompletion(**request)
+
     with Ledger(fresh_db.url) as ledger:
-        record_runs(ledger, app, 2)
+        with monkeypatch.context() as patched:
+            patched.setattr(litellm, "acompletion", spy)
+            record_runs(ledger, app, 2)
         head = ledger.head()
+        # run 2's requests (after run 1 and its recent activity) are rebuilt exactly
+        points = asyncio.run(agent_record(ledger, app).context(2)).points()
+        assert [(p.messages, p.tools) for p in points] == asked[4:]
         same = redecided(ledger, app, "same")
         assert same.outcome == "identical" and same.first_divergence is None
         assert [s.same for s in same.steps] == [True] * 4
