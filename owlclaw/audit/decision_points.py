@@ -111,12 +111,15 @@ class RunContext:
         return encode_told(self.recorded.outcome(call_id))
 
     def recorded_calls(self) -> dict[tuple[str, str], str]:
-        """(tool, canonical arguments) -> the id of a recorded call made with them."""
+        """(tool, canonical arguments) -> the id of a recorded call made with them whose
+        outcome was recorded."""
         calls: dict[tuple[str, str], str] = {}
         for response in self.responses:
             for call in response.message.get("tool_calls") or []:
-                key = (call_name(call), canonical_arguments(call_arguments(call)))
-                calls.setdefault(key, str(call.get("id") or ""))
+                call_id = str(call.get("id") or "")
+                if self.recorded.outcome_event(call_id) is not None:
+                    key = (call_name(call), canonical_arguments(call_arguments(call)))
+                    calls.setdefault(key, call_id)
         return calls
 
 
