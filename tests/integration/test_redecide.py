@@ -216,6 +216,7 @@ def test_eval_over_50_runs_counts_gates_and_compares(fresh_db: Database, tmp_pat
 
     with Ledger(fresh_db.url) as ledger:
         events = ledger.stream(eval_stream_id(mixed["eval_id"]))
+        assert ledger.verify().ok  # eval streams are hash-chained like the others
     assert isinstance(events[0], ev.EvalStarted) and events[0].run_nos == list(range(1, 51))
     assert sum(isinstance(e, ev.EvalRunCompared) for e in events) == 50
     assert isinstance(events[-1], ev.EvalFinished) and events[-1].counts == mixed["counts"]
