@@ -21,6 +21,7 @@ from events.catalog import LedgerEvent, Stream
 
 AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
 MESSAGE_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/message")
+EVAL_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/eval")
 ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
 ANSWERED_APPROVALS_KEPT = 1000
@@ -50,6 +51,11 @@ def run_stream_id(agent_id: str, run_no: int) -> UUID:
 def message_stream_id(message_id: str) -> UUID:
     """The stream of what became of one outbound message (its delivery failures)."""
     return uuid5(MESSAGE_NAMESPACE, message_id)
+
+
+def eval_stream_id(eval_id: str) -> UUID:
+    """The stream of one ``owlclaw eval`` (its start, each run compared, its summary)."""
+    return uuid5(EVAL_NAMESPACE, eval_id)
 
 
 def approval_id_for(run_id: UUID, call_id: str) -> str:

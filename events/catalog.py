@@ -1,7 +1,8 @@
 """The domain events: immutable, typed facts (msgspec Structs) that make up an agent's ledger.
 
 Every event belongs to one stream: the ``Agent`` stream of its agent, the ``Run`` stream of one
-run, or the ``Message`` stream of one outbound message (what its delivery came to). The event
+run, the ``Message`` stream of one outbound message (what its delivery came to), or the ``Eval``
+stream of one evaluation of a candidate model over recorded runs. The event
 type name is its stored topic (plus ``@N`` from class version 2 on), so renaming a module never
 orphans a stored event; renaming a class needs an alias in ``EVENT_ALIASES``.
 
@@ -23,7 +24,7 @@ EVENT_TYPES: dict[str, type[LedgerEvent]] = {}
 EVENT_ALIASES: dict[str, str] = {}
 """Old topic name -> current class name, for classes that were renamed."""
 
-Stream = Literal["agent", "run", "message"]
+Stream = Literal["agent", "run", "message", "eval"]
 JSON = dict[str, Any]
 
 
@@ -54,6 +55,10 @@ class _RunEvent(LedgerEvent, frozen=True, kw_only=True):
 
 class _MessageEvent(LedgerEvent, frozen=True, kw_only=True):
     stream: ClassVar[Stream] = "message"
+
+
+class _EvalEvent(LedgerEvent, frozen=True, kw_only=True):
+    stream: ClassVar[Stream] = "eval"
 
 
 # --- Agent stream -------------------------------------------------------------------------------
@@ -488,6 +493,55 @@ class MessageDeliveryFailed(_MessageEvent, frozen=True, kw_only=True):
     channel: str
     attempts: int
     error: str
+
+
+# --- Eval stream --------------------------------------------------------------------------------
+
+
+class EvalStarted(_EvalEvent, frozen=True, kw_only=True):
+    """``owlclaw eval`` re-asks ``model`` at the decision points of the agent's selected runs
+    (``eval_stream_id(eval_id)``); its writer is that one command."""
+
+    eval_id: str
+    agent_id: str
+    model: str
+    selector: JSON
+    """How the runs were chosen (range, trigger, focus text, time window)."""
+    run_nos: list[int]
+    app_dir: str = ""
+
+
+class EvalRunCompared(_EvalEvent, frozen=True, kw_only=True):
+    """One run re-decided: how the candidate's decisions compare with the recorded ones."""
+
+    run_no: int
+    outcome: Literal["identical", "different", "new_tool", "refused"]
+    decisions: int
+    """Decision points re-asked."""
+    same: int
+    """Of them, decided as recorded."""
+    first_divergence: int | None = None
+    """The step (1-based) of the first decision that differs."""
+    recorded: str = ""
+    """The recorded decision at the first divergence."""
+    candidate: str = ""
+    """The candidate's decision there (or its error)."""
+    recorded_tokens: int = 0
+    candidate_tokens: int = 0
+    recorded_cost_usd: float = 0.0
+    candidate_cost_usd: float = 0.0
+
+
+class EvalFinished(_EvalEvent, frozen=True, kw_only=True):
+    runs: int
+    counts: dict[str, int]
+    """Runs by outcome: identical, different, new_tool, refused."""
+    divergent_fraction: float
+    recorded_tokens: int = 0
+    candidate_tokens: int = 0
+    recorded_cost_usd: float = 0.0
+    candidate_cost_usd: float = 0.0
+    duration_ms: float = 0.0
 
 
 RunEnded = _RunEnded

@@ -1,9 +1,20 @@
 """The ``owlclaw`` command line (Typer + Rich). Each module registers its commands on ``app``."""
 
-from owlclaw.cli import agents, approvals, bench, evidence, inspect, timers, tools
+from owlclaw.cli import agents, approvals, bench, evals, evidence, inspect, timers, tools
 from owlclaw.cli.common import app
 
-__all__ = ["agents", "app", "approvals", "bench", "evidence", "inspect", "main", "timers", "tools"]
+__all__ = [
+    "agents",
+    "app",
+    "approvals",
+    "bench",
+    "evals",
+    "evidence",
+    "inspect",
+    "main",
+    "timers",
+    "tools",
+]
 
 
 def main() -> None:

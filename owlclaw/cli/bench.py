@@ -95,6 +95,22 @@ def bench_runtime(
     print_figures(result, as_json)
 
 
+@bench_app.command("eval")
+@handles_errors
+def bench_eval(
+    runs: Annotated[int, typer.Option(min=1, help="Recorded runs to re-decide.")] = 1000,
+    concurrency: Annotated[int, typer.Option(min=1, max=32, help="Runs re-decided at once.")] = 4,
+    as_json: JsonOption = False,
+) -> None:
+    """Decisions re-asked per second with a zero-latency scripted model (the cost of rebuilding
+    each decision's context from the ledger), with its method."""
+    from owlclaw.bench import evals as bench
+
+    with bench_database("owlclaw_bench_eval") as url, err.status("benchmarking…"):
+        result = bench.run(url, runs=runs, concurrency=concurrency)
+    print_figures(result, as_json)
+
+
 @bench_app.command("actors")
 @handles_errors
 def bench_actors(

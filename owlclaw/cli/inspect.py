@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -29,6 +29,9 @@ from owlclaw.cli.common import (
 )
 from owlclaw.config import load_config
 from owlclaw.runtime.subagents import SpawnNode, spawn_tree
+
+if TYPE_CHECKING:
+    from owlclaw.audit.redecide import ReDecision
 
 
 @app.command()
@@ -208,11 +211,32 @@ def replay(
             "--app", help="The agent's app directory (default: the one it was served from)."
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Re-ask this model (a litellm model string) at each recorded decision point,"
+            " with the context the agent had then; no tool runs."
+        ),
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="With --model: after the first divergence, follow the model's own branch while"
+            " every tool it calls was recorded with the same arguments.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a recorded run step by step; with --verify, re-execute it without calling a model."""
+    """Show a recorded run step by step; with --verify, re-execute it without calling a model;
+    with --model, ask another model what it would have decided at each step."""
     from events.aggregates import run_stream_id
 
+    if model is not None or follow:
+        if verify or model is None:
+            fail("--model goes without --verify, --follow with --model", "see --help", EXIT_USAGE)
+        redecide_run(agent, run_no, model, app_dir, follow=follow, as_json=as_json)
+        return
     with open_ledger() as (_, led):
         state = led.load_agent(agent).state
         if run_no > state.run_count:
@@ -248,6 +272,68 @@ def replay(
             for line in report.differences:
                 out.print(f"[red]DIFFERS[/] {line}")
     if report is not None and not report.matched:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def redecide_run(
+    agent: str, run_no: int, model: str, app_dir: Path | None, *, follow: bool, as_json: bool
+) -> None:
+    """``replay --model``: the per-step table (or JSON) of a run re-decided by ``model``; exit
+    1 when it diverges."""
+    import asyncio
+
+    from owlclaw.audit.decision_points import AgentRecord
+    from owlclaw.audit.redecide import redecide
+    from owlclaw.llm.providers import litellm_with_offline_providers
+
+    config = load_config()
+    with open_ledger(config) as (_, led):
+        record = AgentRecord.open(led, agent, config, app_dir)
+        if not 1 <= run_no <= record.run_count:
+            fail(f"agent {agent} has no run {run_no}", f"`owlclaw ledger {agent}`", EXIT_NOT_FOUND)
+        litellm = litellm_with_offline_providers()
+
+        async def redecided() -> ReDecision:
+            context = await record.context(run_no)
+            return await redecide(
+                litellm,
+                context,
+                model,
+                timeout_s=config.runtime.llm_timeout_s,
+                follow=follow,
+                max_branch_steps=config.runtime.max_function_calls,
+            )
+
+        report = asyncio.run(redecided())
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        for note in report.drift:
+            err.print(f"[yellow]context differs from the recording:[/] {escape(note)}")
+        table = Table(title=f"run {run_no} of {agent} re-decided by {model}")
+        for column in ("step", "recorded decision", "new decision", ""):
+            table.add_column(column, overflow="fold")
+        for s in report.steps:
+            new = str(s.candidate) if s.candidate is not None else f"({s.error})"
+            mark = "[green]same[/]" if s.same else "[red]different[/]"
+            table.add_row(
+                f"{s.step}{' (branch)' if s.branch else ''}",
+                escape(str(s.recorded) if s.recorded is not None else "-"),
+                escape(new),
+                mark,
+            )
+        out.print(table)
+        first = report.first_divergence
+        if first is None:
+            out.print(f"[green]no divergence[/]: {len(report.steps)} decisions as recorded")
+        else:
+            out.print(
+                f"[red]first divergence at step {first.step}[/] ({report.outcome})",
+                highlight=False,
+            )
+        if report.stopped:
+            out.print(f"branch followed until: {escape(report.stopped)}")
+    if report.first_divergence is not None:
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -570,7 +570,7 @@ class AgentRuntime:
         )
         filtered |= {n: "not given to this sub-agent" for n in tools if n in withheld}
         schemas = [tools[n].spec.function_schema() for n in visible if n in tools]
-        return schemas + [_recorded_schema(n) for n in visible if n not in tools], filtered
+        return schemas + [recorded_schema(n) for n in visible if n not in tools], filtered
 
     async def system_prompt(
         self,
@@ -791,7 +791,7 @@ def _call_parts(call: dict[str, Any]) -> tuple[str, str]:
     return str(name or ""), arguments or ""
 
 
-def _recorded_schema(name: str) -> dict[str, Any]:
+def recorded_schema(name: str) -> dict[str, Any]:
     """Replay only: a capability known from the recording, not loaded in this process."""
     return {
         "type": "function",

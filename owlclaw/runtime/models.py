@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -37,39 +38,61 @@ async def ask(
         began = time.perf_counter()
         with tracing.generation(model, messages) as traced:
             try:
-                response = await asyncio.wait_for(
-                    litellm.acompletion(
-                        model=model, messages=messages, tools=tools, timeout=limits.llm_timeout_s
-                    ),
-                    limits.llm_timeout_s,
-                )
+                answer = await complete(litellm, model, messages, tools, limits.llm_timeout_s)
             except Exception as e:
                 reraise_cancellation(e)
                 hops.append(f"{model}: {type(e).__name__}: {e}"[:300])
                 last_error = e
                 tracing.failed(traced, hops[-1])
                 continue
-            message: dict[str, Any] = _recordable(
-                response.choices[0].message.model_dump(exclude_none=True)
-            )
-            usage = {
-                k: int(getattr(response.usage, k, 0) or 0)
-                for k in ("prompt_tokens", "completion_tokens", "total_tokens")
-            }
-            cost = _cost(response)
-            tracing.answered(traced, message, usage, cost)
+            tracing.answered(traced, answer.message, answer.usage, answer.cost_usd)
         run.record(
             ev.LLMResponded,
             model=model,
-            message=message,
+            message=answer.message,
             fallback_hops=hops,
-            usage=usage,
-            cost_usd=cost,
+            usage=answer.usage,
+            cost_usd=answer.cost_usd,
             latency_ms=round((time.perf_counter() - began) * 1000, 3),
             inputs=inputs,
         )
-        return message
+        return answer.message
     raise EveryModelFailed(f"every model failed: {last_error}; hops: {hops}")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One model's answer: its message as the ledger stores it, usage and cost."""
+
+    message: dict[str, Any]
+    usage: dict[str, int]
+    cost_usd: float
+    finish_reason: str | None
+
+
+async def complete(
+    litellm: Any,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    timeout_s: float,
+) -> Answer:
+    """Ask one model once, within ``timeout_s``; its errors propagate."""
+    response = await asyncio.wait_for(
+        litellm.acompletion(model=model, messages=messages, tools=tools, timeout=timeout_s),
+        timeout_s,
+    )
+    choice = response.choices[0]
+    usage = {
+        k: int(getattr(response.usage, k, 0) or 0)
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+    return Answer(
+        _recordable(choice.message.model_dump(exclude_none=True)),
+        usage,
+        _cost(response),
+        getattr(choice, "finish_reason", None),
+    )
 
 
 def _recordable(message: dict[str, Any]) -> dict[str, Any]:

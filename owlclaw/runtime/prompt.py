@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from itertools import chain
 from typing import Any
@@ -19,7 +20,7 @@ from owlclaw.runtime.inbound_prompt import inbound_section
 from owlclaw.runtime.memories_prompt import memories_section
 from owlclaw.runtime.schedules_prompt import schedules_section
 from owlclaw.runtime.skills_prompt import skills_index
-from projections.memory import MemoryStore
+from projections.memory import MemoryStore, RecallResult
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,16 @@ async def system_prompt(
     agent_id: str = "",
     schedules: Mapping[str, ActiveSchedule] | None = None,
     inbound: Sequence[ev.LedgerEvent] = (),
+    recalled: RecallResult | None = None,
+    at: datetime | None = None,
 ) -> Prompt:
     """Identity, what arrived since the last run (``inbound``, a heartbeat's), the agent's
     active ``schedules``, recalled memories (only with ``memory`` set), recent activity
     (``recent``: each past run's (text, importance) items, oldest first) and skills; plus the
-    inputs."""
+    inputs.
+
+    A recorded run's prompt is rebuilt with the memories it ``recalled`` (instead of recalling
+    now) and the time ``at`` which it started (when schedules' next fires are computed)."""
     inputs: dict[str, Any] = {}
     warning = None
     if app is None:
@@ -58,17 +64,18 @@ async def system_prompt(
     if arrived:
         parts.append(arrived)
         inputs["inbound"] = versions
-    section, shown = schedules_section(schedules or {}, now())
+    section, shown = schedules_section(schedules or {}, at or now())
     if section:
         parts.append(section)
         inputs["schedules"] = shown
-    if memory is not None and limits.recall_in_prompt:
+    if recalled is None and memory is not None and limits.recall_in_prompt:
         recalled = await asyncio.to_thread(
             partial(memory.recall, min_similarity=limits.recall_min_similarity),
             agent_id,
             focus or trigger,
             limits.recall_in_prompt,
         )
+    if recalled is not None:
         warning = recalled.warning
         if section := memories_section(recalled.memories):
             parts.append(section)
