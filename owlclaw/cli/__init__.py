@@ -1,9 +1,9 @@
 """The ``owlclaw`` command line (Typer + Rich). Each module registers its commands on ``app``."""
 
-from owlclaw.cli import agents, approvals, bench, inspect, timers, tools
+from owlclaw.cli import agents, approvals, audit, bench, inspect, timers, tools
 from owlclaw.cli.common import app
 
-__all__ = ["agents", "app", "approvals", "bench", "inspect", "main", "timers", "tools"]
+__all__ = ["agents", "app", "approvals", "audit", "bench", "inspect", "main", "timers", "tools"]
 
 
 def main() -> None:

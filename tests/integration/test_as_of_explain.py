@@ -1,0 +1,196 @@
+"""`owlclaw memory --as-of`, `owlclaw agent --as-of` and `owlclaw explain` on a real ledger:
+what an agent held, ran with and decided at a past moment, from the recorded events alone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from typer.testing import CliRunner
+
+from events import Ledger
+from events import catalog as ev
+from owlclaw.cli import app
+from owlclaw.database import Database
+from owlclaw.runtime.loop import AgentRuntime
+from projections import MemoryStore, MemoryView, ProjectionRunner
+from projections.embedders import LOCAL_MODEL, Embedder
+from tests.apps import SOUL, make_app
+from tests.scripted import call, play
+
+pytestmark = pytest.mark.integration
+
+LESSON = "After a sharp drop, rebound signals are accurate within two hours"
+COFFEE = "The coffee machine is on the third floor"
+GOVERNED = '[governance]\ndeny = ["forget"]\n'
+
+
+@pytest.fixture
+def owlclaw(fresh_db: Database, tmp_path: Path) -> Callable[..., Any]:
+    """``owlclaw ARGS --json`` through the CLI app on the test's database; its JSON, or the
+    exit code when it fails."""
+
+    def invoke(*args: str) -> Any:
+        result = CliRunner().invoke(
+            app,
+            [*args, "--json"],
+            env={
+                "OWLCLAW_DATABASE_URL": fresh_db.url,
+                "OWLCLAW_DATABASE_NAME": str(fresh_db.params["dbname"]),
+                "OWLCLAW_DATA_DIR": str(tmp_path / "data"),
+            },
+        )
+        if result.exit_code != 0:
+            return result.exit_code
+        return json.loads(result.stdout)
+
+    return invoke
+
+
+def positions(ledger: Ledger, agent_id: str, kind: type[ev.LedgerEvent]) -> list[int]:
+    return [h.position for h in ledger.agent_history(agent_id) if isinstance(h.event, kind)]
+
+
+def contents(reading: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in reading["memories"]]
+
+
+def test_memory_as_of_holds_a_memory_from_its_remembering_until_it_is_forgotten(
+    ledger: Ledger, local_embedder: Embedder, owlclaw: Callable[..., Any]
+) -> None:
+    store = MemoryStore(MemoryView(ledger.datastore, embedder=local_embedder))
+    store.view.create_table()
+    runtime = AgentRuntime(ledger, "trader", models=["x"], memory=store)
+    play(runtime, [{"tool_calls": [call("remember", content=LESSON)]}, {"content": "ok"}])
+    unindexed = AgentRuntime(ledger, "trader", models=["x"])  # no recall: model not recorded
+    play(unindexed, [{"tool_calls": [call("remember", content=COFFEE)]}, {"content": "ok"}])
+    [lesson] = [
+        h.event
+        for h in ledger.agent_history("trader")
+        if isinstance(h.event, ev.MemoryRemembered) and h.event.content == LESSON
+    ]
+    play(runtime, [{"tool_calls": [call("forget", memory_id=str(lesson.memory_id))]}, {}])
+    runtime.close()
+    unindexed.close()
+    remembered, _ = positions(ledger, "trader", ev.MemoryRemembered)
+    [forgotten] = positions(ledger, "trader", ev.MemoryForgotten)
+    [forgotten_at] = [
+        h.event.timestamp
+        for h in ledger.agent_history("trader")
+        if isinstance(h.event, ev.MemoryForgotten)
+    ]
+
+    def recall(moment: str) -> list[str]:
+        return contents(
+            owlclaw("memory", "trader", "--as-of", moment, "--recall", "rebound")["recall"]
+        )
+
+    assert recall(f"@{remembered - 1}") == []
+    assert recall(f"@{remembered}") == [LESSON]
+    assert recall(f"@{forgotten - 1}")[0] == LESSON
+    assert LESSON not in recall(f"@{forgotten}")
+    assert recall(lesson.timestamp.isoformat()) == [LESSON]  # ISO-8601 times cut the same way
+    assert LESSON not in recall(forgotten_at.isoformat())
+
+    between = owlclaw("memory", "trader", "--as-of", f"@{forgotten - 1}")
+    assert between["as_of"]["position"] <= forgotten - 1
+    models = {
+        m["content"]: (m["embedding_model"], m["embedding_model_recorded"])
+        for m in between["memories"]
+    }
+    assert models == {LESSON: (LOCAL_MODEL, True), COFFEE: (LOCAL_MODEL, False)}
+
+    # the same scoring as the recall tool: similarity x decay, as of the moment
+    ProjectionRunner(ledger, store.view).catch_up()
+    now = owlclaw("memory", "trader", "--as-of", f"@{ledger.head()}", "--recall", "coffee")
+    at = datetime.fromisoformat(now["as_of"]["at"])
+    [served] = store.recall("trader", "coffee", now=at).memories
+    [rebuilt] = now["recall"]["memories"]
+    assert rebuilt["content"] == served.content == COFFEE
+    assert rebuilt["decay"] == pytest.approx(served.decay, abs=1e-6)
+    assert rebuilt["relevance"] == pytest.approx(served.relevance, abs=2e-3)  # halfvec index
+
+    assert owlclaw("memory", "trader", "--as-of", "yesterday") == 2
+    assert owlclaw("memory", "trader", "--as-of", "@0") == 3  # nothing recorded by then
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_an_identity_edit_between_two_runs_shows_in_agent_as_of_and_in_explain(
+    ledger: Ledger, tmp_path: Path, owlclaw: Callable[..., Any]
+) -> None:
+    root = make_app(tmp_path / "auditee", config=GOVERNED)
+    runtime = AgentRuntime(ledger, "auditee", models=["x"], app_dir=root)
+    play(runtime, [{"content": "first"}])
+    agent = ledger.load_agent("auditee")
+    agent.record(
+        ev.ScheduleRequested, schedule_id="s1", kind="cron", focus="check", cron="0 * * * *"
+    )
+    ledger.append(agent)
+    [first_end] = positions(ledger, "auditee", ev.RunCompleted)
+    [scheduled] = positions(ledger, "auditee", ev.ScheduleRequested)
+    edited = SOUL + "I never trade on Fridays.\n"
+    (root / "SOUL.md").write_text(edited)
+    turn = [call("forget", memory_id="00000000-0000-0000-0000-000000000000")]
+    play(runtime, [{"tool_calls": turn}, {"content": "second"}])
+    runtime.close()
+    agent = ledger.load_agent("auditee")
+    agent.cancel_schedule("s1", by="console:alice")
+    ledger.append(agent)
+
+    before = owlclaw("agent", "auditee", "--as-of", f"@{scheduled}")
+    after = owlclaw("agent", "auditee")
+    assert before["identity"]["number"] == 1 and after["identity"]["number"] == 2
+    assert before["identity"]["soul_sha256"] == sha(SOUL)
+    assert after["identity"]["soul_sha256"] == sha(edited)
+    assert before["identity"]["identity_sha256"] == after["identity"]["identity_sha256"]
+    assert after["identity"]["changed"] == ["SOUL.md"]
+    assert before["identity"]["governance"]["deny"] == ["forget"]
+    assert list(before["schedules"]) == ["s1"] and after["schedules"] == {}
+    assert owlclaw("agent", "auditee", "--as-of", f"@{first_end}")["schedules"] == {}
+    assert (before["runs"], after["runs"]) == (1, 2)
+    assert before["spent"]["day"] == before["at"][:10]
+
+    first = owlclaw("explain", "auditee", "1")
+    assert first["identity"]["number"] == 1 and first["changed_since_previous_run"] == []
+    second = owlclaw("explain", "auditee", "2")
+    assert second["identity"]["soul_sha256"] == sha(edited)
+    assert second["identity"]["changed"] == ["SOUL.md"]
+    assert second["changed_since_previous_run"] == ["SOUL.md"]
+    assert second["hidden_tools"]["forget"] == "denied by governance.deny"
+    assert "forget" not in second["visible_tools"]
+    assert second["model_path"] == [second["steps"][0]["model"]]
+    assert [s["number"] for s in second["steps"]] == [1, 2]
+    [denied] = second["steps"][0]["calls"]
+    assert denied["tool"] == "forget" and denied["outcome"].startswith("denied")
+    assert second["steps"][0]["governance"] == [f"forget ({denied['call_id']}) {denied['outcome']}"]
+
+    [last] = owlclaw("explain", "auditee", "2", "2")["steps"]
+    assert (last["number"], last["answer"], last["calls"]) == (2, "second", [])
+    assert owlclaw("explain", "auditee", "2", "3") == 3
+    assert owlclaw("explain", "auditee", "3") == 3
+
+
+def test_explain_reads_a_hand_recorded_run_without_its_app(
+    ledger: Ledger, owlclaw: Callable[..., Any]
+) -> None:
+    """Tokens, cost, fallbacks and recalled memories come from the events alone."""
+    from tests.sample_run import AGENT_ID, record_sample_run
+
+    record_sample_run(ledger)
+    manifest = owlclaw("explain", AGENT_ID, "1")
+    assert manifest["hidden_tools"] == {"schedule_cron": "denied by governance.deny"}
+    assert manifest["tokens"] == sum(s["usage"].get("total_tokens", 0) for s in manifest["steps"])
+    assert manifest["identity"]["changed"][:2] == ["SOUL.md", "IDENTITY.md"]
+    assert manifest["identity"]["governance"] == {}  # recorded before it was kept
+    assert [c["tool"] for c in manifest["steps"][0]["calls"]] == ["query_state"]
+    assert manifest["steps"][0]["calls"][0]["outcome"] == "succeeded"
+    assert UUID(manifest["run_id"])
