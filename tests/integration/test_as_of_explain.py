@@ -31,26 +31,42 @@ COFFEE = "The coffee machine is on the third floor"
 GOVERNED = '[governance]\ndeny = ["forget"]\n'
 
 
+def invoke(db: Database, data_dir: Path, *args: str) -> tuple[int, str]:
+    """``owlclaw ARGS`` through the CLI app on the test's database: exit code and output."""
+    result = CliRunner().invoke(
+        app,
+        list(args),
+        env={
+            "OWLCLAW_DATABASE_URL": db.url,
+            "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
+            "OWLCLAW_DATA_DIR": str(data_dir),
+            "COLUMNS": "200",
+        },
+    )
+    return result.exit_code, result.stdout
+
+
 @pytest.fixture
 def owlclaw(fresh_db: Database, tmp_path: Path) -> Callable[..., Any]:
-    """``owlclaw ARGS --json`` through the CLI app on the test's database; its JSON, or the
-    exit code when it fails."""
+    """``owlclaw ARGS --json``: its JSON, or the exit code when it fails."""
 
-    def invoke(*args: str) -> Any:
-        result = CliRunner().invoke(
-            app,
-            [*args, "--json"],
-            env={
-                "OWLCLAW_DATABASE_URL": fresh_db.url,
-                "OWLCLAW_DATABASE_NAME": str(fresh_db.params["dbname"]),
-                "OWLCLAW_DATA_DIR": str(tmp_path / "data"),
-            },
-        )
-        if result.exit_code != 0:
-            return result.exit_code
-        return json.loads(result.stdout)
+    def json_of(*args: str) -> Any:
+        code, output = invoke(fresh_db, tmp_path / "data", *args, "--json")
+        return json.loads(output) if code == 0 else code
 
-    return invoke
+    return json_of
+
+
+@pytest.fixture
+def printed(fresh_db: Database, tmp_path: Path) -> Callable[..., str]:
+    """What ``owlclaw ARGS`` prints for a person (it must succeed), whitespace collapsed."""
+
+    def text_of(*args: str) -> str:
+        code, output = invoke(fresh_db, tmp_path / "data", *args)
+        assert code == 0, output
+        return " ".join(output.split())
+
+    return text_of
 
 
 def positions(ledger: Ledger, agent_id: str, kind: type[ev.LedgerEvent]) -> list[int]:
@@ -62,7 +78,10 @@ def contents(reading: dict[str, Any]) -> list[str]:
 
 
 def test_memory_as_of_holds_a_memory_from_its_remembering_until_it_is_forgotten(
-    ledger: Ledger, local_embedder: Embedder, owlclaw: Callable[..., Any]
+    ledger: Ledger,
+    local_embedder: Embedder,
+    owlclaw: Callable[..., Any],
+    printed: Callable[..., str],
 ) -> None:
     store = MemoryStore(MemoryView(ledger.datastore, embedder=local_embedder))
     store.view.create_table()
@@ -116,6 +135,9 @@ def test_memory_as_of_holds_a_memory_from_its_remembering_until_it_is_forgotten(
     assert rebuilt["decay"] == pytest.approx(served.decay, abs=1e-6)
     assert rebuilt["relevance"] == pytest.approx(served.relevance, abs=2e-3)  # halfvec index
 
+    listed = printed("memory", "trader", "--as-of", f"@{forgotten - 1}")
+    assert f"{LOCAL_MODEL} (configured)" in listed and "rebound" in listed
+    assert "rebound" not in printed("memory", "trader", "--as-of", f"@{forgotten}")
     assert owlclaw("memory", "trader", "--as-of", "yesterday") == 2
     assert owlclaw("memory", "trader", "--as-of", "@0") == 3  # nothing recorded by then
 
@@ -125,7 +147,7 @@ def sha(text: str) -> str:
 
 
 def test_an_identity_edit_between_two_runs_shows_in_agent_as_of_and_in_explain(
-    ledger: Ledger, tmp_path: Path, owlclaw: Callable[..., Any]
+    ledger: Ledger, tmp_path: Path, owlclaw: Callable[..., Any], printed: Callable[..., str]
 ) -> None:
     root = make_app(tmp_path / "auditee", config=GOVERNED)
     runtime = AgentRuntime(ledger, "auditee", models=["x"], app_dir=root)
@@ -175,6 +197,11 @@ def test_an_identity_edit_between_two_runs_shows_in_agent_as_of_and_in_explain(
 
     [last] = owlclaw("explain", "auditee", "2", "2")["steps"]
     assert (last["number"], last["answer"], last["calls"]) == (2, "second", [])
+    assert f"SOUL.md {sha(SOUL)}" in printed("agent", "auditee", "--as-of", f"@{scheduled}")
+    explained = printed("explain", "auditee", "2")
+    assert "changed since the previous run: SOUL.md" in explained
+    assert "hidden forget: denied by governance.deny" in explained
+    assert f"governance: forget ({denied['call_id']}) denied" in explained
     assert owlclaw("explain", "auditee", "2", "3") == 3
     assert owlclaw("explain", "auditee", "3") == 3
 
