@@ -36,6 +36,14 @@ class Call:
 
 
 @dataclass(frozen=True)
+class RecalledMemory:
+    memory_id: str
+    relevance: float
+    """Similarity x decay when the run recalled it."""
+    content: str
+
+
+@dataclass(frozen=True)
 class Step:
     number: int
     """1 for the run's first model answer."""
@@ -55,14 +63,8 @@ class Step:
     governance: list[str]
     """What governance decided about its calls: denials (rate limits, governance rules),
     approvals asked and how they were answered."""
-
-
-@dataclass(frozen=True)
-class RecalledMemory:
-    memory_id: str
-    relevance: float
-    """Similarity x decay when the run recalled it."""
-    content: str
+    recalled: list[RecalledMemory]
+    """What its ``recall`` calls returned, with the relevance each memory was ranked by."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,7 @@ def _steps(history: list[LoggedEvent], run: list[LoggedEvent], run_id: UUID) -> 
             for c in answered.message.get("tool_calls") or []
         }
         governance: list[str] = []
+        recalled: list[RecalledMemory] = []
         for h in run[start + 1 : stop]:
             call_id = getattr(h.event, "call_id", None)
             if call_id in calls and (outcome := _outcome(h.event)) is not None:
@@ -245,6 +248,7 @@ def _steps(history: list[LoggedEvent], run: list[LoggedEvent], run_id: UUID) -> 
                 calls[call_id] = Call(call.call_id, call.tool, call.arguments, outcome)
                 if isinstance(h.event, ev.ToolCallDenied):
                     governance.append(f"{call.tool} ({call_id}) {outcome}")
+                recalled += _recalled(h.event)
         for call_id in calls:
             governance += approvals.get(approval_id_for(run_id, call_id), [])
         steps.append(
@@ -261,6 +265,19 @@ def _steps(history: list[LoggedEvent], run: list[LoggedEvent], run_id: UUID) -> 
                 answer=None if calls else str(answered.message.get("content") or ""),
                 calls=list(calls.values()),
                 governance=governance,
+                recalled=recalled,
             )
         )
     return steps
+
+
+def _recalled(e: ev.LedgerEvent) -> list[RecalledMemory]:
+    """The memories a successful ``recall`` call returned (none when its result was cut)."""
+    if not isinstance(e, ev.ToolCallSucceeded) or e.tool != "recall":
+        return []
+    found = e.result.get("memories", []) if isinstance(e.result, dict) else []
+    return [
+        RecalledMemory(str(m["memory_id"]), float(m["relevance"]), str(m["content"]))
+        for m in found
+        if isinstance(m, dict) and {"memory_id", "relevance", "content"} <= m.keys()
+    ]

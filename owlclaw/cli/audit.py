@@ -237,4 +237,5 @@ def explain(
         )
         lines += [f"  fallback: {escape(h)}" for h in s.fallback_hops]
         lines += [f"  governance: {escape(g)}" for g in s.governance]
+        lines += [f"  recalled {r.relevance:.3f} {escape(r.content)}" for r in s.recalled]
     out.print("\n".join(lines), highlight=False, soft_wrap=True)

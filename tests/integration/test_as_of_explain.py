@@ -95,7 +95,6 @@ def test_memory_as_of_holds_a_memory_from_its_remembering_until_it_is_forgotten(
         if isinstance(h.event, ev.MemoryRemembered) and h.event.content == LESSON
     ]
     play(runtime, [{"tool_calls": [call("forget", memory_id=str(lesson.memory_id))]}, {}])
-    runtime.close()
     unindexed.close()
     remembered, _ = positions(ledger, "trader", ev.MemoryRemembered)
     [forgotten] = positions(ledger, "trader", ev.MemoryForgotten)
@@ -134,6 +133,13 @@ def test_memory_as_of_holds_a_memory_from_its_remembering_until_it_is_forgotten(
     assert rebuilt["content"] == served.content == COFFEE
     assert rebuilt["decay"] == pytest.approx(served.decay, abs=1e-6)
     assert rebuilt["relevance"] == pytest.approx(served.relevance, abs=2e-3)  # halfvec index
+
+    play(runtime, [{"tool_calls": [call("recall", query="coffee")]}, {"content": "ok"}])
+    [recalled] = owlclaw("explain", "trader", "4", "1")["steps"][0]["recalled"]
+    runtime.close()
+    assert recalled["content"] == COFFEE
+    assert recalled["relevance"] == pytest.approx(served.relevance, abs=1e-5)
+    assert f"recalled {recalled['relevance']:.3f} {COFFEE}" in printed("explain", "trader", "4")
 
     listed = printed("memory", "trader", "--as-of", f"@{forgotten - 1}")
     assert f"{LOCAL_MODEL} (configured)" in listed and "rebound" in listed
