@@ -3,8 +3,8 @@ governed it, read from the recorded events alone (no view, no app directory, no 
 
 A step is one recorded model answer (LLMResponded). The run's first answer records the inputs
 of its prompt (identity hashes, recalled memories with their scores, skills, model path); the
-agent's stream records the identity version the run ran with (IdentityLoaded before its
-RunQueued), the approvals of its calls and the budget it exceeded.
+agent's stream records the identity version the run ran with (the last IdentityLoaded before the
+run's first event), the approvals of its calls and the budget it exceeded.
 """
 
 from __future__ import annotations
@@ -96,16 +96,14 @@ class Manifest:
     steps: list[Step] = field(default_factory=list)
 
 
-def _queued_at(history: list[LoggedEvent], run_id: UUID) -> int:
-    return next(
-        h.position
-        for h in history
-        if isinstance(h.event, ev.RunQueued) and h.event.run_id == run_id
-    )
+def _started_at(history: list[LoggedEvent], run_id: UUID) -> int | None:
+    """The log position of the run's first event: the identity loaded before it (committed
+    with it, when the app changed while the run waited in the queue) is the one it ran with."""
+    return next((h.position for h in history if h.event.originator_id == run_id), None)
 
 
-def _identity_for(versions: list[IdentityVersion], queued: int) -> IdentityVersion | None:
-    before = [v for v in versions if v.position < queued]
+def _identity_for(versions: list[IdentityVersion], started: int | None) -> IdentityVersion | None:
+    before = [v for v in versions if started is not None and v.position < started]
     return before[-1] if before else None
 
 
@@ -117,9 +115,9 @@ def explain_run(led: Ledger, agent_id: str, run_no: int, step: int | None = None
     if not run:
         raise NotRecorded(f"agent {agent_id} has no run {run_no}")
     versions = identity_versions(history)
-    identity = _identity_for(versions, _queued_at(history, run_id))
+    identity = _identity_for(versions, run[0].position)
     previous = (
-        _identity_for(versions, _queued_at(history, run_stream_id(agent_id, run_no - 1)))
+        _identity_for(versions, _started_at(history, run_stream_id(agent_id, run_no - 1)))
         if run_no > 1
         else None
     )

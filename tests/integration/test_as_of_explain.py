@@ -3,6 +3,7 @@ what an agent held, ran with and decided at a past moment, from the recorded eve
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.cli import app
 from owlclaw.database import Database
+from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.loop import AgentRuntime
 from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import LOCAL_MODEL, Embedder
@@ -152,10 +154,14 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_an_identity_edit_between_two_runs_shows_in_agent_as_of_and_in_explain(
-    ledger: Ledger, tmp_path: Path, owlclaw: Callable[..., Any], printed: Callable[..., str]
-) -> None:
-    root = make_app(tmp_path / "auditee", config=GOVERNED)
+EDITED = SOUL + "I never trade on Fridays.\n"
+EDITED_AGAIN = EDITED + "Nor on Mondays.\n"
+
+
+def three_runs(ledger: Ledger, root: Path) -> dict[str, int]:
+    """Run 1; a schedule; SOUL.md edited; run 2 (a call to a hidden tool); run 3 queued, then
+    SOUL.md edited again before it runs; the schedule cancelled. The log positions between."""
+    make_app(root, config=GOVERNED)
     runtime = AgentRuntime(ledger, "auditee", models=["x"], app_dir=root)
     play(runtime, [{"content": "first"}])
     agent = ledger.load_agent("auditee")
@@ -163,34 +169,55 @@ def test_an_identity_edit_between_two_runs_shows_in_agent_as_of_and_in_explain(
         ev.ScheduleRequested, schedule_id="s1", kind="cron", focus="check", cron="0 * * * *"
     )
     ledger.append(agent)
-    [first_end] = positions(ledger, "auditee", ev.RunCompleted)
-    [scheduled] = positions(ledger, "auditee", ev.ScheduleRequested)
-    edited = SOUL + "I never trade on Fridays.\n"
-    (root / "SOUL.md").write_text(edited)
+    (root / "SOUL.md").write_text(EDITED)
     turn = [call("forget", memory_id="00000000-0000-0000-0000-000000000000")]
     play(runtime, [{"tool_calls": turn}, {"content": "second"}])
+    _, queued = asyncio.run(runtime.submit("webhook"))
+    assert queued is not None
+    (root / "SOUL.md").write_text(EDITED_AGAIN)  # while run 3 waits in the queue
+    register_script("third", [{"content": "third"}])
+    runtime.models = ["scripted/third"]
+    asyncio.run(runtime.run_queued(queued))
     runtime.close()
     agent = ledger.load_agent("auditee")
     agent.cancel_schedule("s1", by="console:alice")
     ledger.append(agent)
+    first_end, second_end, _ = positions(ledger, "auditee", ev.RunCompleted)
+    [scheduled] = positions(ledger, "auditee", ev.ScheduleRequested)
+    return {"first_end": first_end, "scheduled": scheduled, "second_end": second_end}
 
-    before = owlclaw("agent", "auditee", "--as-of", f"@{scheduled}")
+
+def test_an_identity_edit_between_two_runs_shows_in_agent_as_of(
+    ledger: Ledger, tmp_path: Path, owlclaw: Callable[..., Any], printed: Callable[..., str]
+) -> None:
+    at = three_runs(ledger, tmp_path / "auditee")
+    before = owlclaw("agent", "auditee", "--as-of", f"@{at['scheduled']}")
+    at_second = owlclaw("agent", "auditee", "--as-of", f"@{at['second_end']}")
     after = owlclaw("agent", "auditee")
-    assert before["identity"]["number"] == 1 and after["identity"]["number"] == 2
-    assert before["identity"]["soul_sha256"] == sha(SOUL)
-    assert after["identity"]["soul_sha256"] == sha(edited)
+    assert [a["identity"]["number"] for a in (before, at_second, after)] == [1, 2, 3]
+    assert [a["identity"]["soul_sha256"] for a in (before, at_second, after)] == [
+        sha(SOUL),
+        sha(EDITED),
+        sha(EDITED_AGAIN),
+    ]
     assert before["identity"]["identity_sha256"] == after["identity"]["identity_sha256"]
-    assert after["identity"]["changed"] == ["SOUL.md"]
+    assert at_second["identity"]["changed"] == after["identity"]["changed"] == ["SOUL.md"]
     assert before["identity"]["governance"]["deny"] == ["forget"]
     assert list(before["schedules"]) == ["s1"] and after["schedules"] == {}
-    assert owlclaw("agent", "auditee", "--as-of", f"@{first_end}")["schedules"] == {}
-    assert (before["runs"], after["runs"]) == (1, 2)
+    assert owlclaw("agent", "auditee", "--as-of", f"@{at['first_end']}")["schedules"] == {}
+    assert [a["runs"] for a in (before, at_second, after)] == [1, 2, 3]
     assert before["spent"]["day"] == before["at"][:10]
+    assert f"SOUL.md {sha(SOUL)}" in printed("agent", "auditee", "--as-of", f"@{at['scheduled']}")
 
+
+def test_explain_names_the_changed_file_and_why_a_tool_was_hidden(
+    ledger: Ledger, tmp_path: Path, owlclaw: Callable[..., Any], printed: Callable[..., str]
+) -> None:
+    three_runs(ledger, tmp_path / "auditee")
     first = owlclaw("explain", "auditee", "1")
     assert first["identity"]["number"] == 1 and first["changed_since_previous_run"] == []
     second = owlclaw("explain", "auditee", "2")
-    assert second["identity"]["soul_sha256"] == sha(edited)
+    assert second["identity"]["soul_sha256"] == sha(EDITED)
     assert second["identity"]["changed"] == ["SOUL.md"]
     assert second["changed_since_previous_run"] == ["SOUL.md"]
     assert second["hidden_tools"]["forget"] == "denied by governance.deny"
@@ -201,15 +228,18 @@ def test_an_identity_edit_between_two_runs_shows_in_agent_as_of_and_in_explain(
     assert denied["tool"] == "forget" and denied["outcome"].startswith("denied")
     assert second["steps"][0]["governance"] == [f"forget ({denied['call_id']}) {denied['outcome']}"]
 
+    third = owlclaw("explain", "auditee", "3")  # the identity it ran with, loaded after queueing
+    assert third["identity"]["soul_sha256"] == sha(EDITED_AGAIN)
+    assert (third["identity"]["number"], third["changed_since_previous_run"]) == (3, ["SOUL.md"])
+
     [last] = owlclaw("explain", "auditee", "2", "2")["steps"]
     assert (last["number"], last["answer"], last["calls"]) == (2, "second", [])
-    assert f"SOUL.md {sha(SOUL)}" in printed("agent", "auditee", "--as-of", f"@{scheduled}")
     explained = printed("explain", "auditee", "2")
     assert "changed since the previous run: SOUL.md" in explained
     assert "hidden forget: denied by governance.deny" in explained
     assert f"governance: forget ({denied['call_id']}) denied" in explained
     assert owlclaw("explain", "auditee", "2", "3") == 3
-    assert owlclaw("explain", "auditee", "3") == 3
+    assert owlclaw("explain", "auditee", "4") == 3
 
 
 def test_explain_reads_a_hand_recorded_run_without_its_app(
