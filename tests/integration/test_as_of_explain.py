@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from events import Ledger
 from events import catalog as ev
+from events.aggregates import Run
 from owlclaw.cli import app
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
@@ -242,18 +243,81 @@ def test_explain_names_the_changed_file_and_why_a_tool_was_hidden(
     assert owlclaw("explain", "auditee", "4") == 3
 
 
-def test_explain_reads_a_hand_recorded_run_without_its_app(
+def record_governed_run(ledger: Ledger, agent_id: str) -> None:
+    """A run whose model fell back once, whose order waited for approval (granted) and whose
+    third quote was rate-limited; it ended over the daily token budget."""
+    agent = ledger.load_agent(agent_id)
+    run = Run.start(agent_id, agent.queue_run("webhook", focus="buy"))
+    calls = [
+        {"id": c, "type": "function", "function": {"name": t, "arguments": "{}"}}
+        for c, t in (("o1", "place_order"), ("q3", "quote"))
+    ]
+    run.record(
+        ev.LLMResponded,
+        model="openai/gpt-4o-mini",
+        message={"role": "assistant", "content": None, "tool_calls": calls},
+        fallback_hops=["anthropic/claude-3-5-haiku: Timeout: no answer in 30 s"],
+        usage={"total_tokens": 900},
+        cost_usd=0.0012,
+        inputs={"model_path": ["anthropic/claude-3-5-haiku", "openai/gpt-4o-mini"]},
+    )
+    approval = agent.request_approval(
+        run.id, "o1", "place_order", {}, "governance.ask names it", [], 3600
+    )
+    run.record(ev.RunParked, approval_id=approval, call_id="o1")
+    agent.answer_approval(approval, True, "alice")
+    run.record(ev.ToolCallRequested, call_id="o1", tool="place_order", arguments={})
+    run.record(ev.ToolCallSucceeded, call_id="o1", tool="place_order", result={"ok": True})
+    run.record(
+        ev.ToolCallDenied,
+        call_id="q3",
+        tool="quote",
+        reason="rate limit: 2 calls per 60 s",
+        error_code="RATE_LIMITED",
+    )
+    agent.record(
+        ev.BudgetExceeded, run_id=run.id, budget="daily_tokens", limit=2000.0, spent=2354.0
+    )
+    run.end(ev.RunTerminated, reason="daily_tokens budget exceeded")
+    ledger.append(agent, run)
+
+
+def test_explain_reads_governance_fallbacks_and_cost_from_hand_recorded_runs(
     ledger: Ledger, owlclaw: Callable[..., Any]
 ) -> None:
-    """Tokens, cost, fallbacks and recalled memories come from the events alone."""
+    """No app, no view: tokens, cost, fallbacks, approvals, rate limits and the budget come
+    from the events alone."""
     from tests.sample_run import AGENT_ID, record_sample_run
 
     record_sample_run(ledger)
+    record_governed_run(ledger, AGENT_ID)
     manifest = owlclaw("explain", AGENT_ID, "1")
     assert manifest["hidden_tools"] == {"schedule_cron": "denied by governance.deny"}
-    assert manifest["tokens"] == sum(s["usage"].get("total_tokens", 0) for s in manifest["steps"])
+    assert manifest["tokens"] == 1454
     assert manifest["identity"]["changed"][:2] == ["SOUL.md", "IDENTITY.md"]
     assert manifest["identity"]["governance"] == {}  # recorded before it was kept
     assert [c["tool"] for c in manifest["steps"][0]["calls"]] == ["query_state"]
     assert manifest["steps"][0]["calls"][0]["outcome"] == "succeeded"
     assert UUID(manifest["run_id"])
+
+    governed = owlclaw("explain", AGENT_ID, "2")
+    [step] = governed["steps"]
+    assert governed["model_path"] == ["anthropic/claude-3-5-haiku", "openai/gpt-4o-mini"]
+    assert step["model"] == "openai/gpt-4o-mini"
+    assert step["fallback_hops"] == ["anthropic/claude-3-5-haiku: Timeout: no answer in 30 s"]
+    assert (step["usage"], step["cost_usd"]) == ({"total_tokens": 900}, 0.0012)
+    assert [c["outcome"] for c in step["calls"]] == [
+        "succeeded",
+        "denied RATE_LIMITED: rate limit: 2 calls per 60 s",
+    ]
+    assert step["governance"] == [
+        "quote (q3) denied RATE_LIMITED: rate limit: 2 calls per 60 s",
+        "place_order (o1) waited for approval: governance.ask names it",
+        "approval granted by alice",
+    ]
+    [exceeded] = governed["budget"]["exceeded"]
+    assert (exceeded["budget"], exceeded["spent"]) == ("daily_tokens", 2354.0)
+    assert governed["ended"] == "terminated: daily_tokens budget exceeded"
+
+    spent = owlclaw("agent", AGENT_ID)["spent"]
+    assert (spent["tokens"], spent["cost_usd"]) == (1454 + 900, 0.0012)
