@@ -91,6 +91,10 @@ class IdentityLoaded(_AgentEvent, frozen=True, kw_only=True):
     """sha256 of the app's owlclaw.toml ("" without one)."""
     code_sha256: str = ""
     """sha256 of the app's handlers.py ("" without one)."""
+    governance: JSON = {}
+    """The app's ``[governance]`` table as loaded (allow/deny/ask, rate limits, daily budget),
+    so what governed a decision is read from the ledger; empty in events recorded before it
+    was kept (``config_sha256`` still identifies the owlclaw.toml)."""
 
 
 class RunQueued(_AgentEvent, frozen=True, kw_only=True):
@@ -402,6 +406,10 @@ class MemoryRemembered(_RunEvent, frozen=True, kw_only=True):
     memory_id: UUID
     content: str
     tags: list[str] = []
+    embedding_model: str = ""
+    """The embedding model of the memory index the run recalled from, which indexes this
+    memory; "" in events recorded before it was kept, and by a runtime without recall: the
+    deployment's configured model (``memory.embedding_model``) indexed it."""
 
 
 class MessageSent(_RunEvent, frozen=True, kw_only=True):

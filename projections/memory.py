@@ -260,6 +260,38 @@ class RecallResult:
     """Set when recall degraded (index unavailable, view behind): memories may be incomplete."""
 
 
+Candidate = tuple[UUID, str, Sequence[str], datetime, float]
+"""A memory found near a query: memory_id, content, tags, created_at, cosine similarity."""
+
+
+def rank(
+    candidates: Sequence[Candidate],
+    now: datetime,
+    half_life_seconds: float,
+    limit: int,
+    min_similarity: float | None = None,
+) -> list[Memory]:
+    """The ``limit`` most relevant ``candidates`` as of ``now``: similarity weighted by age
+    (0.5 ** (age / half-life)), newest first among equals; those less similar than
+    ``min_similarity`` left out. What recall ranks by, today or as of a past moment."""
+    memories = [
+        Memory(
+            memory_id=memory_id,
+            content=content,
+            tags=list(tags),
+            created_at=created_at,
+            similarity=round(float(similarity), 6),
+            relevance=round(float(similarity) * decay, 6),
+            decay=round(decay, 6),
+        )
+        for memory_id, content, tags, created_at, similarity in candidates
+        if min_similarity is None or float(similarity) >= min_similarity
+        for decay in (0.5 ** (max(0.0, (now - created_at).total_seconds()) / half_life_seconds),)
+    ]
+    memories.sort(key=lambda m: (-m.relevance, -m.created_at.timestamp()))
+    return memories[:limit]
+
+
 class MemoryStore:
     """Recall over the memory view, strictly per agent.
 
@@ -303,29 +335,10 @@ class MemoryStore:
             rows = self._nearest(agent_id, query, limit * self.CANDIDATES_PER_RESULT)
         except (psycopg.Error, PersistenceError, EmbeddingUnavailable) as e:
             return RecallResult([], f"memory index unavailable, recall returned nothing: {e}")
-        now = now or datetime.now(UTC)
-        memories = [
-            Memory(
-                memory_id=r[0],
-                content=r[1],
-                tags=list(r[2]),
-                created_at=r[3],
-                similarity=round(float(r[4]), 6),
-                relevance=round(float(r[4]) * decay, 6),
-                decay=round(decay, 6),
-            )
-            for r in rows
-            if min_similarity is None or float(r[4]) >= min_similarity
-            for decay in (self._decay(now, r[3]),)
-        ]
-        memories.sort(key=lambda m: (-m.relevance, -m.created_at.timestamp()))
-        return RecallResult(memories[:limit], warning)
+        ranked = rank(rows, now or datetime.now(UTC), self.half_life_seconds, limit, min_similarity)
+        return RecallResult(ranked, warning)
 
-    def _decay(self, now: datetime, created_at: datetime) -> float:
-        age = max(0.0, (now - created_at).total_seconds())
-        return float(0.5 ** (age / self.half_life_seconds))
-
-    def _nearest(self, agent_id: str, query: str, candidates: int) -> list[tuple[Any, ...]]:
+    def _nearest(self, agent_id: str, query: str, candidates: int) -> list[Candidate]:
         """Embed the query in the serving index's vector space and search it.
 
         The search runs in one transaction that first locks the view's tables (in the order a
@@ -370,7 +383,7 @@ class MemoryStore:
                         ),
                         {"q": embedded[1], "a": agent_id, "k": candidates},
                     )
-                    return cur.fetchall()
+                    return [(r[0], r[1], r[2], r[3], float(r[4])) for r in cur.fetchall()]
             embedder = view.embedder
             if model != embedder.model:
                 embedder = embedder_for(model, dimensions)

@@ -504,11 +504,26 @@ def memory(
     agent: Annotated[str, typer.Argument(help="Agent id.")],
     recall: Annotated[str | None, typer.Option(help="Rank memories by relevance to this.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=20, help="Memories to recall.")] = 5,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            help="The memories held at this moment, rebuilt from the ledger: an ISO-8601 time"
+            " (UTC unless it names an offset) or a log position (@1234).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories."""
+    """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories;
+    with --as-of, list or recall the memories of a past moment from the ledger instead."""
     from owlclaw.inspection import memory_of
     from owlclaw.wiring import open_memory_view
+
+    if as_of is not None:
+        from owlclaw.cli.audit import memory_as_of
+
+        memory_as_of(agent, as_of, recall, limit, as_json=as_json)
+        return
 
     config = load_config()
     with open_ledger(config) as (_, led), err.status("updating the memory view…"):

@@ -130,6 +130,7 @@ async def _remember(params: p.Remember, ctx: RunScope, call_id: str) -> Any:
         memory_id=memory_id,
         content=params.content,
         tags=list(params.tags),
+        embedding_model=ctx.memory.view.embedder.model if ctx.memory is not None else "",
     )
     result: dict[str, Any] = {"memory_id": str(memory_id), "timestamp": event.timestamp.isoformat()}
     if archived:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
+
 from events import catalog as ev
 from events.aggregates import Agent
 from owlclaw.app import SCRIPTS_DIR, AgentApp, AppError, load_app
@@ -86,6 +88,7 @@ class AppReloader:
             skills=fresh.skill_hashes,
             config_sha256=fresh.config_sha256,
             code_sha256=fresh.code_sha256,
+            governance=msgspec.to_builtins(governance),
         )
         for warning in fresh.warnings:
             agent.record(ev.AgentWarning, source="skills", message=warning)

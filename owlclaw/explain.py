@@ -1,0 +1,281 @@
+"""The decision manifest of a run: what each of its model decisions was based on and what
+governed it, read from the recorded events alone (no view, no app directory, no model).
+
+A step is one recorded model answer (LLMResponded). The run's first answer records the inputs
+of its prompt (identity hashes, recalled memories with their scores, skills, model path); the
+agent's stream records the identity version the run ran with (the last IdentityLoaded before the
+run's first event), the approvals of its calls and the budget it exceeded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from events import Ledger
+from events import catalog as ev
+from events.aggregates import approval_id_for, run_stream_id
+from events.ledger import LoggedEvent
+from owlclaw.as_of import IdentityVersion, changed_files, identity_versions
+
+
+class NotRecorded(LookupError):
+    """The run or step asked for is not in the ledger (the message says what there is)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call a step decided on, and what became of it."""
+
+    call_id: str
+    tool: str
+    arguments: str
+    outcome: str = "no outcome recorded"
+
+
+@dataclass(frozen=True)
+class RecalledMemory:
+    memory_id: str
+    relevance: float
+    """Similarity x decay when the run recalled it."""
+    content: str
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    """1 for the run's first model answer."""
+    version: int
+    """Its LLMResponded's version in the run stream."""
+    position: int
+    at: datetime
+    model: str
+    fallback_hops: list[str]
+    """The models of the path that failed before ``model`` answered, with their errors."""
+    usage: dict[str, int]
+    cost_usd: float
+    latency_ms: float
+    answer: str | None
+    """The final answer when the step called no tool."""
+    calls: list[Call]
+    governance: list[str]
+    """What governance decided about its calls: denials (rate limits, governance rules),
+    approvals asked and how they were answered."""
+    recalled: list[RecalledMemory]
+    """What its ``recall`` calls returned, with the relevance each memory was ranked by."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    agent_id: str
+    run_no: int
+    run_id: UUID
+    trigger: str
+    focus: str | None
+    started_at: datetime | None
+    ended: str
+    """How the run ended (its end event, with the reason), or "not ended"."""
+    identity: IdentityVersion | None
+    """The identity version the run ran with; ``changed`` names what it changed."""
+    changed_since_previous_run: list[str]
+    """App files that differ from the identity the agent's previous run ran with."""
+    skills_in_prompt: list[str]
+    skill_index: list[str]
+    memories: list[RecalledMemory]
+    visible_tools: list[str]
+    hidden_tools: dict[str, str]
+    """Tool -> why the model did not see it."""
+    model_path: list[str]
+    rate_limits: dict[str, Any]
+    budget: dict[str, Any]
+    """The daily limits in effect and the BudgetExceeded this run caused."""
+    tokens: int
+    cost_usd: float
+    steps: list[Step] = field(default_factory=list)
+
+
+def _started_at(history: list[LoggedEvent], run_id: UUID) -> int | None:
+    """The log position of the run's first event: the identity loaded before it (committed
+    with it, when the app changed while the run waited in the queue) is the one it ran with."""
+    return next((h.position for h in history if h.event.originator_id == run_id), None)
+
+
+def _identity_for(versions: list[IdentityVersion], started: int | None) -> IdentityVersion | None:
+    before = [v for v in versions if started is not None and v.position < started]
+    return before[-1] if before else None
+
+
+def explain_run(led: Ledger, agent_id: str, run_no: int, step: int | None = None) -> Manifest:
+    """The manifest of run ``run_no`` of ``agent_id``, with every step or only ``step``."""
+    history = led.agent_history(agent_id)
+    run_id = run_stream_id(agent_id, run_no)
+    run = [h for h in history if h.event.originator_id == run_id]
+    if not run:
+        raise NotRecorded(f"agent {agent_id} has no run {run_no}")
+    versions = identity_versions(history)
+    identity = _identity_for(versions, run[0].position)
+    previous = (
+        _identity_for(versions, _started_at(history, run_stream_id(agent_id, run_no - 1)))
+        if run_no > 1
+        else None
+    )
+    since = changed_files(previous, identity) if previous and identity else []
+    steps = _steps(history, run, run_id)
+    if step is not None:
+        if not 1 <= step <= len(steps):
+            raise NotRecorded(f"run {run_no} of agent {agent_id} has {len(steps)} steps")
+        steps = [steps[step - 1]]
+    decisions = [h.event for h in run if isinstance(h.event, ev.LLMResponded)]
+    inputs = decisions[0].inputs if decisions else {}
+    started = next((h.event for h in run if isinstance(h.event, ev.RunStarted)), None)
+    end = next((h.event for h in run if isinstance(h.event, ev.RunEnded)), None)
+    visible = next((h.event for h in run if isinstance(h.event, ev.VisibleToolsResolved)), None)
+    governance = identity.governance if identity is not None else {}
+    return Manifest(
+        agent_id=agent_id,
+        run_no=run_no,
+        run_id=run_id,
+        trigger=started.trigger if started else "",
+        focus=started.focus if started else None,
+        started_at=started.timestamp if started else None,
+        ended=_ended(end),
+        identity=identity,
+        changed_since_previous_run=since,
+        skills_in_prompt=list(inputs.get("skills", [])),
+        skill_index=list(inputs.get("skill_index", [])),
+        memories=_memories(history, inputs.get("memories", {})),
+        visible_tools=list(visible.tools) if visible else [],
+        hidden_tools=dict(visible.filtered) if visible else {},
+        model_path=list(inputs.get("model_path", [])),
+        rate_limits=dict(governance.get("rate_limits", {})),
+        budget={
+            "daily_tokens": governance.get("daily_tokens"),
+            "daily_cost_usd": governance.get("daily_cost_usd"),
+            "exceeded": [
+                {"budget": e.budget, "limit": e.limit, "spent": e.spent, "at": e.timestamp}
+                for h in history
+                if isinstance(e := h.event, ev.BudgetExceeded) and e.run_id == run_id
+            ],
+        },
+        tokens=sum(d.usage.get("total_tokens", 0) for d in decisions),
+        cost_usd=round(sum(d.cost_usd for d in decisions), 9),
+        steps=steps,
+    )
+
+
+def _ended(end: ev.LedgerEvent | None) -> str:
+    match end:
+        case None:
+            return "not ended"
+        case ev.RunCompleted():
+            return "completed"
+        case ev.RunFailed(error=why) | ev.RunTerminated(reason=why) | ev.RunSkipped(reason=why):
+            return f"{type(end).__name__.removeprefix('Run').lower()}: {why}"
+        case ev.RunTimedOut(timeout_s=timeout):
+            return f"timed out after {timeout:g} s"
+    return type(end).__name__
+
+
+def _memories(history: list[LoggedEvent], scores: dict[str, float]) -> list[RecalledMemory]:
+    contents = {
+        str(e.memory_id): e.content
+        for h in history
+        if isinstance(e := h.event, ev.MemoryRemembered)
+    }
+    return [
+        RecalledMemory(memory_id, float(relevance), contents.get(memory_id, ""))
+        for memory_id, relevance in scores.items()
+    ]
+
+
+def _outcome(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911 - one per outcome event
+    match e:
+        case ev.ToolCallSucceeded():
+            return "succeeded" + (" (result truncated for the model)" if e.truncated else "")
+        case ev.ToolCallFailed():
+            return f"failed {e.error_code}: {e.error}"
+        case ev.ToolCallTimedOut():
+            return f"timed out after {e.timeout_s:g} s"
+        case ev.ToolOutcomeUnknown():
+            return f"outcome unknown: {e.reason}"
+        case ev.ToolCallDenied():
+            return f"denied{f' {e.error_code}' if e.error_code else ''}: {e.reason}"
+        case ev.ToolCallRejected():
+            return f"rejected (invalid arguments): {e.error}"
+        case ev.RunParked():
+            return "parked: waiting for " + ("a sub-agent" if e.spawn_id else "approval")
+    return None
+
+
+def _steps(history: list[LoggedEvent], run: list[LoggedEvent], run_id: UUID) -> list[Step]:
+    approvals: dict[str, list[str]] = {}
+    for h in history:
+        e = h.event
+        if isinstance(e, ev.ApprovalRequested) and e.run_id == run_id:
+            approvals[e.approval_id] = [f"{e.tool} ({e.call_id}) waited for approval: {e.reason}"]
+        elif isinstance(e, ev.ApprovalGranted) and e.approval_id in approvals:
+            edited = " with edited arguments" if e.arguments is not None else ""
+            approvals[e.approval_id].append(f"approval granted by {e.by}{edited}")
+        elif isinstance(e, ev.ApprovalDenied) and e.approval_id in approvals:
+            approvals[e.approval_id].append(f"approval denied by {e.by}")
+        elif isinstance(e, ev.ApprovalExpired) and e.approval_id in approvals:
+            approvals[e.approval_id].append("approval expired (denied)")
+    answers = [i for i, h in enumerate(run) if isinstance(h.event, ev.LLMResponded)]
+    steps = []
+    for number, (start, stop) in enumerate(
+        zip(answers, [*answers[1:], len(run)], strict=True), start=1
+    ):
+        answered = run[start].event
+        assert isinstance(answered, ev.LLMResponded)
+        calls = {
+            str(c.get("id") or ""): Call(
+                str(c.get("id") or ""),
+                str(c.get("function", {}).get("name", "")),
+                str(c.get("function", {}).get("arguments", "")),
+            )
+            for c in answered.message.get("tool_calls") or []
+        }
+        governance: list[str] = []
+        recalled: list[RecalledMemory] = []
+        for h in run[start + 1 : stop]:
+            call_id = getattr(h.event, "call_id", None)
+            if call_id in calls and (outcome := _outcome(h.event)) is not None:
+                call = calls[call_id]
+                calls[call_id] = Call(call.call_id, call.tool, call.arguments, outcome)
+                if isinstance(h.event, ev.ToolCallDenied):
+                    governance.append(f"{call.tool} ({call_id}) {outcome}")
+                recalled += _recalled(h.event)
+        for call_id in calls:
+            governance += approvals.get(approval_id_for(run_id, call_id), [])
+        steps.append(
+            Step(
+                number=number,
+                version=answered.originator_version,
+                position=run[start].position,
+                at=answered.timestamp,
+                model=answered.model,
+                fallback_hops=list(answered.fallback_hops),
+                usage=dict(answered.usage),
+                cost_usd=answered.cost_usd,
+                latency_ms=answered.latency_ms,
+                answer=None if calls else str(answered.message.get("content") or ""),
+                calls=list(calls.values()),
+                governance=governance,
+                recalled=recalled,
+            )
+        )
+    return steps
+
+
+def _recalled(e: ev.LedgerEvent) -> list[RecalledMemory]:
+    """The memories a successful ``recall`` call returned (none when its result was cut)."""
+    if not isinstance(e, ev.ToolCallSucceeded) or e.tool != "recall":
+        return []
+    found = e.result.get("memories", []) if isinstance(e.result, dict) else []
+    return [
+        RecalledMemory(str(m["memory_id"]), float(m["relevance"]), str(m["content"]))
+        for m in found
+        if isinstance(m, dict) and {"memory_id", "relevance", "content"} <= m.keys()
+    ]
