@@ -11,10 +11,12 @@ from rich.table import Table
 from rich.tree import Tree
 
 from events.catalog import event_fields
+from events.heads import AnchorInvalid, read_anchor
 from owlclaw.chains import verify_agent
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
     JsonOption,
     app,
     err,
@@ -106,11 +108,31 @@ def _tree(branch: Tree, nodes: list[SpawnNode]) -> Tree:
 @handles_errors
 def verify(
     agent: Annotated[str | None, typer.Argument(help="Agent id (default: every stream).")] = None,
+    anchor_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--anchor",
+            help="Check against this anchor (the JSON `owlclaw anchor --json` printed) instead "
+            "of the latest one in the ledger.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Recompute the hash chains; name the first altered event of each stream."""
+    """Recompute the hash chains (naming the first altered event of each stream), check each
+    ended run against the head sealed on its agent's stream, and every stream against the
+    latest anchor: a deleted tail or stream, or an event rewritten after the anchor, is named."""
+    anchor = None
+    if anchor_file is not None:
+        try:
+            anchor = read_anchor(anchor_file.read_bytes(), str(anchor_file))
+        except OSError as e:
+            fail(
+                f"cannot read {anchor_file}: {e.strerror}", "pass an existing file", EXIT_NOT_FOUND
+            )
+        except AnchorInvalid as e:
+            fail(str(e), "pass the JSON `owlclaw anchor --json` printed, unchanged", EXIT_USAGE)
     with open_ledger() as (_, led):
-        report = verify_agent(led, agent)
+        report = verify_agent(led, agent, anchor)
     if as_json:
         print_json(
             {
@@ -126,17 +148,47 @@ def verify(
                     }
                     for b in report.breaks
                 ],
+                "mismatches": report.mismatches,
+                "sealed_runs": report.sealed_runs,
+                "anchor": report.anchor,
+                "unreadable": report.unreadable,
             }
-        )
-    elif report.ok:
-        out.print(
-            f"[green]ok[/]: {report.events} events in {report.streams} streams, chains intact"
         )
     else:
         for b in report.breaks:
-            out.print(f"[red]BROKEN[/] {b}")
+            out.print(f"[red]BROKEN[/] {escape(str(b))}")
+        for m in report.mismatches:
+            out.print(f"[red]MISMATCH[/] {escape(str(m))}")
+        for u in report.unreadable:
+            out.print(f"[yellow]unchecked[/] {escape(u)}")
+        if report.ok:
+            against = f"; every stream reaches {report.anchor}" if report.anchor else ""
+            out.print(
+                f"[green]ok[/]: {report.events} events in {report.streams} streams, chains "
+                f"intact; {report.sealed_runs} ended runs match their sealed heads{against}"
+            )
     if not report.ok:
         raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+@handles_errors
+def anchor(as_json: JsonOption = False) -> None:
+    """Record the head (last version and hash) of every stream in the ledger, and print it.
+    Keep the printed JSON outside the database: `owlclaw verify --anchor FILE` then finds any
+    later deletion or rewrite of what it covers, even if the anchor events are deleted too."""
+    with open_ledger() as (_, led):
+        anchored = led.anchor()
+    if as_json:
+        print_json(anchored)
+        return
+    for h in anchored.heads:
+        out.print(f"{h.stream} {h.version} {h.hash}", highlight=False)
+    out.print(
+        f"anchor {anchored.anchor} at {anchored.at.isoformat()}: {len(anchored.heads)} streams, "
+        f"digest {anchored.digest}",
+        highlight=False,
+    )
 
 
 @app.command()
