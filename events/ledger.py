@@ -185,7 +185,8 @@ class Ledger:
         ``ours``: agent-stream versions this writer committed itself (a host accepting a run while
         the agent's previous run is between steps): its own facts are ordered by it and commute.
         A commit whose only agent events are RunSealed commutes with anything (a seal states a
-        run stream's head, not the agent's state), so a run a fenced writer ends is sealed too.
+        run stream's head, not the agent's state), even with versions this writer lost in a
+        failed commit: so a run a fenced writer ends (``stand_down``) is sealed too.
         Anything else in between (another runtime queued a run, a fire was recorded) is a real
         conflict and raises StreamConflict, as does any conflict on a run stream (one writer).
         """
@@ -200,10 +201,14 @@ class Ledger:
                 base = agent_events[0].originator_version - 1
                 others = [self._decode(s) for s in self._recorder.select_events(agent.id, gt=base)]
                 seals_only = all(isinstance(e, ev.RunSealed) for e in agent_events)
-                if not others or (
-                    over is not None
-                    and not seals_only
-                    and not all(isinstance(e, over) or e.originator_version in ours for e in others)
+                if not seals_only and (
+                    not others
+                    or (
+                        over is not None
+                        and not all(
+                            isinstance(e, over) or e.originator_version in ours for e in others
+                        )
+                    )
                 ):
                     raise
                 current = self.load_agent(agent.agent_id)
