@@ -512,9 +512,10 @@ class ChainsAnchored(_AnchorEvent, frozen=True, kw_only=True):
     Shape, for readers outside OwlClaw: ``heads`` is a list of {stream, version, hash} (hash:
     lowercase hex of the row hash of the stream's event at that version), sorted by stream id,
     every stream of the ledger except the anchor stream itself; ``digest`` is the lowercase hex
-    sha256 of the lines ``<stream>:<version>:<hash>\\n`` in that order (``events.anchors``),
-    one value an operator can quote for the whole list. A later stream shorter than its anchored
-    version, or whose event at that version has another hash, was altered after the anchor."""
+    sha256 of the lines ``<stream>:<version>:<hash>\\n`` in that order
+    (``events.heads.anchor_digest``), one value an operator can quote for the whole list. A later
+    stream shorter than its anchored version, or whose event at that version has another hash,
+    was altered after the anchor. The stream is ``events.heads.ANCHOR_STREAM_ID``."""
 
     heads: list[StreamHead]
     digest: str
