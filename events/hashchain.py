@@ -53,6 +53,7 @@ class HeadMismatch:
     """What the stream is: "agent A", "agent A run N", or the stream id."""
     expected_version: int
     expected_hash: str
+    """Hex; empty when only the stream's existence was expected (a queued run)."""
     found_version: int | None
     """The stream's last version now (None: the stream is gone)."""
     found_hash: str | None
@@ -68,9 +69,10 @@ class HeadMismatch:
             else f"last version {self.found_version}, hash at version {self.expected_version}"
             f" {self.found_hash or 'none'}"
         )
+        hash_ = f" hash {self.expected_hash}" if self.expected_hash else ""
         return (
             f"{self.label} (stream {self.stream}): {self.reason}; expected version "
-            f"{self.expected_version} hash {self.expected_hash} ({self.by}), found {found}"
+            f"{self.expected_version}{hash_} ({self.by}), found {found}"
         )
 
 

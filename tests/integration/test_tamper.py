@@ -216,6 +216,9 @@ def test_an_anchor_kept_outside_catches_what_deleting_the_anchors_hides(
     kept = tmp_path / "anchor.json"
     kept.write_text(printed.stdout)
     assert json.loads(printed.stdout)["anchor"] == 1
+    shown = runner.invoke(cli, ["anchor"])
+    assert shown.exit_code == 0 and "anchor 2 at " in shown.stdout
+    assert f"{agent_stream_id(AGENT)} " in shown.stdout  # each head, one per line
 
     delete_last(fresh_db, agent_stream_id(AGENT))
     sql(fresh_db, "DELETE FROM ledger_events WHERE originator_id = %s", ANCHOR_STREAM_ID)

@@ -87,6 +87,10 @@ def test_a_rewritten_end_and_an_unsealed_run_missing_before_a_started_one_are_na
         ),
         ("agent a run 2", None, "the run's stream is missing (deleted)"),
     ]
+    assert str(found[1]) == (
+        f"agent a run 2 (stream {RUNS[1]}): the run's stream is missing (deleted); expected "
+        "version 1 (RunQueued, and run 3 started after it), found no stream"
+    )
 
 
 def test_an_anchor_names_shorter_and_rewritten_streams_not_grown_or_new_ones() -> None:
