@@ -243,8 +243,13 @@ class AgentHost:
     async def cancel(self, agent_id: str, run_id: str) -> bool:
         """Cancel the agent's run — running, or parked (it ends with RunTerminated) — and the
         sub-agent runs it started that have not ended."""
-        cancelled = self._cancel_running(agent_id, run_id)
-        if not cancelled:
+        running = self._cancel_running(agent_id, run_id)
+        cancelled = running is not None
+        if running is not None:
+            # Its end commits as the task stops, with what it recorded but had not committed
+            # (the SubAgentSpawned of the child it started last): read the spawns after that.
+            await asyncio.wait([running])
+        else:
 
             async def end(runtime: AgentRuntime) -> tuple[bool, None]:
                 return await runtime.end_parked(uuid.UUID(run_id)), None
@@ -257,12 +262,14 @@ class AgentHost:
                     await self.agents.cancel(spawn.child_agent_id, str(spawn.child_run_id))
         return cancelled
 
-    def _cancel_running(self, agent_id: str, run_id: str) -> bool:
+    def _cancel_running(self, agent_id: str, run_id: str) -> asyncio.Task[RunResult] | None:
+        """The agent's running task for ``run_id``, cancelled; None when it is not running (or
+        has just finished: parked, not yet collected, so ``end_parked`` ends it)."""
         hosted = self._agents.get(agent_id)
         if hosted is None or hosted.running != run_id or hosted.current is None:
-            return False
-        hosted.current.cancel()
-        return True
+            return None
+        task = hosted.current
+        return task if task.cancel() else None
 
     async def status(self, agent_id: str | None = None) -> HostStatus:
         return self.status_now(agent_id)
