@@ -1,8 +1,9 @@
 """The domain events: immutable, typed facts (msgspec Structs) that make up an agent's ledger.
 
 Every event belongs to one stream: the ``Agent`` stream of its agent, the ``Run`` stream of one
-run, the ``Message`` stream of one outbound message (what its delivery came to), or the ``Eval``
-stream of one evaluation of a candidate model over recorded runs. The event
+run, the ``Message`` stream of one outbound message (what its delivery came to), the ``Eval``
+stream of one evaluation of a candidate model over recorded runs, or the one ``anchor`` stream
+of the ledger's chain-head anchors. The event
 type name is its stored topic (plus ``@N`` from class version 2 on), so renaming a module never
 orphans a stored event; renaming a class needs an alias in ``EVENT_ALIASES``.
 
@@ -24,7 +25,7 @@ EVENT_TYPES: dict[str, type[LedgerEvent]] = {}
 EVENT_ALIASES: dict[str, str] = {}
 """Old topic name -> current class name, for classes that were renamed."""
 
-Stream = Literal["agent", "run", "message", "eval"]
+Stream = Literal["agent", "run", "message", "eval", "anchor"]
 JSON = dict[str, Any]
 
 
@@ -59,6 +60,10 @@ class _MessageEvent(LedgerEvent, frozen=True, kw_only=True):
 
 class _EvalEvent(LedgerEvent, frozen=True, kw_only=True):
     stream: ClassVar[Stream] = "eval"
+
+
+class _AnchorEvent(LedgerEvent, frozen=True, kw_only=True):
+    stream: ClassVar[Stream] = "anchor"
 
 
 # --- Agent stream -------------------------------------------------------------------------------
@@ -291,6 +296,21 @@ class ApprovalExpired(_AgentEvent, frozen=True, kw_only=True):
     approval_id: str
 
 
+class RunSealed(_AgentEvent, frozen=True, kw_only=True):
+    """A run ended: its stream's head as that end committed (in the same transaction), so a
+    deleted tail, a deleted stream or an event appended after the end is found by comparing.
+
+    Shape, for readers outside OwlClaw: ``run_id`` (the run stream's id), ``run_no``,
+    ``version`` (the run stream's last version, its end event) and ``hash`` (that event's row
+    hash, lowercase hex, as stored in the ledger's ``hash`` column). A parked run is sealed
+    when it finally ends, with the head it has then."""
+
+    run_id: UUID
+    run_no: int
+    version: int
+    hash: str
+
+
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID | None
     budget: str
@@ -486,6 +506,32 @@ class RunTerminated(_RunEnded, frozen=True, kw_only=True):
 
 class RunSkipped(_RunEnded, frozen=True, kw_only=True):
     reason: str
+
+
+# --- Anchor stream ------------------------------------------------------------------------------
+
+
+class StreamHead(msgspec.Struct, frozen=True, kw_only=True):
+    """One stream's last event: its version and row hash (lowercase hex)."""
+
+    stream: UUID
+    version: int
+    hash: str
+
+
+class ChainsAnchored(_AnchorEvent, frozen=True, kw_only=True):
+    """``owlclaw anchor``: the head of every stream of the ledger at one moment.
+
+    Shape, for readers outside OwlClaw: ``heads`` is a list of {stream, version, hash} (hash:
+    lowercase hex of the row hash of the stream's event at that version), sorted by stream id,
+    every stream of the ledger except the anchor stream itself; ``digest`` is the lowercase hex
+    sha256 of the lines ``<stream>:<version>:<hash>\\n`` in that order
+    (``events.heads.anchor_digest``), one value an operator can quote for the whole list. A later
+    stream shorter than its anchored version, or whose event at that version has another hash,
+    was altered after the anchor. The stream is ``events.heads.ANCHOR_STREAM_ID``."""
+
+    heads: list[StreamHead]
+    digest: str
 
 
 # --- Message stream -----------------------------------------------------------------------------

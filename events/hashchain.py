@@ -2,7 +2,9 @@
 
 Row hash = sha256(prev_hash || "<stream>:<version>:<topic>" || 0x00 || state); each row's
 ``prev_hash`` must equal the previous row's hash (32 zero bytes for a stream's first event).
-Changing any stored byte, deleting or reordering rows breaks the chain at that row.
+Changing any stored byte, deleting or reordering rows breaks the chain at that row. Deleting a
+stream's last rows (or the whole stream) leaves a shorter chain that still holds: that is found
+against the heads committed elsewhere (``events.heads``).
 """
 
 from __future__ import annotations
@@ -41,15 +43,56 @@ class ChainBreak:
         )
 
 
+@dataclass(frozen=True)
+class HeadMismatch:
+    """A stream that no longer ends where a head committed elsewhere says it did (a run's
+    RunSealed on its agent's stream, or an anchor): what was expected and what was found."""
+
+    stream: UUID
+    label: str
+    """What the stream is: "agent A", "agent A run N", or the stream id."""
+    expected_version: int
+    expected_hash: str
+    """Hex; empty when only the stream's existence was expected (a queued run)."""
+    found_version: int | None
+    """The stream's last version now (None: the stream is gone)."""
+    found_hash: str | None
+    """The hash now stored at the expected version (None: no event there)."""
+    by: str
+    """Where the expected head is committed ("RunSealed at agent version 7", "anchor 3")."""
+    reason: str
+
+    def __str__(self) -> str:
+        found = (
+            "no stream"
+            if self.found_version is None
+            else f"last version {self.found_version}, hash at version {self.expected_version}"
+            f" {self.found_hash or 'none'}"
+        )
+        hash_ = f" hash {self.expected_hash}" if self.expected_hash else ""
+        return (
+            f"{self.label} (stream {self.stream}): {self.reason}; expected version "
+            f"{self.expected_version}{hash_} ({self.by}), found {found}"
+        )
+
+
 @dataclass
 class VerifyReport:
     streams: int = 0
     events: int = 0
     breaks: list[ChainBreak] = field(default_factory=list)
+    mismatches: list[HeadMismatch] = field(default_factory=list)
+    """Streams that differ from their committed heads (``events.heads``)."""
+    sealed_runs: int = 0
+    """Runs checked against their RunSealed."""
+    anchor: str | None = None
+    """The anchor the streams were checked against, if any."""
+    unreadable: list[str] = field(default_factory=list)
+    """Agents whose stream does not decode, so their runs were not checked against seals."""
 
     @property
     def ok(self) -> bool:
-        return not self.breaks
+        return not self.breaks and not self.mismatches
 
 
 def verify_rows(rows: Iterable[Row]) -> VerifyReport:

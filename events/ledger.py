@@ -27,10 +27,11 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresDatastore
 
 from events import catalog as ev
-from events.aggregates import Agent, Run, agent_stream_id, projector, run_stream_id
+from events.aggregates import Agent, Run, agent_stream_id, now, projector, run_stream_id
 from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
-from events.hashchain import Row, VerifyReport
+from events.hashchain import GENESIS_HASH, Row, VerifyReport, row_hash
+from events.heads import ANCHOR_STREAM_ID, Anchor, anchor_digest, anchored_heads
 from events.memory_recorder import InMemoryRecorder
 from events.recorder import OwlClawApplicationRecorder, postgres_env
 
@@ -183,6 +184,9 @@ class Ledger:
         ``over``: the event types of other writers this writer's facts commute with (None: any).
         ``ours``: agent-stream versions this writer committed itself (a host accepting a run while
         the agent's previous run is between steps): its own facts are ordered by it and commute.
+        A commit whose only agent events are RunSealed commutes with anything (a seal states a
+        run stream's head, not the agent's state), even with versions this writer lost in a
+        failed commit: so a run a fenced writer ends (``stand_down``) is sealed too.
         Anything else in between (another runtime queued a run, a fire was recorded) is a real
         conflict and raises StreamConflict, as does any conflict on a run stream (one writer).
         """
@@ -196,9 +200,15 @@ class Ledger:
                     raise
                 base = agent_events[0].originator_version - 1
                 others = [self._decode(s) for s in self._recorder.select_events(agent.id, gt=base)]
-                if not others or (
-                    over is not None
-                    and not all(isinstance(e, over) or e.originator_version in ours for e in others)
+                seals_only = all(isinstance(e, ev.RunSealed) for e in agent_events)
+                if not seals_only and (
+                    not others
+                    or (
+                        over is not None
+                        and not all(
+                            isinstance(e, over) or e.originator_version in ours for e in others
+                        )
+                    )
                 ):
                     raise
                 current = self.load_agent(agent.agent_id)
@@ -206,6 +216,41 @@ class Ledger:
                     current.record(type(e), **_own_fields(e))
                 agent, agent_events = current, current.collect_events()
         raise StreamConflict(f"agent {agent.agent_id}: still conflicting after {MAX_REBASES} tries")
+
+    def seal(self, agent: Agent, run: Run) -> ev.RunSealed:
+        """Record on ``agent`` (pending) the head ``run``'s stream will have once its pending
+        events commit: to commit in the same transaction as the run's end.
+
+        The hash the SQL append will store is computed here from the same inputs: the stored
+        hash before the pending events (read back), and each pending event's topic and state as
+        the mapper stores them (``to_stored_event``, deterministic msgspec JSON) through
+        ``row_hash``. Reading it back after the commit instead would need a second commit, and
+        a crash between the two would leave an ended run unsealed."""
+        pending = run.pending_events
+        if not pending:
+            raise ValueError(f"run {run.id} has no pending events to seal")
+        before = pending[0].originator_version - 1
+        previous = (
+            GENESIS_HASH
+            if before == 0
+            else self._recorder.event_hashes([(run.id, before)]).get((run.id, before))
+        )
+        if previous is None:
+            raise StreamConflict(f"run {run.id}: version {before} is not stored, cannot seal")
+        for event in pending:
+            stored = self._mapper.to_stored_event(event)
+            previous = row_hash(
+                previous, run.id, stored.originator_version, stored.topic, stored.state
+            )
+        sealed = agent.record(
+            ev.RunSealed,
+            run_id=run.id,
+            run_no=run.state.run_no,
+            version=run.version,
+            hash=previous.hex(),
+        )
+        assert isinstance(sealed, ev.RunSealed)
+        return sealed
 
     def _snapshot_if_due(
         self, events: Sequence[LedgerEvent], aggregates: Sequence[Agent | Run]
@@ -402,6 +447,43 @@ class Ledger:
     def verify(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains of every stream, or of ``streams``."""
         return self._recorder.verify_chains(streams)
+
+    def stream_heads(self, streams: Sequence[UUID] | None = None) -> dict[UUID, tuple[int, bytes]]:
+        """Stream -> (last version, its hash) as stored now, of every stream or ``streams``."""
+        return self._recorder.stream_heads(streams)
+
+    def event_hashes(self, keys: Sequence[tuple[UUID, int]]) -> dict[tuple[UUID, int], bytes]:
+        """(stream, version) -> the stored hash of that event, for the stored ones of ``keys``."""
+        return self._recorder.event_hashes(keys)
+
+    def anchor(self) -> Anchor:
+        """Record the head of every stream as ``ChainsAnchored`` on the anchor stream; the
+        anchor as printed for the operator. A concurrent anchor is retried on top of it."""
+        for _ in range(MAX_REBASES):
+            heads = self.stream_heads()
+            anchored = anchored_heads(heads)
+            event = ev.ChainsAnchored(
+                originator_id=ANCHOR_STREAM_ID,
+                originator_version=heads.get(ANCHOR_STREAM_ID, (0, b""))[0] + 1,
+                timestamp=now(),
+                heads=anchored,
+                digest=anchor_digest(anchored),
+            )
+            try:
+                self.append_events([event])
+                return Anchor.of(event)
+            except StreamConflict:
+                continue
+        raise StreamConflict(f"anchor: still conflicting after {MAX_REBASES} tries")
+
+    def latest_anchor(self) -> Anchor | None:
+        """The last anchor recorded in the ledger, if any."""
+        stored = self._recorder.select_events(ANCHOR_STREAM_ID, desc=True, limit=1)
+        if not stored:
+            return None
+        event = self._decode(stored[0])
+        assert isinstance(event, ev.ChainsAnchored)
+        return Anchor.of(event)
 
     # --- the PostgreSQL database, for read models ---------------------------------------------
 

@@ -103,6 +103,28 @@ class InMemoryRecorder(POPOApplicationRecorder):
         """The head: nothing committed is ever held back here."""
         return self.max_notification_id()
 
+    def stream_heads(self, streams: Sequence[UUID] | None = None) -> dict[UUID, tuple[int, bytes]]:
+        """Stream -> (last version, its hash), of every stream or of ``streams``."""
+        with self._database_lock:
+            names = list(self._stored_events_index) if streams is None else map(str, streams)
+            heads = {}
+            for name in names:
+                index = self._stored_events_index.get(name)
+                if index:
+                    last = max(index)
+                    heads[UUID(name)] = (last, self._links[index[last]][1])
+            return heads
+
+    def event_hashes(self, keys: Sequence[tuple[UUID, int]]) -> dict[tuple[UUID, int], bytes]:
+        """(stream, version) -> the stored event's hash, for those of ``keys`` that are stored."""
+        with self._database_lock:
+            found = {}
+            for stream, version in keys:
+                i = self._stored_events_index.get(str(stream), {}).get(version)
+                if i is not None:
+                    found[(stream, version)] = self._links[i][1]
+            return found
+
     def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains of every stream (or ``streams``)."""
         return verify_rows(self.chain_rows(streams))

@@ -274,6 +274,38 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
     ) -> Subscription[PostgresApplicationRecorder]:
         return WatermarkSubscription(recorder=self, gt=gt, topics=topics)
 
+    def stream_heads(self, streams: Sequence[UUID] | None = None) -> dict[UUID, tuple[int, bytes]]:
+        """Stream -> (last version, its hash), of every stream or of ``streams`` (a stream
+        without events is absent)."""
+        statement = SQL(
+            "SELECT DISTINCT ON (originator_id) originator_id, originator_version, hash "
+            "FROM {schema}.{table} {where} ORDER BY originator_id, originator_version DESC"
+        ).format(
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(self.events_table_name),
+            where=SQL("WHERE originator_id = ANY(%s)" if streams is not None else ""),
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, (list(streams),) if streams is not None else None)
+            return {
+                row["originator_id"]: (row["originator_version"], bytes(row["hash"]))
+                for row in curs.fetchall()
+            }
+
+    def event_hashes(self, keys: Sequence[tuple[UUID, int]]) -> dict[tuple[UUID, int], bytes]:
+        """(stream, version) -> the stored event's hash, for those of ``keys`` that are stored."""
+        statement = SQL(
+            "SELECT t.originator_id, t.originator_version, t.hash FROM {schema}.{table} t "
+            "JOIN unnest(%s::uuid[], %s::bigint[]) AS k(id, v) "
+            "ON t.originator_id = k.id AND t.originator_version = k.v"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, ([k[0] for k in keys], [k[1] for k in keys]))
+            return {
+                (row["originator_id"], row["originator_version"]): bytes(row["hash"])
+                for row in curs.fetchall()
+            }
+
     def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains the append function stored (every stream or ``streams``)."""
         return verify_ledger(self._conninfo(), streams, self.events_table_name)

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from events.catalog import event_fields
+from events.heads import AnchorInvalid, read_anchor
 from owlclaw.chains import verify_agent
 from owlclaw.cli.common import (
     EXIT_FAILED,
@@ -118,17 +119,41 @@ def verify(
         str | None,
         typer.Option("--pubkey", help="The bundle signer's public key (base64, or its file)."),
     ] = None,
+    anchor_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--anchor",
+            help="Check against this anchor (the JSON `owlclaw anchor --json` printed) instead "
+            "of the latest one in the ledger.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Recompute the hash chains; name the first altered event of each stream. With --bundle,
-    check an exported bundle instead: its chains, manifest and signature."""
+    """Recompute the hash chains (naming the first altered event of each stream), check each
+    ended run against the head sealed on its agent's stream, and every stream against the
+    latest anchor: a deleted tail or stream, or an event rewritten after the anchor, is named.
+    With --bundle, check an exported bundle instead: its chains, manifest and signature."""
     if bundle is not None or pubkey is not None:
-        if agent is not None:
-            fail("--bundle verifies a file, not an agent", "drop the agent argument", EXIT_USAGE)
+        if agent is not None or anchor_file is not None:
+            fail(
+                "--bundle verifies a file, not an agent or an anchor",
+                "drop the agent argument and --anchor",
+                EXIT_USAGE,
+            )
         _verify_bundle_file(bundle, pubkey, as_json)
         return
+    anchor = None
+    if anchor_file is not None:
+        try:
+            anchor = read_anchor(anchor_file.read_bytes(), str(anchor_file))
+        except OSError as e:
+            fail(
+                f"cannot read {anchor_file}: {e.strerror}", "pass an existing file", EXIT_NOT_FOUND
+            )
+        except AnchorInvalid as e:
+            fail(str(e), "pass the JSON `owlclaw anchor --json` printed, unchanged", EXIT_USAGE)
     with open_ledger() as (_, led):
-        report = verify_agent(led, agent)
+        report = verify_agent(led, agent, anchor)
     if as_json:
         print_json(
             {
@@ -144,15 +169,25 @@ def verify(
                     }
                     for b in report.breaks
                 ],
+                "mismatches": report.mismatches,
+                "sealed_runs": report.sealed_runs,
+                "anchor": report.anchor,
+                "unreadable": report.unreadable,
             }
-        )
-    elif report.ok:
-        out.print(
-            f"[green]ok[/]: {report.events} events in {report.streams} streams, chains intact"
         )
     else:
         for b in report.breaks:
-            out.print(f"[red]BROKEN[/] {b}")
+            out.print(f"[red]BROKEN[/] {escape(str(b))}")
+        for m in report.mismatches:
+            out.print(f"[red]MISMATCH[/] {escape(str(m))}")
+        for u in report.unreadable:
+            out.print(f"[yellow]unchecked[/] {escape(u)}")
+        if report.ok:
+            against = f"; every stream reaches {report.anchor}" if report.anchor else ""
+            out.print(
+                f"[green]ok[/]: {report.events} events in {report.streams} streams, chains "
+                f"intact; {report.sealed_runs} ended runs match their sealed heads{against}"
+            )
     if not report.ok:
         raise typer.Exit(EXIT_FAILED)
 
@@ -195,6 +230,26 @@ def _verify_bundle_file(bundle: Path | None, pubkey: str | None, as_json: bool) 
             out.print(f"[red]BROKEN[/] {escape(str(p))}", highlight=False, soft_wrap=True)
     if not report.ok:
         raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+@handles_errors
+def anchor(as_json: JsonOption = False) -> None:
+    """Record the head (last version and hash) of every stream in the ledger, and print it.
+    Keep the printed JSON outside the database: `owlclaw verify --anchor FILE` then finds any
+    later deletion or rewrite of what it covers, even if the anchor events are deleted too."""
+    with open_ledger() as (_, led):
+        anchored = led.anchor()
+    if as_json:
+        print_json(anchored)
+        return
+    for h in anchored.heads:
+        out.print(f"{h.stream} {h.version} {h.hash}", highlight=False)
+    out.print(
+        f"anchor {anchored.anchor} at {anchored.at.isoformat()}: {len(anchored.heads)} streams, "
+        f"digest {anchored.digest}",
+        highlight=False,
+    )
 
 
 @app.command()

@@ -43,7 +43,12 @@ class AgentWriter:
         over: tuple[type[ev.LedgerEvent], ...] | None = FOREIGN_FACTS,
     ) -> tuple[Agent, list[int]]:
         """Commit ``agent`` and ``runs``, rebasing over ``over`` (None: any fact) and over this
-        writer's own commits; the (possibly reloaded) agent and the log positions."""
+        writer's own commits; the (possibly reloaded) agent and the log positions. A run whose
+        end is among its pending events is sealed on the agent in the same commit (RunSealed:
+        its stream's final version and hash), whether it ends first time or after resuming."""
+        for run in runs:
+            if any(isinstance(e, ev.RunEnded) for e in run.pending_events):
+                self.ledger.seal(agent, run)
         mine = len(agent.pending_events)
         agent, positions = self.ledger.append_rebasing(agent, *runs, over=over, ours=self._ours)
         self._ours.update(range(agent.version - mine + 1, agent.version + 1))

@@ -1,5 +1,6 @@
 """The ledger page in a real browser: an agent's events in log order with each stream's
-hash-chain status; after an event is altered in PostgreSQL the page names that event."""
+hash-chain status; after an event is altered in PostgreSQL the page names that event, and after
+a run's last event is deleted, the run whose stream no longer matches its seal."""
 
 from __future__ import annotations
 
@@ -77,6 +78,18 @@ def test_the_ledger_page_names_the_event_altered_in_the_database(
     streams = page.locator("table.streams tr.broken")
     assert streams.count() == 1 and streams.get_attribute("data-stream") == run_id
     served.screenshot("ledger-broken")
+
+    with psycopg.connect(served.config.database_url, autocommit=True) as conn:
+        conn.execute(  # the run's end, whole: its chain holds again, its seal does not
+            "DELETE FROM ledger_events WHERE originator_id = %s AND originator_version = %s",
+            (completed.originator_id, completed.originator_version),
+        )
+    page.goto(f"{url}/ui/ledger/desk")
+    assert page.locator("[data-chain=broken] li.break").count() == 0
+    [deleted] = page.locator("[data-chain=broken] li.mismatch").all()
+    assert deleted.get_attribute("data-stream") == run_id
+    assert "agent desk run 1" in deleted.inner_text() and "tail was deleted" in deleted.inner_text()
+    assert page.locator("table.streams tr.broken").get_attribute("data-stream") == run_id
 
 
 def test_an_agent_stream_that_does_not_decode_is_named_on_its_row_and_its_ledger_page(

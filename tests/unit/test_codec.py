@@ -66,7 +66,7 @@ def _sample(t: msgspec.inspect.Type) -> Any:
     if isinstance(t, msgspec.inspect.LiteralType):
         return t.values[0]
     if isinstance(t, msgspec.inspect.StructType):
-        return {}
+        return {f.name: _sample(f.type) for f in t.fields if f.required}
     raise AssertionError(f"no sample for {t}")
 
 

@@ -1,6 +1,7 @@
 """The ledger page: an agent's events in log order (its stream and its runs'), a page at a time,
-with each stream's hash-chain status and the first broken event of each broken stream, as
-``owlclaw ledger`` and ``owlclaw verify`` read them."""
+with each stream's hash-chain status, the first broken event of each broken stream and the
+streams that differ from their sealed or anchored heads, as ``owlclaw ledger`` and ``owlclaw
+verify`` read them."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from aiohttp import web
 from events import Ledger, LedgerReadError
 from events.aggregates import agent_stream_id
 from events.catalog import event_fields
-from events.hashchain import ChainBreak
+from events.hashchain import ChainBreak, HeadMismatch
 from events.ledger import LoggedEvent
-from owlclaw.chains import agent_streams
+from owlclaw.chains import agent_streams, verify_agent
 from owlclaw.console.render import render
 from owlclaw.console.steps import text
 from owlclaw.service import Service
@@ -30,6 +31,8 @@ class StreamStatus:
     label: str
     """"agent", or "run N"."""
     broken: ChainBreak | None
+    mismatch: HeadMismatch | None
+    """The stream no longer ends where its seal or the latest anchor says."""
 
 
 def _read(ledger: Ledger, agent_id: str) -> dict[str, Any]:
@@ -38,12 +41,14 @@ def _read(ledger: Ledger, agent_id: str) -> dict[str, Any]:
     unreadable = None
     try:
         streams = agent_streams(ledger, agent_id)
+        report = verify_agent(ledger, agent_id)
     except LedgerReadError as e:  # its own stream does not decode: check that one
         streams, unreadable = [agent_stream_id(agent_id)], str(e)
-    report = ledger.verify(streams)
+        report = ledger.verify(streams)
     breaks = {b.stream: b for b in report.breaks}
+    mismatches = {m.stream: m for m in report.mismatches}
     statuses = [
-        StreamStatus(s, "agent" if i == 0 else f"run {i}", breaks.get(s))
+        StreamStatus(s, "agent" if i == 0 else f"run {i}", breaks.get(s), mismatches.get(s))
         for i, s in enumerate(streams)
     ]
     history: list[LoggedEvent] = []
