@@ -142,6 +142,12 @@ def events_of(ledger: Ledger, agent_id: str, kind: type[ev.LedgerEvent]) -> list
     return [e for e in ledger.stream(ledger.load_agent(agent_id).id) if isinstance(e, kind)]
 
 
+def all_sealed(ledger: Ledger, agent_id: str) -> bool:
+    """Every run queued on the agent has ended (its RunSealed is on the agent stream)."""
+    queued = {e.run_id for e in events_of(ledger, agent_id, ev.RunQueued)}
+    return queued <= {e.run_id for e in events_of(ledger, agent_id, ev.RunSealed)}
+
+
 def test_schedule_once_fires_through_hatchet(
     ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
 ) -> None:
@@ -166,6 +172,9 @@ def test_cron_fires_at_two_consecutive_minutes(
     assert wait_until(lambda: len(events_of(ledger, "h-cron", ev.TimerFired)) >= 2, 150)
     first, second = (e.fire_time for e in events_of(ledger, "h-cron", ev.TimerFired)[:2])
     assert first.second == 0 and (second - first).total_seconds() == 60
+    # The fires' runs end on the worker's host, whose seals are appended to the agent stream:
+    # plan's runtime, a second writer of this agent, waits for them (ci41: a seal conflicted).
+    wait_until(lambda: all_sealed(ledger, "h-cron"), 60)
     plan(
         ledger,
         "h-cron",
