@@ -200,6 +200,7 @@ ENV_FIELDS = {
     "APP_LOAD_TIMEOUT_S": ("runtime", "app_load_timeout_s"),
     "TIMER_BACKEND": ("timers", "backend"),
     "TIMER_GRACE_S": ("timers", "misfire_grace_s"),
+    "TIMER_LEASE_S": ("timers", "lease_s"),
     "HATCHET_BIN": ("timers", "hatchet_bin"),
     "SERVER_HOST": ("server", "host"),
     "SERVER_PORT": ("server", "port"),

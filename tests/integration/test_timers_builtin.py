@@ -316,6 +316,8 @@ def test_killed_timer_service_loses_nothing_and_doubles_nothing(
         "OWLCLAW_MODELS": "scripted/act",
         "OWLCLAW_SCRIPTS_DIR": str(tmp_path),
         "OWLCLAW_TIMER_GRACE_S": "1",
+        # A slow machine can put the kill inside a claim: its lease then has to expire first.
+        "OWLCLAW_TIMER_LEASE_S": "3",
         "OWLCLAW_PLACEMENT": "local",  # agents in the service process: no Ray needed here
     }
 
