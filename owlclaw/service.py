@@ -375,6 +375,6 @@ class Service:
         worker = self._hatchet_worker
         if worker is None or worker.poll() is not None:
             return "worker stopped"
-        if self._engine is not None and self._engine.process.poll() is not None:
+        if self._engine is not None and not self._engine.running():
             return "local engine stopped"
         return "ok (local engine)" if self._engine is not None else "ok"
