@@ -90,16 +90,28 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
 
 
 def hatchet_worker(ledger: Ledger, config: OwlClawConfig, *, via_server: bool = False) -> None:
-    """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals)."""
+    """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals).
+
+    A delivery holds one of the worker's slots until the agent's verdict (TimerFired) is
+    committed, never for the run, which goes on in the agent's mailbox. With ``shared``
+    placement the host actors are started before the worker takes its first task, so no
+    delivery waits for a host to start while fires queue behind it for a slot."""
     from hatchet_sdk import Hatchet
 
     hatchet = Hatchet()
-    deliver: Deliver = (
-        _via_server(config) if via_server else place_agents(ledger, config, owner=False).fire
-    )
+    if via_server:
+        deliver = _via_server(config)
+    else:
+        agents = place_agents(ledger, config, owner=False)
+        if config.runtime.placement == "shared":
+            from actors.directory import AgentDirectory
+
+            assert isinstance(agents, AgentDirectory)
+            asyncio.run(agents.start_hosts())
+        deliver = agents.fire
     retry = RetryPolicy(max_retries=config.timers.max_retries)
     task = fire_task(hatchet, deliver, retry, timedelta(seconds=config.timers.misfire_grace_s))
-    hatchet.worker("owlclaw-timers", workflows=[task]).start()
+    hatchet.worker("owlclaw-timers", slots=config.timers.hatchet_slots, workflows=[task]).start()
 
 
 def _via_server(config: OwlClawConfig) -> Deliver:
