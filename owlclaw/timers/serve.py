@@ -39,6 +39,15 @@ def place_agents(ledger: Ledger, config: OwlClawConfig, *, owner: bool) -> Agent
     return AgentDirectory(ledger, config, placement=config.runtime.placement, owner=owner)
 
 
+async def start_hosts(agents: Agents, config: OwlClawConfig) -> None:
+    """With ``shared`` placement, start every host actor now rather than on its first message."""
+    if config.runtime.placement == "shared":
+        from actors.directory import AgentDirectory
+
+        assert isinstance(agents, AgentDirectory)
+        await agents.start_hosts()
+
+
 def _backend(config: OwlClawConfig) -> TimerBackend:
     if config.timers.backend == "hatchet":
         from hatchet_sdk import Hatchet
@@ -103,11 +112,7 @@ def hatchet_worker(ledger: Ledger, config: OwlClawConfig, *, via_server: bool = 
         deliver = _via_server(config)
     else:
         agents = place_agents(ledger, config, owner=False)
-        if config.runtime.placement == "shared":
-            from actors.directory import AgentDirectory
-
-            assert isinstance(agents, AgentDirectory)
-            asyncio.run(agents.start_hosts())
+        asyncio.run(start_hosts(agents, config))
         deliver = agents.fire
     retry = RetryPolicy(max_retries=config.timers.max_retries)
     task = fire_task(hatchet, deliver, retry, timedelta(seconds=config.timers.misfire_grace_s))
