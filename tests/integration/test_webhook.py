@@ -48,7 +48,8 @@ PLAN_THEN_ANSWER = {
                     "tool_calls": [
                         {
                             "name": "schedule_once",
-                            "arguments": {"delay_seconds": 2, "focus": "fired"},
+                            # beyond the 8 s lead below which Hatchet holds no timer
+                            "arguments": {"delay_seconds": 10, "focus": "fired"},
                         }
                     ]
                 },
