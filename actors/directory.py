@@ -77,7 +77,19 @@ class AgentDirectory:
 
     def handle(self, agent_id: str) -> Any:
         """The agent's actor, created on first use (get_if_exists: any driver finds the same)."""
-        name = self.actor_name(agent_id)
+        return self._actor(self.actor_name(agent_id))
+
+    async def start_hosts(self) -> int:
+        """Start every host actor of ``shared`` placement and wait until each is ready, so that
+        no message waits for a host's start (seconds: a process, the ledger, the embedder);
+        ``dedicated`` placement starts an agent's actor on its first message. How many."""
+        if self.placement != "shared":
+            return 0
+        hosts = [self._actor(f"host:{i}") for i in range(self.pool_size)]
+        await asyncio.gather(*(host.pid.remote() for host in hosts))
+        return len(hosts)
+
+    def _actor(self, name: str) -> Any:
         if name not in self._handles:
             options = {
                 "name": name,

@@ -105,14 +105,23 @@ class _LedgerApplication(Application[UUID]):
         return MsgspecMapper()
 
 
+POOL_SIZE = 5
+MAX_OVERFLOW = 10
+"""A ledger's connection pool: ``POOL_SIZE`` kept open, up to ``MAX_OVERFLOW`` more under load
+(owlclaw/connections.py counts them in the server's connection budget)."""
+
+
 class Ledger:
     """Append to and read from the agents' streams; read and follow the global log."""
 
-    def __init__(self, database_url: str, *, snapshot_interval: int = 100, pool_size: int = 5):
+    def __init__(
+        self, database_url: str, *, snapshot_interval: int = 100, pool_size: int = POOL_SIZE
+    ):
         env = {
             **postgres_env(database_url),
             "PERSISTENCE_MODULE": "events.recorder:OwlClawFactory",
             "POSTGRES_POOL_SIZE": str(pool_size),
+            "POSTGRES_MAX_OVERFLOW": str(MAX_OVERFLOW),
             "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
             "POSTGRES_CONNECT_TIMEOUT": "5",
             "IS_SNAPSHOTTING_ENABLED": "y",

@@ -98,6 +98,10 @@ class TimersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """How long a built-in worker holds a due timer before another may deliver it."""
     misfire_grace_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     """A fire delivered later than this counts as missed and follows the misfire policy."""
+    hatchet_slots: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 32
+    """Deliveries the Hatchet worker runs at once. One holds its slot until the agent's verdict
+    is committed (milliseconds, never the run): 32 keep the four shared hosts' ledger pools busy
+    during a burst of fires, where more would only queue in those pools (SDK default 100)."""
     hatchet_bin: str | None = None
     """Hatchet engine binaries (scripts/build-hatchet.sh): with ``backend = "hatchet"`` and no
     HATCHET_CLIENT_TOKEN, ``owlclaw run`` starts this engine on OwlClaw's PostgreSQL server
@@ -202,6 +206,7 @@ ENV_FIELDS = {
     "TIMER_GRACE_S": ("timers", "misfire_grace_s"),
     "TIMER_LEASE_S": ("timers", "lease_s"),
     "HATCHET_BIN": ("timers", "hatchet_bin"),
+    "HATCHET_SLOTS": ("timers", "hatchet_slots"),
     "SERVER_HOST": ("server", "host"),
     "SERVER_PORT": ("server", "port"),
     "SERVER_TOKEN": ("server", "token"),

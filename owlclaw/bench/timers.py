@@ -23,6 +23,7 @@ from typing import Any
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
+from owlclaw.agents import Agents
 from owlclaw.bench import percentiles
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
@@ -71,31 +72,45 @@ def _local(ledger: Ledger) -> AgentHost:
     return AgentHost(ledger, config)
 
 
-def builtin_lateness(url: str, fires: int, agents: int) -> dict[str, Any]:
-    with Ledger(url) as ledger:
-        view = TimersView(ledger.datastore, ledger=ledger)
-        view.create_table()
-        start = datetime.now(UTC) + timedelta(seconds=3)
-        names = [f"late-{i}" for i in range(agents)]
-        spacing = timedelta(milliseconds=25)
-        _schedule(ledger, [(names[i % agents], start + i * spacing) for i in range(fires)])
-        ProjectionRunner(ledger, view).catch_up()
-        local = _local(ledger)
-        worker = TimerWorker(view, local.fire)
+def _config(db: Database, scripts: Path) -> OwlClawConfig:
+    """Agents on shared host actors, playing a one-step script (the fire's run)."""
+    (scripts / f"{SCRIPT}.json").write_text(json.dumps({"steps": [{"content": "fired"}]}))
+    return OwlClawConfig(
+        database_url=db.url,
+        database_name=str(db.params["dbname"]),
+        runtime=RuntimeConfig(
+            models=(f"scripted/{SCRIPT}",), scripts_dir=str(scripts), placement="shared"
+        ),
+    )
 
-        async def until_done() -> None:
-            stop = asyncio.Event()
-            task = asyncio.create_task(worker.run(stop))
-            deadline = time.monotonic() + 60 + fires * 0.05
-            while len(_lateness_ms(ledger, names)) < fires and time.monotonic() < deadline:
-                await asyncio.sleep(0.5)
-            stop.set()
-            await task
-            await local.close()
 
-        asyncio.run(until_done())
-        late = _lateness_ms(ledger, names)
-    return {"fires": len(late), **percentiles(late)}
+def _wait_fired(ledger: Ledger, names: list[str], fires: int, timeout_s: float) -> list[float]:
+    """Lateness of the agents' fires once ``fires`` of them are recorded (or the time is up)."""
+    deadline = time.monotonic() + timeout_s
+    while len(late := _lateness_ms(ledger, names)) < fires and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return late
+
+
+def builtin_lateness(ledger: Ledger, agents: Agents, fires: int, count: int) -> dict[str, Any]:
+    view = TimersView(ledger.datastore, ledger=ledger)
+    view.create_table()
+    start = datetime.now(UTC) + timedelta(seconds=3)
+    names = [f"late-{i}" for i in range(count)]
+    spacing = timedelta(milliseconds=25)
+    _schedule(ledger, [(names[i % count], start + i * spacing) for i in range(fires)])
+    ProjectionRunner(ledger, view).catch_up()
+    worker = TimerWorker(view, agents.fire)
+
+    async def until_done() -> list[float]:
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+        late = await asyncio.to_thread(_wait_fired, ledger, names, fires, 60 + fires * 0.05)
+        stop.set()
+        await task
+        return late
+
+    return {"fires": fires, **percentiles(asyncio.run(until_done()))}
 
 
 def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[str, Any]:
@@ -143,34 +158,50 @@ def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[st
 
 
 @contextmanager
-def _hatchet_worker(engine_env: dict[str, str], db: Database) -> Iterator[None]:
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / f"{SCRIPT}.json").write_text(json.dumps({"steps": [{"content": "fired"}]}))
-        env = {
-            **os.environ,
-            **engine_env,
-            "OWLCLAW_DATABASE_URL": db.url,
-            "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
-            "OWLCLAW_MODELS": f"scripted/{SCRIPT}",
-            "OWLCLAW_SCRIPTS_DIR": tmp,
-        }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            yield
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+def _hatchet_worker(engine_env: dict[str, str], config: OwlClawConfig) -> Iterator[None]:
+    """``owlclaw timers hatchet-worker`` delivering to the bench's host actors (same cluster)."""
+    import ray
+
+    env = {
+        **os.environ,
+        **engine_env,
+        "OWLCLAW_DATABASE_URL": str(config.database_url),
+        "OWLCLAW_DATABASE_NAME": config.database_name,
+        "OWLCLAW_MODELS": f"scripted/{SCRIPT}",
+        "OWLCLAW_SCRIPTS_DIR": str(config.runtime.scripts_dir),
+        "OWLCLAW_PLACEMENT": "shared",
+        "OWLCLAW_RAY_ADDRESS": ray.get_runtime_context().gcs_address,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _fire_through(ledger: Ledger, view: TimersView, fires: list[tuple[str, datetime]]) -> None:
+    """Record the fires' schedules and register them with the view's backend."""
+    _schedule(ledger, fires)
+    ProjectionRunner(ledger, view).catch_up()
 
 
 def hatchet_lateness(
-    server: Database, db: Database, fires: int, agents: int, bin_dir: Path, progress: Progress
+    server: Database,
+    config: OwlClawConfig,
+    fires: int,
+    count: int,
+    bin_dir: Path,
+    progress: Progress,
 ) -> dict[str, Any]:
-    from owlclaw.timers.hatchet_backend import TASK, HatchetBackend
+    from hatchet_sdk import Hatchet
+
+    from owlclaw.timers.hatchet_backend import LEAD, TASK, HatchetBackend
     from owlclaw.timers.hatchet_engine import start_engine
 
     engine_db = server.create_database(f"owlclaw_bench_hatchet_{uuid.uuid4().hex[:6]}")
@@ -178,34 +209,69 @@ def hatchet_lateness(
     saved = dict(os.environ)
     os.environ.update(engine.client_env)
     try:
-        from hatchet_sdk import Hatchet
-
         hatchet = Hatchet()
-        with _hatchet_worker(engine.client_env, db), Ledger(db.url) as ledger:
-            deadline = time.monotonic() + 60
+        with _hatchet_worker(engine.client_env, config), Ledger(str(config.database_url)) as ledger:
+            deadline = time.monotonic() + 120
             while not hatchet.workflows.list(workflow_name=TASK).rows:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the Hatchet worker did not register its task")
                 time.sleep(0.5)
             view = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
             view.create_table()
-            start = datetime.now(UTC) + timedelta(seconds=15)
-            names = [f"hatchet-{i}" for i in range(agents)]
+            progress(f"Hatchet: registering {fires} one-off schedules…")
+            start = datetime.now(UTC) + LEAD + timedelta(seconds=fires * 0.05)
+            names = [f"hatchet-{i}" for i in range(count)]
             spacing = timedelta(milliseconds=50)
-            _schedule(ledger, [(names[i % agents], start + i * spacing) for i in range(fires)])
-            progress(f"registering {fires} one-off schedules with Hatchet…")
-            ProjectionRunner(ledger, view).catch_up()
-            progress("waiting for Hatchet's fires…")
-            deadline = time.monotonic() + 120 + fires * 0.1
-            while len(_lateness_ms(ledger, names)) < fires and time.monotonic() < deadline:
-                time.sleep(1)
-            late = _lateness_ms(ledger, names)
+            _fire_through(
+                ledger, view, [(names[i % count], start + i * spacing) for i in range(fires)]
+            )
+            progress("Hatchet: waiting for the fires…")
+            steady = _wait_fired(ledger, names, fires, 120 + fires * 0.1)
+
+            progress("Hatchet: restarting the engine, fires in the minute after…")
+            before = [f"restart-pending-{i}" for i in range(count)]
+            now = datetime.now(UTC)
+            pending = [(before[i % count], now + timedelta(seconds=20 + i)) for i in range(40)]
+            _fire_through(ledger, view, pending)
+            began = time.perf_counter()
+            engine.restart()
+            restart_s = time.perf_counter() - began
+            back = datetime.now(UTC)
+            after = [f"restart-new-{i}" for i in range(count)]
+            new = [(after[i % count], back + LEAD + timedelta(seconds=2 + i)) for i in range(40)]
+            _fire_through(ledger, view, new)
+            late_pending = _wait_fired(ledger, before, len(pending), 120)
+            late_new = _wait_fired(ledger, after, len(new), 120)
     finally:
         os.environ.clear()
         os.environ.update(saved)
         engine.stop()
         server.drop_database(str(engine_db.params["dbname"]))
-    return {"fires": len(late), **percentiles(late)}
+    return {
+        "lateness": {"fires": fires, **percentiles(steady)},
+        "after_restart": {
+            "restart_s": round(restart_s, 2),
+            "fires": len(pending) + len(new),
+            **percentiles(late_pending + late_new),
+            "registered_before_restart": percentiles(late_pending),
+            "registered_after_restart": percentiles(late_new),
+        },
+    }
+
+
+METHOD = (
+    "Lateness is a fire's scheduled time to its TimerFired being committed by the agent's host"
+    " (the fire's run follows in the agent's mailbox; each plays a one-step scripted model)."
+    " Agents ({agents}) are hashed onto 4 shared Ray host actors started before any fire."
+    " Built-in: {fires} one-off fires 25 ms apart, delivered by a TimerWorker in this process."
+    " Hatchet: the local engine (hatchet-engine + hatchet-api, v0.104.7) on this PostgreSQL,"
+    " `owlclaw timers hatchet-worker` as its own process delivering to the same hosts;"
+    " {fires} one-off fires 50 ms apart, registered at least 8 s ahead (the ticker's lead)."
+    " After restart: 40 fires due 20-59 s after their registration, right before `restart()`"
+    " (SIGTERM, the engine cleans up, started again on the same database and ports), and 40"
+    " registered once it is back, due 10-49 s after; their lateness together, then per group."
+    " Throughput: in-process agents, one TimerWorker."
+)
 
 
 def run(
@@ -217,14 +283,37 @@ def run(
     hatchet_bin: Path | None = None,
     progress: Progress = lambda _: None,
 ) -> dict[str, Any]:
-    progress("built-in backend: lateness…")
-    result: dict[str, Any] = {"builtin": {"lateness": builtin_lateness(db.url, fires, agents=20)}}
+    import ray
+
+    from actors.cluster import connect
+    from actors.directory import AgentDirectory
+
+    count = 20
+    result: dict[str, Any] = {"method": METHOD.format(agents=count, fires=fires)}
+    with tempfile.TemporaryDirectory() as scripts:
+        config = _config(db, Path(scripts))
+        connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            with Ledger(db.url) as ledger:
+                hosts = AgentDirectory(ledger, config, placement="shared")
+                progress("starting the shared host actors…")
+                began = time.perf_counter()
+                asyncio.run(hosts.start_hosts())
+                result["hosts_start_s"] = round(time.perf_counter() - began, 1)
+                progress("built-in backend: lateness…")
+                result["builtin"] = {"lateness": builtin_lateness(ledger, hosts, fires, count)}
+                if hatchet_bin is not None:
+                    result["hatchet"] = hatchet_lateness(
+                        server, config, fires, count, hatchet_bin, progress
+                    )
+                asyncio.run(hosts.close())
+        finally:
+            ray.shutdown()
     progress(f"built-in backend: throughput with {pending:,} pending timers…")
     result["builtin"]["throughput"] = builtin_throughput(db.url, pending, due=1000, agents=50)
-    if hatchet_bin is not None:
-        result["hatchet"] = {
-            "lateness": hatchet_lateness(server, db, fires, 20, hatchet_bin, progress),
-            "note": "the engine polls its schedules; lateness is what it gives here",
-        }
-    result["targets"] = {"builtin_lateness_p99_ms_max": 250}
+    result["targets"] = {
+        "builtin_lateness_p99_ms_max": 250,
+        "hatchet_lateness_p99_ms_max": 250,
+        "hatchet_after_restart_p99_ms_max": 2000,
+    }
     return result

@@ -140,9 +140,10 @@ def bench_timers(
 ) -> None:
     """Fire lateness of the built-in and Hatchet backends; built-in throughput under load."""
     from owlclaw.bench import timers as bench
+    from owlclaw.timers.hatchet_engine import missing_binaries
 
     default_bin = load_config().data_path / "bin"
-    if hatchet_bin is None and (default_bin / "hatchet-lite").is_file():
+    if hatchet_bin is None and not missing_binaries(default_bin):
         hatchet_bin = default_bin
     server = open_database(load_config())  # the Hatchet engine gets a database of its own there
     with bench_database("owlclaw_bench_timers") as url, err.status("benchmarking…") as status:

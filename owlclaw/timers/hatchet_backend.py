@@ -1,9 +1,11 @@
 """The Hatchet timer backend: one-off schedules and crons held by a Hatchet engine, fired into
 a Hatchet worker task that delivers them to the agent like the built-in worker does.
 
-Hatchet polls its schedules (about every 5 s here) and may deliver a fire twice; the agent
-deduplicates by (schedule id, fire time). A failed delivery is retried by Hatchet itself up to
-the task's ``retries``.
+Hatchet's ticker polls its one-off schedules every 5 s for those due in the next 5 s, so a
+schedule due sooner than ``LEAD`` could be seen only after its time: those stay on the fast path,
+the built-in worker that every timer service runs next to Hatchet (``holds``). Hatchet may
+deliver a fire twice; the agent deduplicates by (schedule id, fire time). A failed delivery is
+retried by Hatchet itself up to the task's ``retries``.
 """
 
 from __future__ import annotations
@@ -22,13 +24,21 @@ if TYPE_CHECKING:
 
 TASK = "owlclaw-timer-fire"
 CRON_FIRE_TIME = "hatchet__cron_scheduled_at"
+LEAD = timedelta(seconds=8)
+"""A one-off due at least this far ahead is held by Hatchet: the ticker's 5 s look-ahead, with
+margin for a poll delayed under load (its polls never overlap: a slow one pushes the next)."""
 
 
 class HatchetBackend:
     name = "hatchet"
 
-    def __init__(self, hatchet: Hatchet):
+    def __init__(self, hatchet: Hatchet, lead: timedelta = LEAD):
         self.hatchet = hatchet
+        self.lead = lead
+
+    def holds(self, row: dict[str, Any], now: datetime) -> bool:
+        """Crons (the ticker loads a new cron at once) and one-offs due ``lead`` or later."""
+        return bool(row["kind"] == "cron" or row["next_fire_at"] - now >= self.lead)
 
     def register(self, row: dict[str, Any]) -> str:
         fire_input = {

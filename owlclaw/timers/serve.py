@@ -39,6 +39,15 @@ def place_agents(ledger: Ledger, config: OwlClawConfig, *, owner: bool) -> Agent
     return AgentDirectory(ledger, config, placement=config.runtime.placement, owner=owner)
 
 
+async def start_hosts(agents: Agents, config: OwlClawConfig) -> None:
+    """With ``shared`` placement, start every host actor now rather than on its first message."""
+    if config.runtime.placement == "shared":
+        from actors.directory import AgentDirectory
+
+        assert isinstance(agents, AgentDirectory)
+        await agents.start_hosts()
+
+
 def _backend(config: OwlClawConfig) -> TimerBackend:
     if config.timers.backend == "hatchet":
         from hatchet_sdk import Hatchet
@@ -90,16 +99,24 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
 
 
 def hatchet_worker(ledger: Ledger, config: OwlClawConfig, *, via_server: bool = False) -> None:
-    """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals)."""
+    """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals).
+
+    A delivery holds one of the worker's slots until the agent's verdict (TimerFired) is
+    committed, never for the run, which goes on in the agent's mailbox. With ``shared``
+    placement the host actors are started before the worker takes its first task, so no
+    delivery waits for a host to start while fires queue behind it for a slot."""
     from hatchet_sdk import Hatchet
 
     hatchet = Hatchet()
-    deliver: Deliver = (
-        _via_server(config) if via_server else place_agents(ledger, config, owner=False).fire
-    )
+    if via_server:
+        deliver = _via_server(config)
+    else:
+        agents = place_agents(ledger, config, owner=False)
+        asyncio.run(start_hosts(agents, config))
+        deliver = agents.fire
     retry = RetryPolicy(max_retries=config.timers.max_retries)
     task = fire_task(hatchet, deliver, retry, timedelta(seconds=config.timers.misfire_grace_s))
-    hatchet.worker("owlclaw-timers", workflows=[task]).start()
+    hatchet.worker("owlclaw-timers", slots=config.timers.hatchet_slots, workflows=[task]).start()
 
 
 def _via_server(config: OwlClawConfig) -> Deliver:

@@ -34,6 +34,9 @@ class TimerBackend(Protocol):
 
     name: str
 
+    def holds(self, row: dict[str, Any], now: datetime) -> bool:
+        """Whether this backend fires the timer on time; one it does not hold stays built-in."""
+
     def register(self, row: dict[str, Any]) -> str:
         """Create the timer; returns the backend's id for it."""
 
@@ -45,6 +48,9 @@ class BuiltinBackend:
     """Timers are the rows themselves; the TimerWorker fires them."""
 
     name = BUILTIN
+
+    def holds(self, row: dict[str, Any], now: datetime) -> bool:
+        return True
 
     def register(self, row: dict[str, Any]) -> str:
         return str(row["schedule_id"])
@@ -123,7 +129,7 @@ class TimersView(View):
             "misfire": e.misfire,
             "catch_up_window_s": e.catch_up_window_s,
         }
-        backend: TimerBackend = self.backend
+        backend = self.backend if self.backend.holds(row, datetime.now(UTC)) else BuiltinBackend()
         try:
             backend_id = backend.register(row)
         except Exception as error:
@@ -166,8 +172,10 @@ class TimersView(View):
     def adopt(self) -> int:
         """Move every timer held by another backend to this one: the configuration switched, or
         a schedule went to the built-in backend while this one was unreachable. A timer that
-        cannot be moved stays where it is (and still fires). Returns how many moved."""
+        cannot be moved stays where it is (and still fires), as does one this backend would not
+        fire on time (``holds``). Returns how many moved."""
         moved = 0
+        now = datetime.now(UTC)
         with self.datastore.transaction(commit=True) as curs:
             rows = curs.execute(
                 self.sql("SELECT * FROM {timers} WHERE backend <> %s FOR UPDATE"),
@@ -175,7 +183,9 @@ class TimersView(View):
             ).fetchall()
             for row in rows:
                 if row["kind"] == "cron" and self.backend.name == BUILTIN:
-                    row["next_fire_at"] = next_fire(row["cron"], datetime.now(UTC))
+                    row["next_fire_at"] = next_fire(row["cron"], now)
+                if not self.backend.holds(row, now):
+                    continue
                 try:
                     backend_id = self.backend.register(row)
                 except Exception as error:

@@ -95,6 +95,26 @@ def test_runs_of_different_agents_run_in_parallel(
         assert set(agents) <= set(host.agents)  # one host holds them all
 
 
+def test_start_hosts_starts_every_shared_host_before_any_message(
+    ray_cluster: None, ledger: Ledger, config: OwlClawConfig
+) -> None:
+    """The Hatchet worker starts them first, so no fire's delivery waits for a host to start."""
+    import ray
+
+    namespace = f"hosts-{uuid.uuid4().hex[:6]}"
+    options = {"namespace": namespace}
+    directory = AgentDirectory(
+        ledger, config, placement="shared", pool_size=2, actor_options=options
+    )
+    assert asyncio.run(directory.start_hosts()) == 2
+    hosts = [ray.get_actor(f"host:{i}", namespace=namespace) for i in range(2)]
+    assert len({ray.get(host.pid.remote()) for host in hosts}) == 2
+    assert all(ray.get(host.status.remote()).agents == {} for host in hosts)  # no message yet
+    dedicated = AgentDirectory(ledger, config, placement="dedicated", actor_options=options)
+    assert asyncio.run(dedicated.start_hosts()) == 0  # an agent's actor starts on its message
+    asyncio.run(directory.close())
+
+
 def test_two_actors_for_one_agent_never_fork_its_streams(
     ray_cluster: None, ledger: Ledger, config: OwlClawConfig
 ) -> None:

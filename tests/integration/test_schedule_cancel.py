@@ -4,6 +4,7 @@ the agent's writer, names who did it, and the timer service unregisters it from 
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -26,6 +27,9 @@ class RecordingBackend:
 
     def __init__(self) -> None:
         self.cancelled: list[tuple[str, str]] = []
+
+    def holds(self, row: dict[str, Any], now: datetime) -> bool:
+        return True
 
     def register(self, row: dict[str, Any]) -> str:
         return f"ext-{row['schedule_id']}"

@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,10 @@ from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.hatchet_backend import TASK, HatchetBackend, fire_of
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.service import TimersView
+from owlclaw.timers.worker import Deliver, TimerWorker
 from projections import ProjectionRunner
 from tests.conftest import missing_component
+from tests.integration.test_timers_builtin import delivering
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,7 +154,7 @@ def all_sealed(ledger: Ledger, agent_id: str) -> bool:
 def test_schedule_once_fires_through_hatchet(
     ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
 ) -> None:
-    plan(ledger, "h-trader", "schedule_once", delay_seconds=2, focus="check entry opportunities")
+    plan(ledger, "h-trader", "schedule_once", delay_seconds=10, focus="check entry opportunities")
     register(ledger, hatchet)
     [registered] = events_of(ledger, "h-trader", ev.ScheduleRegistered)
     assert registered.backend == "hatchet"
@@ -234,7 +237,7 @@ def test_a_schedule_made_while_hatchet_is_down_is_kept_and_moved_once_it_is_back
         down.setenv("HATCHET_CLIENT_SERVER_URL", f"http://127.0.0.1:{closed}")
         down.setenv("HATCHET_CLIENT_HOST_PORT", f"127.0.0.1:{closed}")
         unreachable = Hatchet()
-    plan(ledger, "h-down", "schedule_once", delay_seconds=8, focus="kept")
+    plan(ledger, "h-down", "schedule_once", delay_seconds=15, focus="kept")  # held after LEAD
     view = register(ledger, unreachable)
     assert [r.backend for r in events_of(ledger, "h-down", ev.ScheduleRegistered)] == ["builtin"]
     back = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
@@ -247,6 +250,25 @@ def test_a_schedule_made_while_hatchet_is_down_is_kept_and_moved_once_it_is_back
     registered = [r.backend for r in events_of(ledger, "h-down", ev.ScheduleRegistered)]
     assert registered == ["builtin", "hatchet"]
     assert wait_until(lambda: bool(events_of(ledger, "h-down", ev.TimerFired)), 60)
+
+
+def test_a_fire_due_sooner_than_the_lead_goes_on_the_builtin_fast_path(
+    ledger: Ledger, hatchet: Any
+) -> None:
+    register_script("act", [{"content": "checked"}])
+    plan(ledger, "h-soon", "schedule_once", delay_seconds=2, focus="soon")
+    view = register(ledger, hatchet)
+    assert [r.backend for r in events_of(ledger, "h-soon", ev.ScheduleRegistered)] == ["builtin"]
+
+    async def fire_due(deliver: Deliver) -> None:
+        worker = TimerWorker(view, deliver)
+        while not await worker.tick():  # the worker's own poll, until the timer is due
+            await asyncio.sleep(TimerWorker.POLL_S)
+
+    delivering(ledger, fire_due)
+    [fired] = events_of(ledger, "h-soon", ev.TimerFired)
+    [requested] = events_of(ledger, "h-soon", ev.ScheduleRequested)
+    assert fired.fire_time == requested.fire_at
 
 
 def test_switching_from_hatchet_to_builtin_keeps_the_schedule(
@@ -281,3 +303,18 @@ def test_a_late_hatchet_fire_follows_the_misfire_policy() -> None:
     assert cron.fire_time == datetime(2026, 1, 1, tzinfo=UTC) and "catch-up window" in (
         cron.missed or ""
     )
+
+
+def test_a_fire_due_right_after_an_engine_restart_arrives_on_time(
+    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes], engine: HatchetEngine
+) -> None:
+    """hatchet-lite exited on SIGTERM before its engine removed its scheduler partition: after a
+    restart on the same database the tenant stayed on the dead partition and fires came 22-31 s
+    late, until Hatchet's one-minute rebalance. The engine now cleans up before it exits."""
+    engine.restart()
+    plan(ledger, "h-restart", "schedule_once", delay_seconds=10, focus="after the restart")
+    register(ledger, hatchet)
+    assert [r.backend for r in events_of(ledger, "h-restart", ev.ScheduleRegistered)] == ["hatchet"]
+    assert wait_until(lambda: bool(events_of(ledger, "h-restart", ev.TimerFired)), 60)
+    [fired] = events_of(ledger, "h-restart", ev.TimerFired)
+    assert fired.timestamp - fired.fire_time < timedelta(seconds=3)

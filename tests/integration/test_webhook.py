@@ -26,6 +26,7 @@ from owlclaw.database import Database
 from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.service import Service
 from owlclaw.timers.fires import TimerFire
+from owlclaw.timers.hatchet_engine import missing_binaries
 from owlclaw.webhook import serving
 from tests.apps import make_app
 from tests.cli import owlclaw, user_env
@@ -47,7 +48,8 @@ PLAN_THEN_ANSWER = {
                     "tool_calls": [
                         {
                             "name": "schedule_once",
-                            "arguments": {"delay_seconds": 2, "focus": "fired"},
+                            # beyond the 8 s lead below which Hatchet holds no timer
+                            "arguments": {"delay_seconds": 10, "focus": "fired"},
                         }
                     ]
                 },
@@ -173,8 +175,8 @@ def test_with_local_placement_hatchet_fires_reach_the_agent_through_the_server(
     """The Hatchet worker `owlclaw run` starts is a process of its own; with the agents hosted
     in the server's process it delivers through the server, the agents' one writer."""
     bin_dir = Path(os.environ.get("OWLCLAW_HATCHET_BIN", ROOT / ".owlclaw" / "bin"))
-    if not (bin_dir / "hatchet-lite").exists():
-        missing_component("the Hatchet engine", f"no hatchet-lite in {bin_dir}")
+    if missing := missing_binaries(bin_dir):
+        missing_component("the Hatchet engine", f"no {', '.join(missing)} in {bin_dir}")
 
     async def scenario(service: Service, config: OwlClawConfig) -> None:
         assert service.ledger is not None and service.timer_backend == "hatchet"
