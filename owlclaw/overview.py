@@ -6,12 +6,14 @@ lists it by id, and only its agents are loaded."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Set
 from datetime import UTC, datetime, time
 from typing import Literal
 
 import msgspec
 
-from events import LedgerReadError, UnknownAgent
+from events import Ledger, LedgerReadError, UnknownAgent
+from owlclaw.app import AgentApp
 from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.service import Service
 from projections import AgentsView, RunsView, SchedulesView
@@ -71,21 +73,46 @@ def _page(
     runner = next((r for r in service.projections if r.view is agents), None)
     if runner is not None:  # list an agent registered a moment ago too
         runner.wait_for(service.ledger.last_committed(), CATCH_UP_S)
+    return overview_page(
+        service.ledger,
+        (agents, service.view(RunsView), service.view(SchedulesView)),
+        service.apps,
+        service.config.runtime.placement,
+        after,
+        limit,
+        active=active,
+        running=running,
+    )
+
+
+def overview_page(
+    ledger: Ledger,
+    views: tuple[AgentsView, RunsView, SchedulesView],
+    apps: Mapping[str, AgentApp],
+    placement: str,
+    after: str | None,
+    limit: int,
+    *,
+    active: Set[str] = frozenset(),
+    running: Set[str] = frozenset(),
+) -> AgentsPage:
+    """The page of registered agents after ``after``: those of ``apps`` are served here with
+    ``placement``, ``active`` ones are hosted now, ``running`` ones run now."""
+    agents, runs_view, schedules = views
     ids = [row.agent_id for row in agents.page(after, limit)]
     today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
-    runs_today = service.view(RunsView).started_since(today, ids)
-    next_timers = service.view(SchedulesView).next_fires(ids)
-    placement = service.config.runtime.placement
+    runs_today = runs_view.started_since(today, ids)
+    next_timers = schedules.next_fires(ids)
     found = []
     for agent_id in ids:
-        app = service.apps.get(agent_id)
+        app = apps.get(agent_id)
         governance = Governance.from_app_config(app.config) if app is not None else None
         state: AgentState = "passivated"
         runs = tokens = pending_events = 0
         cost, app_error, unreadable = 0.0, None, None
         try:
-            agent = service.ledger.load_agent(agent_id)
-            tokens, cost = spent_today(service.ledger, agent, today.date())
+            agent = ledger.load_agent(agent_id)
+            tokens, cost = spent_today(ledger, agent, today.date())
         except UnknownAgent:
             continue
         except LedgerReadError as e:  # a corrupt stream: shown on its row, the others still are

@@ -129,6 +129,21 @@ def bench_actors(
     print_figures(result, as_json)
 
 
+@bench_app.command("registry")
+@handles_errors
+def bench_registry(
+    agents: Annotated[int, typer.Option(help="Agents to register.")] = 100_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Registration rate, database size, `owlclaw status --json` time and the console's agents
+    page time with many registered, passivated agents."""
+    from owlclaw.bench import registry as bench
+
+    with bench_database("owlclaw_bench_registry") as url, err.status("benchmarking…") as status:
+        result = bench.run(Database(url), agents=agents, progress=status.update)
+    print_figures(result, as_json)
+
+
 @bench_app.command("timers")
 @handles_errors
 def bench_timers(
