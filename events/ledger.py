@@ -36,6 +36,8 @@ from events.memory_recorder import InMemoryRecorder
 from events.recorder import OwlClawApplicationRecorder, postgres_env
 
 MAX_REBASES = 10
+REGISTER_BATCH = 1000
+"""Agents registered per commit by ``register_agents``."""
 _AGENT_PROJECTOR = projector(Agent)
 _RUN_PROJECTOR = projector(Run)
 _HEADER = {"originator_id", "originator_version", "timestamp"}
@@ -303,6 +305,38 @@ class Ledger:
         except StreamConflict:
             return self.load_agent(agent_id)
         return agent
+
+    def register_agents(self, agent_ids: Sequence[str], app_dir: str = "") -> int:
+        """Register many agents, REGISTER_BATCH per commit; how many were new (those already
+        registered are left as they are, like ``register_agent``). A batch that races another
+        registration of one of its agents is looked at again and retried."""
+        new = 0
+        for start in range(0, len(agent_ids), REGISTER_BATCH):
+            batch = {agent_stream_id(a): a for a in agent_ids[start : start + REGISTER_BATCH]}
+            for _ in range(MAX_REBASES):
+                registered = self.stream_heads(list(batch))
+                events = [
+                    ev.AgentRegistered(
+                        originator_id=stream,
+                        originator_version=1,
+                        timestamp=now(),
+                        agent_id=agent_id,
+                        app_dir=app_dir,
+                    )
+                    for stream, agent_id in batch.items()
+                    if stream not in registered
+                ]
+                if not events:
+                    break
+                try:
+                    self.append_events(events)
+                except StreamConflict:
+                    continue
+                new += len(events)
+                break
+            else:
+                raise StreamConflict(f"registering agents: still conflicting after {MAX_REBASES}")
+        return new
 
     def attach_app(self, agent_id: str, app_dir: str) -> Agent:
         """Register the agent with ``app_dir``, or record AppAttached if it was served from

@@ -58,10 +58,14 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
+from events.group_commit import GroupCommit
 from events.hashchain import Row, VerifyReport, select_rows, verify_ledger
 
 ADVISORY_LOCK_KEY = 0x0C1A_1ED6  # any constant shared by all writers of one database
 SCHEMA_LOCK_KEY = 0x0C1A_5C4E
+MAX_GROUP = 32
+"""Appends per grouped transaction: each runs in a savepoint (a subtransaction), and PostgreSQL
+tracks up to 64 of them per transaction cheaply."""
 
 
 class OwlClawApplicationRecorder(PostgresApplicationRecorder):
@@ -80,6 +84,8 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
             "sequence": sequence,
             "function": Identifier(self.append_function_name),
             "one": Identifier(f"{self.append_function_name}_1"[: self.MAX_IDENTIFIER_LEN]),
+            "rows": Identifier(f"{self.append_function_name}_rows"[: self.MAX_IDENTIFIER_LEN]),
+            "group": Identifier(f"{self.append_function_name}_group"[: self.MAX_IDENTIFIER_LEN]),
             "event_type": Identifier(self.stored_event_type_name),
         }
         self.sql_create_statements[self.create_table_statement_index] = SQL(
@@ -100,17 +106,22 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
         )
         self.create_insert_function_statement_index += 1
         self.sql_create_statements[self.create_insert_function_statement_index] = SQL(
-            _APPEND_FUNCTION
-        ).format(lock_key=ADVISORY_LOCK_KEY, **names)
-        self.sql_create_statements.append(
-            SQL(_APPEND_ONE_FUNCTION).format(lock_key=ADVISORY_LOCK_KEY, **names)
-        )
+            _APPEND_ROWS_FUNCTION
+        ).format(**names)
+        for function in (_APPEND_FUNCTION, _APPEND_ONE_FUNCTION, _APPEND_GROUP_FUNCTION):
+            self.sql_create_statements.append(
+                SQL(function).format(lock_key=ADVISORY_LOCK_KEY, **names)
+            )
         self.sql_append = SQL(
             "SELECT {schema}.{function}(%s::uuid[], %s::bigint[], %s::text[], %b::bytea[]) AS id"
         ).format(**names)
         # One event (the common case) as scalars: psycopg dumps arrays at a noticeable cost.
         self.sql_append_one = SQL(
             "SELECT {schema}.{one}(%s::uuid, %s::bigint, %s::text, %b::bytea) AS id"
+        ).format(**names)
+        self.sql_append_group = SQL(
+            "SELECT id, error FROM {schema}.{group}"
+            "(%s::int[], %s::uuid[], %s::bigint[], %s::text[], %b::bytea[])"
         ).format(**names)
         self.max_notification_id_statement = SQL(
             "SELECT max(notification_id) FROM {schema}.{table} "
@@ -124,6 +135,9 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
             "AND transaction_id >= pg_snapshot_xmin(pg_current_snapshot())) AS held"
         ).format(**names)
         self._notifier = _Notifier(self.datastore, self.channel_name)
+        self._group: GroupCommit[Sequence[StoredEvent], list[int]] = GroupCommit(
+            self.append_group, max_group=MAX_GROUP
+        )
 
     def create_table(self) -> None:
         with schema_lock(self.datastore):
@@ -134,19 +148,60 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int] | None:
         # Not retried: after a lost connection the commit's outcome is unknown, and the caller
         # (the ledger) decides what that means, instead of a blind re-insert.
-        with self.datastore.get_connection() as conn:
-            # Binary protocol: uuid/bytea/bigint arrays are sent without text formatting.
-            if kwargs.get("tracking") is None:
-                # One statement in autocommit mode is its own transaction: one round trip.
-                with conn.cursor(binary=True) as curs:
-                    ids = self._append(curs, stored_events)
-            else:
-                with conn.pipeline(), conn.transaction(), conn.cursor(binary=True) as curs:
-                    ids = self._append(curs, stored_events)
-                    self._insert_events(curs, stored_events, **kwargs)
+        if kwargs.get("tracking") is None:
+            ids = self._group.submit(stored_events)
+        else:
+            with (
+                self.datastore.get_connection() as conn,
+                conn.pipeline(),
+                conn.transaction(),
+                conn.cursor(binary=True) as curs,
+            ):
+                ids = self._append(curs, stored_events)
+                self._insert_events(curs, stored_events, **kwargs)
         if ids:
             self._notifier.poke()
         return ids
+
+    def append_group(
+        self, appends: Sequence[Sequence[StoredEvent]]
+    ) -> list[list[int] | BaseException]:
+        """Commit ``appends`` in one transaction: each append's notification ids, or the
+        IntegrityError of an append that conflicts (rolled back alone, in a savepoint, while the
+        others commit). ``insert_events`` groups the appends of concurrent callers through it."""
+        # Binary protocol: uuid/bytea/bigint arrays are sent without text formatting.
+        with self.datastore.get_connection() as conn, conn.cursor(binary=True) as curs:
+            if len(appends) == 1:
+                # One statement in autocommit mode is its own transaction: one round trip.
+                try:
+                    return [self._append(curs, appends[0])]
+                except IntegrityError as e:
+                    return [e]
+            events = [e for append in appends for e in append]
+            curs.execute(
+                self.sql_append_group,
+                (
+                    [len(append) for append in appends],
+                    [e.originator_id for e in events],
+                    [e.originator_version for e in events],
+                    [e.topic for e in events],
+                    [e.state for e in events],
+                ),
+                prepare=True,
+            )
+            rows = curs.fetchall()
+        outcomes: list[list[int] | BaseException] = []
+        start = 0
+        for append in appends:
+            mine = rows[start : start + len(append)]
+            start += len(append)
+            error = mine[0]["error"] if mine else None
+            if error:
+                at = ", ".join(f"{e.originator_id}@{e.originator_version}" for e in append)
+                outcomes.append(IntegrityError(f"{error} (appending {at})"))
+            else:
+                outcomes.append([r["id"] for r in mine])
+        return outcomes
 
     def _append(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent]) -> list[int]:
         if not stored_events:
@@ -475,33 +530,19 @@ END;
 $fn$
 """
 
-_APPEND_FUNCTION = """
-CREATE OR REPLACE FUNCTION {schema}.{function}(
-    streams uuid[], versions bigint[], topics text[], states bytea[])
-RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+_APPEND_ROWS_FUNCTION = """
+CREATE OR REPLACE FUNCTION {schema}.{rows}(
+    streams uuid[], versions bigint[], topics text[], states bytea[], ids bigint[])
+RETURNS void LANGUAGE plpgsql AS $fn$
+-- Insert events with their allocated ids, chaining each to its stream's previous event.
 DECLARE
-    n int := cardinality(streams);
-    ids bigint[];
     previous bytea;
     previous_version bigint;
     previous_stream uuid;
     row_hash bytea;
     i int;
 BEGIN
-    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
-        RAISE EXCEPTION 'a ledger append must be the first write of its transaction';
-    END IF;
-    -- Critical section: transaction id and notification ids are assigned together, so that
-    -- among ledger writers id order equals transaction-id order. Released before the inserts
-    -- and the commit, so commits proceed in parallel (group commit).
-    PERFORM pg_advisory_lock({lock_key});
-    PERFORM pg_current_xact_id();
-    FOR i IN 1 .. n LOOP
-        ids[i] := nextval('{schema}.{sequence}');
-    END LOOP;
-    PERFORM pg_advisory_unlock({lock_key});
-
-    FOR i IN 1 .. n LOOP
+    FOR i IN 1 .. cardinality(streams) LOOP
         IF previous_stream IS DISTINCT FROM streams[i] THEN
             SELECT t.hash, t.originator_version INTO previous, previous_version
               FROM {schema}.{table} t
@@ -528,11 +569,75 @@ BEGIN
         previous := row_hash;
         previous_version := versions[i];
         previous_stream := streams[i];
-        RETURN NEXT ids[i];
     END LOOP;
 END;
 $fn$
 """
+
+_ALLOCATE = """
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'a ledger append must be the first write of its transaction';
+    END IF;
+    -- Critical section: transaction id and notification ids are assigned together, so that
+    -- among ledger writers id order equals transaction-id order. Released before the inserts
+    -- and the commit, so commits proceed in parallel.
+    PERFORM pg_advisory_lock({lock_key});
+    PERFORM pg_current_xact_id();
+    SELECT array_agg(nextval('{schema}.{sequence}')) INTO ids FROM generate_series(1, n);
+    PERFORM pg_advisory_unlock({lock_key});
+"""
+
+_APPEND_FUNCTION = (
+    """
+CREATE OR REPLACE FUNCTION {schema}.{function}(
+    streams uuid[], versions bigint[], topics text[], states bytea[])
+RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    n int := cardinality(streams);
+    ids bigint[];
+BEGIN"""
+    + _ALLOCATE
+    + """
+    PERFORM {schema}.{rows}(streams, versions, topics, states, ids);
+    RETURN QUERY SELECT unnest(ids);
+END;
+$fn$
+"""
+)
+
+_APPEND_GROUP_FUNCTION = (
+    """
+CREATE OR REPLACE FUNCTION {schema}.{group}(
+    counts int[], streams uuid[], versions bigint[], topics text[], states bytea[])
+RETURNS TABLE (id bigint, error text) LANGUAGE plpgsql AS $fn$
+-- Several appends (``counts[k]`` events each, in order) in one transaction. Each keeps its own
+-- version checks in a savepoint: a conflicting append is rolled back alone and reported in
+-- ``error`` (on each of its rows); the others commit with the transaction.
+DECLARE
+    n int := cardinality(streams);
+    ids bigint[];
+    errors text[] := array_fill(NULL::text, ARRAY[n]);
+    first int := 1;
+    last int;
+    k int;
+BEGIN"""
+    + _ALLOCATE
+    + """
+    FOR k IN 1 .. cardinality(counts) LOOP
+        last := first + counts[k] - 1;
+        BEGIN
+            PERFORM {schema}.{rows}(streams[first:last], versions[first:last],
+                                    topics[first:last], states[first:last], ids[first:last]);
+        EXCEPTION WHEN unique_violation THEN
+            errors[first:last] := array_fill(SQLERRM, ARRAY[counts[k]]);
+        END;
+        first := last + 1;
+    END LOOP;
+    RETURN QUERY SELECT * FROM unnest(ids, errors);
+END;
+$fn$
+"""
+)
 
 
 @contextmanager

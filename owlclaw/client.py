@@ -11,9 +11,9 @@ import msgspec
 
 from owlclaw.config import OwlClawConfig
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
+from owlclaw.server_token import server_token
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
-from owlclaw.webhook import server_token
 
 TRIGGER_ATTEMPTS = 3
 

@@ -1,20 +1,27 @@
-"""Each served agent at a glance: where it lives, what it is doing, what it spent today against
-its budget, its next timer and its pending inbound events (the console's agents page)."""
+"""Registered agents at a glance, a page at a time: where each lives, what it is doing, what it
+spent today against its budget, its next timer and its pending inbound events (the console's
+agents page). A page costs the same with ten agents registered or 100,000: the agents view
+lists it by id, and only its agents are loaded."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Set
 from datetime import UTC, datetime, time
 from typing import Literal
 
 import msgspec
 
-from events import LedgerReadError, UnknownAgent
+from events import Ledger, LedgerReadError, UnknownAgent
+from owlclaw.app import AgentApp
 from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.service import Service
-from projections import RunsView, SchedulesView
+from projections import AgentsView, RunsView, SchedulesView
 
 AgentState = Literal["idle", "running", "parked", "passivated", "unreadable"]
+PAGE_SIZE = 50
+CATCH_UP_S = 2.0
+"""How long a page waits for the agents view to read the agents registered so far."""
 
 
 class AgentOverview(msgspec.Struct, frozen=True):
@@ -30,38 +37,82 @@ class AgentOverview(msgspec.Struct, frozen=True):
     daily_cost_usd: float | None
     next_timer: datetime | None
     pending_events: int
+    served: bool = True
+    """Served by this server (its runs page is here); False for an agent only registered."""
     app_error: str | None = None
     unreadable: str | None = None
     """Why the agent's stream could not be read (e.g. a corrupt event; `owlclaw verify`)."""
+
+
+class AgentsPage(msgspec.Struct, frozen=True):
+    agents: list[AgentOverview]
+    next_after: str | None
+    """The cursor of the next page (its ``after``); None after the last page."""
+    registered: int
 
 
 def host_of(placement: str) -> str:
     return "this process" if placement == "local" else f"Ray actor ({placement})"
 
 
-async def agent_overviews(service: Service) -> list[AgentOverview]:
-    """Every served agent: its host's activity, its stream, the runs and schedules views."""
+async def agent_overviews(
+    service: Service, after: str | None = None, limit: int = PAGE_SIZE
+) -> AgentsPage:
+    """Up to ``limit`` registered agents by id, after ``after``: its host's activity, its
+    stream, the runs and schedules views."""
     activity = (await service.agents.status()).agents
-    return await asyncio.to_thread(
-        _overviews, service, set(activity), {a for a, act in activity.items() if act.running}
+    running = {a for a, act in activity.items() if act.running}
+    return await asyncio.to_thread(_page, service, after, limit, set(activity), running)
+
+
+def _page(
+    service: Service, after: str | None, limit: int, active: set[str], running: set[str]
+) -> AgentsPage:
+    assert service.ledger is not None
+    agents = service.view(AgentsView)
+    runner = next((r for r in service.projections if r.view is agents), None)
+    if runner is not None:  # list an agent registered a moment ago too
+        runner.wait_for(service.ledger.last_committed(), CATCH_UP_S)
+    return overview_page(
+        service.ledger,
+        (agents, service.view(RunsView), service.view(SchedulesView)),
+        service.apps,
+        service.config.runtime.placement,
+        after,
+        limit,
+        active=active,
+        running=running,
     )
 
 
-def _overviews(service: Service, active: set[str], running: set[str]) -> list[AgentOverview]:
-    assert service.ledger is not None
+def overview_page(
+    ledger: Ledger,
+    views: tuple[AgentsView, RunsView, SchedulesView],
+    apps: Mapping[str, AgentApp],
+    placement: str,
+    after: str | None,
+    limit: int,
+    *,
+    active: Set[str] = frozenset(),
+    running: Set[str] = frozenset(),
+) -> AgentsPage:
+    """The page of registered agents after ``after``: those of ``apps`` are served here with
+    ``placement``, ``active`` ones are hosted now, ``running`` ones run now."""
+    agents, runs_view, schedules = views
+    ids = [row.agent_id for row in agents.page(after, limit)]
     today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
-    runs_today = service.view(RunsView).started_since(today)
-    next_timers = service.view(SchedulesView).next_fires()
-    placement = service.config.runtime.placement
+    runs_today = runs_view.started_since(today, ids)
+    next_timers = schedules.next_fires(ids)
     found = []
-    for agent_id, app in service.apps.items():
-        governance = Governance.from_app_config(app.config)
+    for agent_id in ids:
+        app = apps.get(agent_id)
+        governance = Governance.from_app_config(app.config) if app is not None else None
         state: AgentState = "passivated"
         runs = tokens = pending_events = 0
         cost, app_error, unreadable = 0.0, None, None
         try:
-            agent = service.ledger.load_agent(agent_id)
-            tokens, cost = spent_today(service.ledger, agent, today.date())
+            agent = ledger.load_agent(agent_id)
+            tokens, cost = spent_today(ledger, agent, today.date())
         except UnknownAgent:
             continue
         except LedgerReadError as e:  # a corrupt stream: shown on its row, the others still are
@@ -79,18 +130,23 @@ def _overviews(service: Service, active: set[str], running: set[str]) -> list[Ag
             AgentOverview(
                 agent_id=agent_id,
                 placement=placement,
-                host=host_of(placement),
+                host=host_of(placement) if app is not None else "not served here",
                 state=state,
                 runs=runs,
                 runs_today=runs_today.get(agent_id, 0),
                 tokens_today=tokens,
                 cost_today_usd=cost,
-                daily_tokens=governance.daily_tokens,
-                daily_cost_usd=governance.daily_cost_usd,
+                daily_tokens=governance.daily_tokens if governance else None,
+                daily_cost_usd=governance.daily_cost_usd if governance else None,
                 next_timer=next_timers.get(agent_id),
                 pending_events=pending_events,
+                served=app is not None,
                 app_error=app_error,
                 unreadable=unreadable,
             )
         )
-    return found
+    return AgentsPage(
+        agents=found,
+        next_after=ids[-1] if len(ids) == limit else None,
+        registered=agents.count(),
+    )

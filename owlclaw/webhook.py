@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hmac
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -50,10 +49,10 @@ from owlclaw.metrics import PATH as METRICS_PATH
 from owlclaw.metrics import metrics_route
 from owlclaw.request_body import BadBody, decode_body
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
+from owlclaw.server_token import server_token
 from owlclaw.service import NotServed, Service
 from owlclaw.timers.fires import TimerFire
 
-TOKEN_FILE = "server.token"
 MAX_BODY_BYTES = 1024 * 1024
 MAX_IDEMPOTENCY_KEY = 200
 
@@ -79,22 +78,6 @@ class AnswerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class EventBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     source: str = "webhook"
     payload: dict[str, Any] = {}
-
-
-def server_token(config: OwlClawConfig, *, create: bool = False) -> str | None:
-    """The configured token, else the one in ``<data_dir>/server.token`` (made if ``create``)."""
-    if config.server.token:
-        return config.server.token
-    path = config.data_path / TOKEN_FILE
-    if path.is_file():
-        return path.read_text(encoding="utf-8").strip()
-    if not create:
-        return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    path.touch(mode=0o600)
-    path.write_text(token, encoding="utf-8")
-    return token
 
 
 def _json(value: Any) -> str:

@@ -3,6 +3,7 @@ outbound views (approval notices, the outbox of sent messages), the projection r
 subscriptions for analytics jobs. Depends only on ``events``; the configuration is applied in
 ``owlclaw.wiring``."""
 
+from projections.agents import AgentsView
 from projections.audit import AuditView
 from projections.memory import MemoryStore, MemoryView
 from projections.notifications import ApprovalNotifications
@@ -14,12 +15,21 @@ from projections.view import View
 
 VIEWS: dict[str, type[View]] = {
     view.name: view
-    for view in (AuditView, RunsView, MemoryView, SchedulesView, ApprovalNotifications, Outbox)
+    for view in (
+        AuditView,
+        RunsView,
+        MemoryView,
+        SchedulesView,
+        ApprovalNotifications,
+        Outbox,
+        AgentsView,
+    )
 }
 
 
 __all__ = [
     "VIEWS",
+    "AgentsView",
     "ApprovalNotifications",
     "AuditView",
     "MemoryStore",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
@@ -104,15 +105,18 @@ class RunsView(View):
             ).fetchall()
         return [msgspec.convert(row, RunRow) for row in rows]
 
-    def started_since(self, since: datetime) -> dict[str, int]:
-        """How many runs each agent started at or after ``since``."""
+    def started_since(
+        self, since: datetime, agent_ids: Sequence[str] | None = None
+    ) -> dict[str, int]:
+        """How many runs each agent (of ``agent_ids``, or every one) started at or after
+        ``since``."""
         with self.datastore.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT agent_id, count(*) AS n FROM {runs} WHERE started_at >= %s"
-                    " GROUP BY agent_id"
+                    " AND (%s::text[] IS NULL OR agent_id = ANY(%s)) GROUP BY agent_id"
                 ),
-                (since,),
+                (since, agent_ids, agent_ids),
             ).fetchall()
         return {row["agent_id"]: row["n"] for row in rows}
 

@@ -5,6 +5,7 @@ requested or registered."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -188,14 +189,16 @@ class SchedulesView(View):
             ),
         )
 
-    def next_fires(self) -> dict[str, datetime]:
-        """Each agent's next timer: the earliest fire of its active schedules."""
+    def next_fires(self, agent_ids: Sequence[str] | None = None) -> dict[str, datetime]:
+        """Each agent's next timer (of ``agent_ids``, or every agent's): the earliest fire of
+        its active schedules."""
         with self.datastore.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT agent_id, min(next_fire_at) AS at FROM {schedules}"
                     " WHERE status IN ('requested', 'registered') AND next_fire_at IS NOT NULL"
-                    " GROUP BY agent_id"
-                )
+                    " AND (%s::text[] IS NULL OR agent_id = ANY(%s)) GROUP BY agent_id"
+                ),
+                (agent_ids, agent_ids),
             ).fetchall()
         return {row["agent_id"]: row["at"] for row in rows}

@@ -244,11 +244,13 @@ def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.
 @app.command()
 @handles_errors
 def status(as_json: JsonOption = False) -> None:
-    """Agents, active runs, projection lag, pending timers, database and server health, and
-    the server's background workers (state, restarts, last error)."""
+    """Agents (how many are registered; those with runs or served), active runs, projection
+    lag, pending timers, database and server health, and the server's background workers
+    (state, restarts, last error)."""
     from owlclaw.client import ServerClient, ServerUnavailable
+    from owlclaw.inspection import bring_up_to_date
     from owlclaw.wiring import open_views
-    from projections import RunsView, SchedulesView
+    from projections import AgentsView, RunsView, SchedulesView
     from projections.runner import projection_status
 
     config = load_config()
@@ -262,6 +264,11 @@ def status(as_json: JsonOption = False) -> None:
         report["database"] = {"ok": True, "head": led.head()}
         views = open_views(led, config)
         report["projections"] = [msgspec.to_builtins(projection_status(led, v)) for v in views]
+        registry = next(v for v in views if isinstance(v, AgentsView))
+        behind = bring_up_to_date(led, registry)
+        report["registered_agents"] = registry.count()
+        if behind:
+            report["registered_agents_behind"] = behind
         runs = next(v for v in views if isinstance(v, RunsView))
         schedules = next(v for v in views if isinstance(v, SchedulesView))
         with led.datastore.transaction(commit=False) as curs:
@@ -285,9 +292,11 @@ def status(as_json: JsonOption = False) -> None:
                 )
             ).fetchone()
             report["pending_timers"] = pending["n"] if pending else 0
+        report["agents"] = _with_served(report["agents"], report["server"].get("agents") or {})
+        listed = [row["agent_id"] for row in report["agents"]]
         today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
-        runs_today, next_timers = runs.started_since(today), schedules.next_fires()
-    report["agents"] = _with_served(report["agents"], report["server"].get("agents") or {})
+        runs_today = runs.started_since(today, listed)
+        next_timers = schedules.next_fires(listed)
     for row in report["agents"]:
         row["runs_today"] = runs_today.get(row["agent_id"], 0)
         row["next_timer"] = next_timers.get(row["agent_id"])
@@ -326,7 +335,10 @@ def _print_status(report: dict[str, Any]) -> None:
         out.print(f"server   [yellow]not running[/] at {server['url']}", highlight=False)
     out.print(f"database [green]ok[/], log head {report['database']['head']}", highlight=False)
     out.print(f"timers   {report['pending_timers']} pending", highlight=False)
-    table = Table(title="agents")
+    out.print(f"agents   {report['registered_agents']} registered", highlight=False)
+    if report.get("registered_agents_behind"):
+        out.print(f"[yellow]{escape(report['registered_agents_behind'])}[/]", highlight=False)
+    table = Table(title="agents with runs or served")
     for column in ("agent", "runs", "today", "active", "last run", "next timer", "app"):
         table.add_column(column)
     for a in report["agents"]:

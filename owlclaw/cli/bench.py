@@ -32,7 +32,8 @@ def bench_ledger(
     ] = 100_000,
     as_json: JsonOption = False,
 ) -> None:
-    """OwlClaw vs stock recorder throughput (1 and 8 writer processes) and rehydration time."""
+    """OwlClaw vs stock recorder throughput (1 and 8 writer processes, 1 or 8 agents each) and
+    rehydration time."""
     from owlclaw.bench import ledger as bench
 
     with bench_database("owlclaw_bench_ledger") as url, err.status("benchmarking…") as status:
@@ -47,7 +48,7 @@ def bench_ledger(
         return
     table = Table(title="ledger append throughput (events/s)")
     table.add_column("recorder")
-    for label in ("1w_batch1", "8w_batch1", "8w_batch10"):
+    for label, *_ in bench.SCENARIOS:
         table.add_column(label, justify="right")
     for kind, rates in result["events_per_second"].items():
         table.add_row(kind, *(str(v) for v in rates.values()))
@@ -125,6 +126,21 @@ def bench_actors(
         result = bench.run(
             Database(url), agents=agents, registered_agents=registered, progress=status.update
         )
+    print_figures(result, as_json)
+
+
+@bench_app.command("registry")
+@handles_errors
+def bench_registry(
+    agents: Annotated[int, typer.Option(help="Agents to register.")] = 100_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Registration rate, database size, `owlclaw status --json` time and the console's agents
+    page time with many registered, passivated agents."""
+    from owlclaw.bench import registry as bench
+
+    with bench_database("owlclaw_bench_registry") as url, err.status("benchmarking…") as status:
+        result = bench.run(Database(url), agents=agents, progress=status.update)
     print_figures(result, as_json)
 
 

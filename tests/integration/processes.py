@@ -65,3 +65,26 @@ def run_outbox(url: str) -> None:
         view = Outbox(ledger.datastore, ledger=ledger)
         view.create_table()
         ProjectionRunner(ledger, view).catch_up()
+
+
+def append_until_killed(url: str, agents: int) -> None:
+    """Agents (one thread each) append one event per commit until the process is killed,
+    printing ``<agent_id> <version>`` for each acknowledged commit."""
+    import sys
+    import threading
+
+    ledger = Ledger(url)
+    printing = threading.Lock()
+
+    def agent_loop(agent_id: str) -> None:
+        agent = ledger.register_agent(agent_id)
+        while True:
+            agent.record(ev.IdentityLoaded, soul_sha256=uuid.uuid4().hex, identity_sha256="x")
+            ledger.append(agent)
+            with printing:
+                sys.stdout.write(f"{agent_id} {agent.version}\n")
+                sys.stdout.flush()
+
+    for n in range(agents):
+        threading.Thread(target=agent_loop, args=(f"crash-{n}",), daemon=True).start()
+    threading.Event().wait()

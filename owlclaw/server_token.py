@@ -1,0 +1,27 @@
+"""The token that guards the server's endpoints: configured, or kept in the data directory.
+
+Its own module so that clients (the CLI) read it without importing the server."""
+
+from __future__ import annotations
+
+import secrets
+
+from owlclaw.config import OwlClawConfig
+
+TOKEN_FILE = "server.token"
+
+
+def server_token(config: OwlClawConfig, *, create: bool = False) -> str | None:
+    """The configured token, else the one in ``<data_dir>/server.token`` (made if ``create``)."""
+    if config.server.token:
+        return config.server.token
+    path = config.data_path / TOKEN_FILE
+    if path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    if not create:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    path.touch(mode=0o600)
+    path.write_text(token, encoding="utf-8")
+    return token
