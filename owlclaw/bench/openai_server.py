@@ -79,7 +79,8 @@ def completion(request: dict[str, Any], steps: int, number: int) -> dict[str, An
 def conversation_key(request: dict[str, Any]) -> str:
     """The conversation a request belongs to: its first user message."""
     users = (m for m in request.get("messages", []) if m.get("role") == "user")
-    return str(next(users, {}).get("content", ""))
+    first: dict[str, Any] = next(users, {})
+    return str(first.get("content", ""))
 
 
 def make_app(steps: int) -> web.Application:
