@@ -85,12 +85,23 @@ def bench_projections(
 @bench_app.command("runtime")
 @handles_errors
 def bench_runtime(
-    runs: Annotated[int, typer.Option(help="Runs of 10 tool steps each.")] = 60,
+    runs: Annotated[int, typer.Option(min=1, help="Runs of 10 tool steps each.")] = 60,
+    openai: Annotated[
+        bool,
+        typer.Option(
+            "--openai",
+            help="Through litellm's OpenAI client to a loopback server, against a bare "
+            "litellm loop.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Decision-loop overhead: tool step, commits per step, run start, litellm's share."""
-    from owlclaw.bench import runtime as bench
+    """Decision-loop overhead: tool step, commits per step, run start, litellm's share; with
+    --openai, OwlClaw's durable step against a bare litellm loop on one OpenAI-compatible
+    server."""
+    from owlclaw.bench import runtime, runtime_openai
 
+    bench = runtime_openai if openai else runtime
     with bench_database("owlclaw_bench_runtime") as url, err.status("benchmarking…"):
         result = bench.run(url, runs=runs)
     print_figures(result, as_json)

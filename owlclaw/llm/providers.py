@@ -1,10 +1,11 @@
 """Registers OwlClaw's offline providers (``scripted/``, ``replay/``) with litellm, once per
-process."""
+process; and keeps litellm from logging calls that no callback of its will read."""
 
 from __future__ import annotations
 
 import os
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 _lock = threading.Lock()
@@ -40,3 +41,32 @@ def _warm_up(litellm: Any) -> None:
 
     scripted.register_script("__warm_up__", [{"content": "ready"}])
     litellm.completion(model="scripted/__warm_up__", messages=[{"role": "user", "content": "hi"}])
+
+
+_CALLBACK_LISTS = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "service_callback",
+    "audit_log_callbacks",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
+
+
+def unlogged(litellm: Any) -> AbstractContextManager[None]:
+    """Where litellm calls skip its success and failure logging, while no litellm callback is
+    set in this process (OwlClaw records calls in its ledger and traces them itself).
+
+    That logging builds a payload per call on the event loop and in a thread of its own after
+    the response; on 2 cores it contends for the GIL with the ledger thread committing the step
+    (+4 ms per tool step measured by ``owlclaw bench runtime --openai``). litellm marks its own
+    nested calls the same way (``internal_sub_call``); the response, its usage and its cost are
+    unchanged."""
+    context = getattr(litellm, "_internal_context", None)  # None: a stand-in (tests)
+    if context is None or any(getattr(litellm, name, None) for name in _CALLBACK_LISTS):
+        return nullcontext()
+    sub_call: AbstractContextManager[None] = context.internal_sub_call()
+    return sub_call

@@ -14,6 +14,7 @@ from events import catalog as ev
 from events.aggregates import Run
 from owlclaw import tracing
 from owlclaw.config import RuntimeConfig
+from owlclaw.llm.providers import unlogged
 from owlclaw.tools.executor import json_safe, reraise_cancellation
 
 
@@ -78,10 +79,11 @@ async def complete(
     timeout_s: float,
 ) -> Answer:
     """Ask one model once, within ``timeout_s``; its errors propagate."""
-    response = await asyncio.wait_for(
-        litellm.acompletion(model=model, messages=messages, tools=tools, timeout=timeout_s),
-        timeout_s,
-    )
+    with unlogged(litellm):  # the call's task copies the context as it is created
+        response = await asyncio.wait_for(
+            litellm.acompletion(model=model, messages=messages, tools=tools, timeout=timeout_s),
+            timeout_s,
+        )
     choice = response.choices[0]
     usage = {
         k: int(getattr(response.usage, k, 0) or 0)

@@ -4,6 +4,7 @@ arguments — one source for both, no hand-written JSON schema."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -11,6 +12,16 @@ import msgspec
 from owlclaw.tools.errors import ToolError, invalid_arguments
 
 MAX_ARGUMENTS_BYTES = 64 * 1024
+SCHEMAS_CACHED = 1024
+
+
+@lru_cache(maxsize=SCHEMAS_CACHED)
+def _parameters_schema(params: type[msgspec.Struct]) -> bytes:
+    """The JSON schema of a parameters type, encoded: generating it inspects the type's
+    annotations (~0.1 ms a tool), and every run of the agent sends the same one."""
+    schema = msgspec.json.schema(params)
+    body = schema["$defs"][params.__name__] if "$ref" in schema else schema
+    return msgspec.json.encode({k: v for k, v in body.items() if k != "title"})
 
 
 @dataclass(frozen=True)
@@ -36,16 +47,13 @@ class ToolSpec:
     person's approval, as the capability declares it; the app's ``[governance] ask_if`` wins."""
 
     def function_schema(self) -> dict[str, Any]:
-        """The OpenAI/litellm ``tools`` entry for this tool."""
-        schema = msgspec.json.schema(self.params)
-        body = schema["$defs"][self.params.__name__] if "$ref" in schema else schema
-        parameters = {k: v for k, v in body.items() if k != "title"}
+        """The OpenAI/litellm ``tools`` entry for this tool (a fresh copy: callers may edit it)."""
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": parameters,
+                "parameters": msgspec.json.decode(_parameters_schema(self.params)),
             },
         }
 
