@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 import ray
 
+from actors import NAMESPACE
 from actors.ray_host import AgentHostActor
 from events import Ledger, UnknownAgent
 from events import catalog as ev
@@ -28,7 +29,6 @@ from owlclaw.tools.switches import ToolsChange
 from projections.feed import afollow_run
 
 Placement = Literal["dedicated", "shared"]
-NAMESPACE = "owlclaw"
 
 
 class AgentDirectory:
@@ -203,4 +203,4 @@ class AgentDirectory:
         self._handles.clear()
 
 
-__all__ = ["AgentDirectory", "Placement", "UnknownAgent"]
+__all__ = ["NAMESPACE", "AgentDirectory", "Placement", "UnknownAgent"]
