@@ -48,6 +48,7 @@ class AgentDirectory:
         idle_s: float | None = 300.0,
         actor_options: dict[str, Any] | None = None,
         owner: bool = True,
+        node_llm: bool | None = None,
     ):
         self.ledger = ledger
         self.config = config
@@ -58,6 +59,10 @@ class AgentDirectory:
         """Extra Ray actor options, e.g. ``{"scheduling_strategy": "SPREAD"}``, resources, or
         another ``namespace`` (isolated sets of agents on one cluster)."""
         self.owner = owner
+        self.node_llm = placement == "dedicated" if node_llm is None else node_llm
+        """The actors ask their models through the node's one litellm (``actors.llm``), not
+        their own: by default for ``dedicated`` placement, where each actor would carry
+        litellm's ~210 MB for one agent; a shared host carries it for many and saves the hop."""
         self._handles: dict[str, Any] = {}
 
     def settings(self) -> dict[str, Any]:
@@ -68,6 +73,7 @@ class AgentDirectory:
             "pool_size": self.pool_size,
             "idle_s": self.idle_s,
             "actor_options": self.actor_options,
+            "node_llm": self.node_llm,
         }
 
     def actor_name(self, agent_id: str) -> str:

