@@ -1,8 +1,10 @@
 """Finding an agent's actor from any driver: named, detached actors in an OwlClaw namespace.
 
 Placement decides which actor hosts an agent: ``dedicated`` (one actor per agent, the default:
-isolation) or ``shared`` (agents hashed onto a pool of host actors: a Ray actor is a ~110 MB
-process, so one per agent holds ~150 agents per node). The client API is the same for both.
+isolation) or ``shared`` (agents hashed onto a pool of host actors). A dedicated actor is a
+~115 MB process (Ray ~55 MB, OwlClaw ~25 MB; litellm and the embedding model are the node's,
+shared: ``actors.llm``, ``actors.embedding``); a shared host carries litellm itself (~315 MB)
+for all its agents. The client API is the same for both.
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ class NodeLLM:
     scripts under one name at once on one node would race: scripts are test and demo models)."""
 
     def __init__(self) -> None:
-        self._actor: Any = None
+        self._actor: Any = node_actor(LLMActor, KIND)
+        """Found or started now: a new node's litellm imports while its first host starts."""
 
     async def complete(
         self,
@@ -68,8 +69,6 @@ class NodeLLM:
         tools: list[dict[str, Any]],
         timeout_s: float,
     ) -> Answer:
-        if self._actor is None:
-            self._actor = node_actor(LLMActor, KIND)
         provider, _, name = model.partition("/")
         script = scripted.script_named(name) if provider == scripted.PROVIDER else None
         call = self._actor.complete.remote(model, messages, tools, timeout_s, script)
