@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import tempfile
 import time
 import uuid
@@ -41,6 +42,9 @@ METHOD = {
     "node_llm_start_ms its start, once per node, before the cold starts are measured",
     "runs_per_second_across_1000_agents": "every agent's run submitted at once (asyncio.gather),"
     " agents over wall time until the last ends; shared placement on `hosts` host actors",
+    "cpu_ms_per_run": "CPU time (user + system) of the host processes and of this driver "
+    "during the 1,000 runs, per run (PostgreSQL's is not counted); 2 cores give at most "
+    "2,000 CPU ms per second to all of them",
     "litellm_share_of_run_time": "sum of LLMResponded.latency_ms over sum of "
     "RunCompleted.duration_ms",
 }
@@ -72,6 +76,12 @@ def _rss_of(pid: int) -> int:
     """Resident memory of a process on this machine (Linux), in bytes."""
     status = Path(f"/proc/{pid}/status").read_text().splitlines()
     return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) * 1024
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process on this machine has used (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _start_node_llm() -> tuple[Any, float]:
@@ -148,7 +158,11 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
     cold = [
         ray.get(directory.handle(n).activate.remote(n)) for n in names if n not in hosts.values()
     ]
+    pids = [ray.get(directory.handle(n).pid.remote()) for n in hosts.values()]
+    hosts_cpu, driver_cpu = sum(_cpu_s(p) for p in pids), time.process_time()
     elapsed, run_ids = asyncio.run(_run_all(directory, names))
+    hosts_cpu = sum(_cpu_s(p) for p in pids) - hosts_cpu
+    driver_cpu = time.process_time() - driver_cpu
     rss_after = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
     imported = ray.get(directory.handle(names[0]).imported.remote(HEAVY))
     time.sleep(3.0)  # idle_s passes: every agent is passivated
@@ -166,6 +180,10 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
         "heavy_modules_in_host": imported,
         "max_active_agents_in_16_gb": int((BUDGET_BYTES - host_rss * len(hosts)) // per_agent),
         "runs_per_second_across_1000_agents": round(agents / elapsed, 1),
+        "cpu_ms_per_run": {
+            "hosts": round(hosts_cpu * 1000 / agents, 2),
+            "driver": round(driver_cpu * 1000 / agents, 2),
+        },
         "litellm_share_of_run_time": _litellm_share(ledger, run_ids),
     }
 
