@@ -1,8 +1,10 @@
 """Finding an agent's actor from any driver: named, detached actors in an OwlClaw namespace.
 
 Placement decides which actor hosts an agent: ``dedicated`` (one actor per agent, the default:
-isolation) or ``shared`` (agents hashed onto a pool of host actors: a Ray actor is a ~110 MB
-process, so one per agent holds ~150 agents per node). The client API is the same for both.
+isolation) or ``shared`` (agents hashed onto a pool of host actors). A dedicated actor is a
+~115 MB process (Ray ~55 MB, OwlClaw ~25 MB; litellm and the embedding model are the node's,
+shared: ``actors.llm``, ``actors.embedding``); a shared host carries litellm itself (~315 MB)
+for all its agents. The client API is the same for both.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 import ray
 
+from actors import NAMESPACE
 from actors.ray_host import AgentHostActor
 from events import Ledger, UnknownAgent
 from events import catalog as ev
@@ -28,7 +31,6 @@ from owlclaw.tools.switches import ToolsChange
 from projections.feed import afollow_run
 
 Placement = Literal["dedicated", "shared"]
-NAMESPACE = "owlclaw"
 
 
 class AgentDirectory:
@@ -48,6 +50,7 @@ class AgentDirectory:
         idle_s: float | None = 300.0,
         actor_options: dict[str, Any] | None = None,
         owner: bool = True,
+        node_llm: bool | None = None,
     ):
         self.ledger = ledger
         self.config = config
@@ -58,6 +61,10 @@ class AgentDirectory:
         """Extra Ray actor options, e.g. ``{"scheduling_strategy": "SPREAD"}``, resources, or
         another ``namespace`` (isolated sets of agents on one cluster)."""
         self.owner = owner
+        self.node_llm = placement == "dedicated" if node_llm is None else node_llm
+        """The actors ask their models through the node's one litellm (``actors.llm``), not
+        their own: by default for ``dedicated`` placement, where each actor would carry
+        litellm's ~210 MB for one agent; a shared host carries it for many and saves the hop."""
         self._handles: dict[str, Any] = {}
 
     def settings(self) -> dict[str, Any]:
@@ -68,6 +75,7 @@ class AgentDirectory:
             "pool_size": self.pool_size,
             "idle_s": self.idle_s,
             "actor_options": self.actor_options,
+            "node_llm": self.node_llm,
         }
 
     def actor_name(self, agent_id: str) -> str:
@@ -215,4 +223,4 @@ class AgentDirectory:
         self._handles.clear()
 
 
-__all__ = ["AgentDirectory", "Placement", "UnknownAgent"]
+__all__ = ["NAMESPACE", "AgentDirectory", "Placement", "UnknownAgent"]

@@ -26,10 +26,10 @@ from events import Ledger, StreamConflict
 from events import catalog as ev
 from owlclaw.agents import AgentActivity, Agents, HostStatus
 from owlclaw.config import OwlClawConfig
-from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.runtime.models import Completer, LiteLLM
 from owlclaw.runtime.subagents import SubAgentReport, report_of
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.switches import ToolsChange
@@ -69,6 +69,7 @@ class AgentHost:
         idle_s: float | None = None,
         memory: MemoryStore | None = None,
         agents: Agents | None = None,
+        llm: Completer | None = None,
     ):
         self.ledger = ledger
         self.agents: Agents = agents or self
@@ -80,7 +81,8 @@ class AgentHost:
             load_script_dir(Path(config.runtime.scripts_dir))
         self.memory = memory
         """Recall for the hosted agents (None: recall answers MEMORY_UNAVAILABLE)."""
-        litellm_with_offline_providers()  # seconds to import: at start-up, not in the first run
+        self.llm = llm or LiteLLM()  # seconds to import: at start-up, not in the first run
+        """Where the hosted agents' models are asked: litellm here, or the node's."""
         self._agents: dict[str, _Hosted] = {}
         self._activating: dict[str, asyncio.Lock] = {}
         self._retiring: set[asyncio.Task[None]] = set()
@@ -315,6 +317,7 @@ class AgentHost:
             limits=self.config.runtime,
             workspaces=self.config.workspaces_path,
             agents=self.agents,
+            llm=self.llm,
         )
         try:
             await runtime.load()  # a broken app is recorded now, bounded by its time limit

@@ -7,13 +7,16 @@ the host's loop is busy; ``cancel`` runs on that loop, which handlers never bloc
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import ray
 
+from actors.embedding import NodeEmbedder
 from actors.host import AgentHost
+from actors.llm import NodeLLM
 from events import Ledger
 from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
@@ -38,13 +41,21 @@ class AgentHostActor:
         self.config = msgspec.convert(config, OwlClawConfig)
         database = open_database(self.config)
         self.ledger = Ledger(database.url, snapshot_interval=self.config.ledger.snapshot_interval)
-        memory = open_memory(self.ledger, self.config)
+        settings = self.config.memory
+        memory = open_memory(
+            self.ledger,
+            self.config,
+            NodeEmbedder(settings.embedding_model, settings.embedding_dimensions),
+        )
         agents = (
             AgentDirectory(self.ledger, self.config, owner=False, **directory)
             if directory is not None
             else None
         )
-        self.host = AgentHost(self.ledger, self.config, idle_s=idle_s, memory=memory, agents=agents)
+        llm = NodeLLM() if directory is not None and directory["node_llm"] else None
+        self.host = AgentHost(
+            self.ledger, self.config, idle_s=idle_s, memory=memory, agents=agents, llm=llm
+        )
 
     async def submit(
         self,
@@ -130,6 +141,11 @@ class AgentHostActor:
         status = Path("/proc/self/status").read_text().splitlines()
         kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
         return kb * 1024
+
+    @ray.method(concurrency_group="control")
+    def imported(self, modules: list[str]) -> list[str]:
+        """Which of ``modules`` this actor's process has imported (what its memory holds)."""
+        return [m for m in modules if m in sys.modules]
 
     @ray.method(concurrency_group="control")
     def node(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from events import Ledger
 from owlclaw.config import OwlClawConfig
 from projections import VIEWS, ApprovalNotifications, MemoryStore, MemoryView, Outbox, View
-from projections.embedders import embedder_for
+from projections.embedders import Embedder, embedder_for
 
 
 def view_options(name: str, config: OwlClawConfig, ledger: Ledger) -> dict[str, Any]:
@@ -41,17 +41,25 @@ def memory_dir(config: OwlClawConfig) -> Path:
     return config.data_path / "memory"
 
 
-def open_memory_view(ledger: Ledger, config: OwlClawConfig) -> MemoryView:
-    """The memory view as configured, its tables created."""
-    view = MemoryView(ledger.datastore, **view_options(MemoryView.name, config, ledger))
+def open_memory_view(
+    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
+) -> MemoryView:
+    """The memory view as configured, its tables created; ``embedder`` replaces the configured
+    model's in-process one (a host actor's: the node's shared embedder of that model)."""
+    options = view_options(MemoryView.name, config, ledger)
+    if embedder is not None:
+        options["embedder"] = embedder
+    view = MemoryView(ledger.datastore, **options)
     view.create_table()
     return view
 
 
-def open_memory(ledger: Ledger, config: OwlClawConfig) -> MemoryStore:
+def open_memory(
+    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
+) -> MemoryStore:
     """Recall over the memory view (its tables created); the projection runner fills it."""
     return MemoryStore(
-        open_memory_view(ledger, config), half_life_days=config.memory.half_life_days
+        open_memory_view(ledger, config, embedder), half_life_days=config.memory.half_life_days
     )
 
 

@@ -32,7 +32,6 @@ from events.aggregates import ActiveSchedule, Agent, Run, now, run_stream_id
 from owlclaw import tracing
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
-from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, checked_edit, record_decision
 from owlclaw.runtime.builtin_tools import agent_tools
@@ -40,7 +39,7 @@ from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import FOREIGN_FACTS, AgentWriter, stand_down
 from owlclaw.runtime.governance import Governance, spent_today
-from owlclaw.runtime.models import EveryModelFailed, ask
+from owlclaw.runtime.models import Completer, EveryModelFailed, LiteLLM, ask
 from owlclaw.runtime.modes import Live, Replay
 from owlclaw.runtime.progress import RunProgress
 from owlclaw.runtime.prompt import Prompt, system_prompt
@@ -130,6 +129,7 @@ class AgentRuntime:
         app_dir: Path | None = None,
         workspaces: Path | None = None,
         agents: Agents | None = None,
+        llm: Completer | None = None,
     ):
         if not models:
             raise ValueError("at least one model is needed")
@@ -170,7 +170,8 @@ class AgentRuntime:
         self._spent: tuple[date, int, float] | None = None
         """(UTC day, tokens, cost) of this agent's finished runs that day."""
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}")
-        self._litellm = litellm_with_offline_providers()
+        self._llm = llm or LiteLLM()
+        """Where its models are asked (litellm in this process by default)."""
         tracing.enable_langfuse()
 
     async def _io_call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -703,7 +704,7 @@ class AgentRuntime:
         inputs: dict[str, Any],
     ) -> dict[str, Any]:
         try:
-            return await ask(self._litellm, self.models, self.limits, run, messages, tools, inputs)
+            return await ask(self._llm, self.models, self.limits, run, messages, tools, inputs)
         except EveryModelFailed as e:
             raise _Stop(ev.RunFailed, error=str(e)) from e
 

@@ -1,12 +1,17 @@
 """The model chain: ask each model of the agent's path in turn until one answers, recording
-the answer (with the failed hops before it, usage, cost and latency) as LLMResponded."""
+the answer (with the failed hops before it, usage, cost and latency) as LLMResponded.
+
+Models are called through a ``Completer``: litellm in this process (``LiteLLM``), or the node's
+shared one (``actors.llm.NodeLLM``: litellm is ~200 MB resident, too much for every agent
+actor).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -14,7 +19,7 @@ from events import catalog as ev
 from events.aggregates import Run
 from owlclaw import tracing
 from owlclaw.config import RuntimeConfig
-from owlclaw.llm.providers import unlogged
+from owlclaw.llm.providers import litellm_with_offline_providers, unlogged
 from owlclaw.tools.executor import json_safe, reraise_cancellation
 
 
@@ -22,8 +27,37 @@ class EveryModelFailed(Exception):
     """No model of the path answered; the message names each hop's error."""
 
 
+class Completer(Protocol):
+    async def complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        timeout_s: float,
+    ) -> Answer:
+        """Ask one model once, within ``timeout_s``; its errors propagate."""
+        ...
+
+
+class LiteLLM:
+    """The ``Completer`` of litellm in this process (by default with OwlClaw's offline
+    providers registered: importing it takes seconds, so it happens here, not on a first run)."""
+
+    def __init__(self, litellm: Any = None):
+        self.litellm = litellm if litellm is not None else litellm_with_offline_providers()
+
+    async def complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        timeout_s: float,
+    ) -> Answer:
+        return await complete(self.litellm, model, messages, tools, timeout_s)
+
+
 async def ask(
-    litellm: Any,
+    llm: Completer,
     models: list[str],
     limits: RuntimeConfig,
     run: Run,
@@ -39,7 +73,7 @@ async def ask(
         began = time.perf_counter()
         with tracing.generation(model, messages) as traced:
             try:
-                answer = await complete(litellm, model, messages, tools, limits.llm_timeout_s)
+                answer = await llm.complete(model, messages, tools, limits.llm_timeout_s)
             except Exception as e:
                 reraise_cancellation(e)
                 hops.append(f"{model}: {type(e).__name__}: {e}"[:300])

@@ -11,7 +11,7 @@ import pytest
 from events import catalog as ev
 from events.aggregates import Agent, Run, agent_stream_id
 from owlclaw.config import RuntimeConfig
-from owlclaw.runtime.models import EveryModelFailed, ask
+from owlclaw.runtime.models import EveryModelFailed, LiteLLM, ask
 
 
 class _Message:
@@ -47,7 +47,7 @@ def _run() -> Run:
 def test_a_failing_model_falls_back_to_the_next_and_the_hop_is_recorded() -> None:
     provider, run = _Provider({"first"}), _run()
     message = asyncio.run(
-        ask(provider, ["first", "second"], RuntimeConfig(), run, [], [], {"why": 1})
+        ask(LiteLLM(provider), ["first", "second"], RuntimeConfig(), run, [], [], {"why": 1})
     )
     assert message == {"role": "assistant", "content": "done"}
     assert provider.asked == ["first", "second"]
@@ -62,5 +62,5 @@ def test_a_failing_model_falls_back_to_the_next_and_the_hop_is_recorded() -> Non
 def test_when_every_model_fails_nothing_is_recorded_and_the_error_names_each_hop() -> None:
     provider, run = _Provider({"first", "second"}), _run()
     with pytest.raises(EveryModelFailed, match=r"second is down; hops: .*first: Conn"):
-        asyncio.run(ask(provider, ["first", "second"], RuntimeConfig(), run, [], [], {}))
+        asyncio.run(ask(LiteLLM(provider), ["first", "second"], RuntimeConfig(), run, [], [], {}))
     assert not any(isinstance(e, ev.LLMResponded) for e in run.pending_events)
