@@ -127,6 +127,7 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
     assert status.returncode == 0, status.stderr
     lag = {p["name"]: p["lag_events"] for p in json.loads(status.stdout)}
     assert lag == {
+        "agents": 14,
         "audit": 14,
         "runs": 14,
         "memory": 14,
@@ -139,6 +140,7 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
     assert json.loads(rebuilt.stdout) == {"name": "audit", "position": 14}
     after = owlclaw(fresh_db, "projections", "status", "--json", cwd=tmp_path)
     assert {p["name"]: p["lag_events"] for p in json.loads(after.stdout)} == {
+        "agents": 14,
         "audit": 0,
         "runs": 14,
         "memory": 14,

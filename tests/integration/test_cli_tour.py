@@ -256,6 +256,7 @@ def test_status_reports_agents_timers_and_projections(tour: Tour, scheduling_run
     assert status["server"]["placement"] == "shared"
     assert status["pending_timers"] >= 1
     assert {p["name"] for p in status["projections"]} == {
+        "agents",
         "audit",
         "runs",
         "memory",

@@ -36,6 +36,7 @@ def test_the_status_table_lists_each_worker_with_its_restarts_and_last_error(
         },
         "database": {"head": 12},
         "pending_timers": 0,
+        "registered_agents": 3,
         "agents": [],
         "projections": [],
     }
@@ -43,6 +44,7 @@ def test_the_status_table_lists_each_worker_with_its_restarts_and_last_error(
     monkeypatch.setattr(agents, "out", console)
     agents._print_status(report)
     text = console.export_text()
+    assert "agents   3 registered" in text
     [timer] = [line for line in text.splitlines() if "timer-worker" in line]
     assert "running" in timer and " 0 " in timer
     [runs] = [line for line in text.splitlines() if "projection:runs" in line]
