@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from events import Ledger
+from events.recorder import OwlClawApplicationRecorder, datastore_from_url
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from tests.browser import browser, console  # noqa: F401 - the console's browser tests
@@ -20,6 +22,25 @@ def ledger(fresh_db: Database) -> Iterator[Ledger]:
     """A ledger on a fresh, empty database."""
     with Ledger(fresh_db.url) as led:
         yield led
+
+
+@pytest.fixture(scope="module")
+def db(pg_server: Database) -> Iterator[Database]:
+    """A new, empty database shared by the tests of one module (agents on Ray actors outlive a
+    test: the module's tests share their actors' database)."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield pg_server.create_database(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def recorder(fresh_db: Database) -> Iterator[OwlClawApplicationRecorder]:
+    """OwlClaw's recorder on a fresh database, with its events table."""
+    rec = OwlClawApplicationRecorder(datastore_from_url(fresh_db.url), events_table_name="events")
+    rec.create_table()
+    yield rec
+    rec.close_notifier()
+    rec.datastore.close()
 
 
 @pytest.fixture

@@ -28,13 +28,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")
-def db(pg_server: Database) -> Iterator[Database]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield pg_server.create_database(name)
-    pg_server.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def config(db: Database, tmp_path_factory: pytest.TempPathFactory) -> OwlClawConfig:
     scripts = tmp_path_factory.mktemp("scripts")
     decide = {"name": "log_decision", "arguments": {"reasoning": "ok", "decision_type": "other"}}

@@ -30,13 +30,6 @@ UNKNOWN = "no-such-provider/model"
 
 
 @pytest.fixture(scope="module")
-def db(pg_server: Database) -> Iterator[Database]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield pg_server.create_database(name)
-    pg_server.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def ledger(db: Database) -> Iterator[Ledger]:
     with Ledger(db.url) as led:
         yield led

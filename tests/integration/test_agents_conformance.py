@@ -117,13 +117,6 @@ class Setting:
 
 
 @pytest.fixture(scope="module")
-def db(pg_server: Database) -> Iterator[Database]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield pg_server.create_database(name)
-    pg_server.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def base_config(db: Database, tmp_path_factory: pytest.TempPathFactory) -> OwlClawConfig:
     scripts = tmp_path_factory.mktemp("scripts")
     for name, script in SCRIPTS.items():

@@ -10,7 +10,6 @@ import sys
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -21,20 +20,11 @@ from hypothesis import strategies as st
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import agent_stream_id
-from events.recorder import ADVISORY_LOCK_KEY, OwlClawApplicationRecorder, datastore_from_url
+from events.recorder import ADVISORY_LOCK_KEY, OwlClawApplicationRecorder
 from owlclaw.database import Database
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def recorder(fresh_db: Database) -> Iterator[OwlClawApplicationRecorder]:
-    rec = OwlClawApplicationRecorder(datastore_from_url(fresh_db.url), events_table_name="events")
-    rec.create_table()
-    yield rec
-    rec.close_notifier()
-    rec.datastore.close()
 
 
 def event(stream: uuid.UUID, version: int) -> StoredEvent:

@@ -6,26 +6,16 @@ import multiprocessing as mp
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 
 import psycopg
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from events.recorder import OwlClawApplicationRecorder, datastore_from_url
+from events.recorder import OwlClawApplicationRecorder
 from owlclaw.database import Database
 from tests.integration.processes import append_batches
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def recorder(fresh_db: Database) -> Iterator[OwlClawApplicationRecorder]:
-    rec = OwlClawApplicationRecorder(datastore_from_url(fresh_db.url), events_table_name="events")
-    rec.create_table()
-    yield rec
-    rec.close_notifier()
-    rec.datastore.close()
 
 
 def test_a_reader_never_passes_a_transaction_that_took_a_lower_id(
