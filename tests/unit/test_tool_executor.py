@@ -17,6 +17,7 @@ from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.models import Answer, LiteLLM
 from owlclaw.runtime.verify import replay_run
 from owlclaw.tools.executor import canonical_arguments, truncate
 from owlclaw.tools.switches import change_tools_directly
@@ -34,22 +35,34 @@ def runtime_with(
     ledger: Ledger, registry: Registry, **limits: Any
 ) -> tuple[AgentRuntime, list[dict[str, Any]]]:
     """A runtime whose model conversations are captured (what the model was told)."""
+    llm = Capturing()
     runtime = AgentRuntime(
         ledger,
         f"a{uuid.uuid4().hex[:8]}",
         models=["x"],
         registry=registry,
         limits=RuntimeConfig(**limits),
+        llm=llm,
     )
-    told: list[dict[str, Any]] = []
-    complete = runtime._litellm.acompletion
+    return runtime, llm.told
 
-    async def capture(**kwargs: Any) -> Any:
-        told.extend(m for m in kwargs["messages"] if m.get("role") == "tool")
-        return await complete(**kwargs)
 
-    runtime._litellm.acompletion = capture  # type: ignore[method-assign]
-    return runtime, told
+class Capturing:
+    """The in-process litellm, noting the tool results each call tells the model."""
+
+    def __init__(self) -> None:
+        self.inner = LiteLLM()
+        self.told: list[dict[str, Any]] = []
+
+    async def complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        timeout_s: float,
+    ) -> Answer:
+        self.told.extend(m for m in messages if m.get("role") == "tool")
+        return await self.inner.complete(model, messages, tools, timeout_s)
 
 
 def test_a_result_above_the_limit_reaches_the_model_cut_and_the_ledger_whole(
