@@ -17,9 +17,9 @@ from owlclaw.app import AgentApp
 from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.service import Service
 from projections import AgentsView, RunsView, SchedulesView
+from projections.agents import PAGE_SIZE
 
 AgentState = Literal["idle", "running", "parked", "passivated", "unreadable"]
-PAGE_SIZE = 50
 CATCH_UP_S = 2.0
 """How long a page waits for the agents view to read the agents registered so far."""
 

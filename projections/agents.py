@@ -15,6 +15,7 @@ from events.ledger import LoggedEvent
 from projections.sqlvalues import text
 from projections.view import View
 
+PAGE_SIZE = 50
 MAX_PAGE = 500
 
 
@@ -46,7 +47,7 @@ class AgentsView(View):
             (text(e.agent_id), text(e.parent_agent_id), e.timestamp, logged.position),
         )
 
-    def page(self, after: str | None = None, limit: int = 50) -> list[AgentRow]:
+    def page(self, after: str | None = None, limit: int = PAGE_SIZE) -> list[AgentRow]:
         """Up to ``limit`` (at most MAX_PAGE) agents by id, those after ``after`` (the last id
         of the previous page; None: from the first)."""
         if not 1 <= limit <= MAX_PAGE:

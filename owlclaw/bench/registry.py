@@ -21,8 +21,9 @@ import msgspec
 from events import Ledger
 from events.ledger import REGISTER_BATCH
 from owlclaw.database import Database
-from owlclaw.overview import PAGE_SIZE, overview_page
+from owlclaw.overview import overview_page
 from projections import AgentsView, ProjectionRunner, RunsView, SchedulesView
+from projections.agents import PAGE_SIZE
 
 ONE_BY_ONE_SAMPLE = 1000
 

@@ -6,8 +6,7 @@ import pytest
 from aiohttp import web
 
 from owlclaw.console.pages.agents import page_size
-from owlclaw.overview import PAGE_SIZE
-from projections.agents import MAX_PAGE
+from projections.agents import MAX_PAGE, PAGE_SIZE
 
 
 def test_the_page_size_defaults_and_takes_whole_numbers_up_to_the_maximum() -> None:

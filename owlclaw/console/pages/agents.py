@@ -5,9 +5,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from owlclaw.console.render import render
-from owlclaw.overview import PAGE_SIZE, agent_overviews
+from owlclaw.overview import agent_overviews
 from owlclaw.service import Service
-from projections.agents import MAX_PAGE
+from projections.agents import MAX_PAGE, PAGE_SIZE
 
 
 def page_size(given: str) -> int:
