@@ -62,20 +62,25 @@ async def stand_down(
     load_run: Callable[[UUID], Awaitable[Run]],
     commit: Callable[[], Awaitable[None]],
 ) -> None:
-    """Another writer appended to this agent's stream first (two hosts for one agent), so
-    the failed commit — and everything recorded since the last good one — is not in the
-    ledger. If this run's stream is still exactly as this writer left it, end it there with
-    RunFailed (contiguous versions, one end event); if nothing of it is stored yet, or
-    another writer is running it, leave it to the new owner."""
+    """Another writer appended to this agent's stream first (two hosts for one agent), or a
+    commit failed for want of the database, so the failed commit — and everything recorded
+    since the last good one — is not in the ledger. If this run's stream is still exactly as
+    this writer left it, end it there with RunFailed (contiguous versions, one end event); if
+    nothing of it is stored yet, or another writer is running it, leave it to the new owner."""
     if progress.committed == 0:  # nothing of it is stored: the new owner runs it
         return
     stored = await load_run(progress.run.id)
     if stored.version != progress.committed:
         return
     progress.run = stored
+    why = (
+        f"a commit failed ({progress.lost_commit})"
+        if progress.lost_commit
+        else "another host took over this agent"
+    )
     stored.end(
         ev.RunFailed,
-        error="another host took over this agent; the run stopped at its last commit",
+        error=f"{why}; the run stopped at its last commit",
         **progress.totals(),
     )
     with contextlib.suppress(StreamConflict):  # it took over this run meanwhile

@@ -1,9 +1,12 @@
 """The decision loop: the model chooses tools by function calling until it answers.
 
-Durability: every tool call's ToolCallRequested is committed before the tool runs (write-ahead),
+Durability: a tool call's ToolCallRequested is committed before the tool acts (write-ahead),
 and each commit carries [result of step k, LLM response k+1, request k+1], so a tool step costs
-one commit. Tool problems never end the run: they go back to the model as structured errors
-({error, error_code, retryable}) and into the ledger.
+one commit. A tool whose only effect is ledger events (the built-in tools) runs while its request
+commits, and the next model call goes out meanwhile, as LangGraph's default "async" durability
+does: a crash then loses at most the step in flight, which resume asks the model again. The
+run's end is always committed before it returns. Tool problems never end the run: they go back
+to the model as structured errors ({error, error_code, retryable}) and into the ledger.
 
 Ledger calls are synchronous; they run on one worker thread per runtime so the agent's appends
 keep their order and the event loop never blocks.
@@ -26,7 +29,7 @@ from uuid import UUID
 
 import msgspec
 
-from events import Ledger, StreamConflict
+from events import Ledger, LedgerUnavailable, StreamConflict
 from events import catalog as ev
 from events.aggregates import ActiveSchedule, Agent, Run, now, run_stream_id
 from owlclaw import tracing
@@ -485,10 +488,12 @@ class AgentRuntime:
     ) -> None:
         try:
             await self._decide_to_end(state, trigger, focus, payload)
-        except StreamConflict:
+        except StreamConflict as conflict:
             await stand_down(
                 state, partial(self._io_call, self.ledger.load_run), partial(self._commit, state)
             )
+            if state.lost_commit:  # no other writer: the versions of a lost commit are missing
+                raise LedgerUnavailable(f"run {state.run.id}: {state.lost_commit}") from conflict
             raise
 
     async def _decide_to_end(
@@ -521,9 +526,22 @@ class AgentRuntime:
             run.end(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await self._commit(state)
 
-    async def _commit(self, state: RunProgress) -> None:
+    async def _commit(self, state: RunProgress, *, behind: bool = False) -> None:
+        """Make what the run recorded durable, after any commit still in flight (one ledger
+        thread keeps commits in order). ``behind``: the run may go on while it completes, for
+        the request of a tool whose only effect is ledger events (they commit after it in any
+        case). Only run events go behind, since a commit of the agent may rebase it; so a
+        memory (remembered or forgotten on the agent too) is never behind the position recall
+        waits for."""
         if not self.mode.commits():
             self.mode.collect(state.agent.collect_events() + state.run.collect_events())
+            return
+        await self._settle(state)
+        if behind and not state.agent.pending_events:
+            events = state.run.collect_events()
+            if events:
+                io = asyncio.get_running_loop().run_in_executor
+                state.in_flight = events, io(self._io, self.ledger.append_events, events)
             return
         pending = state.run.pending_events
         append = asyncio.get_running_loop().run_in_executor(  # submitted now, not as a task
@@ -531,6 +549,9 @@ class AgentRuntime:
         )
         try:
             await asyncio.shield(append)
+        except LedgerUnavailable as e:
+            state.lost_commit = str(e)
+            raise
         except asyncio.CancelledError:
             # The append goes on in the ledger thread with the run's events: settle it before
             # the caller records the run's end on the same aggregates, so that end commits
@@ -541,13 +562,32 @@ class AgentRuntime:
             raise
         self._committed(state, pending, *append.result())
 
+    async def _settle(self, state: RunProgress) -> None:
+        """Wait for the commit in flight; its failure (a conflict, the database gone) is the
+        run's, raised here as if the commit had been waited for."""
+        if state.in_flight is None:
+            return
+        (events, append), state.in_flight = state.in_flight, None
+        try:
+            await asyncio.shield(append)
+        except LedgerUnavailable as e:
+            state.lost_commit = str(e)
+            raise
+        except asyncio.CancelledError:
+            await asyncio.wait([append])  # accounted for before the caller ends the run
+            if append.exception() is None:
+                self._committed(state, events, state.agent, append.result())
+            raise
+        self._committed(state, events, state.agent, append.result())
+
     @staticmethod
     def _committed(
-        state: RunProgress, pending: list[ev.LedgerEvent], agent: Agent, positions: list[int]
+        state: RunProgress, committed: list[ev.LedgerEvent], agent: Agent, positions: list[int]
     ) -> None:
         state.agent = agent
-        state.events += pending
-        state.committed = state.run.version
+        state.events += committed
+        runs = [e.originator_version for e in committed if e.originator_id == state.run.id]
+        state.committed = max(runs, default=state.committed)
         if positions:
             state.position = positions[-1]
 
@@ -747,8 +787,8 @@ class AgentRuntime:
         return await execute(site, tool, call_id, name, params)
 
     def _call_site(self, state: RunProgress) -> CallSite:
-        async def commit() -> None:
-            await self._commit(state)
+        async def commit(behind: bool) -> None:
+            await self._commit(state, behind=behind)
 
         def scope() -> RunScope:
             return RunScope(

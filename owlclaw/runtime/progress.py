@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from typing import Any
@@ -30,6 +31,10 @@ class RunProgress:
         """The run's events committed so far."""
         self.committed = run.version - len(run.pending_events)
         """The run stream's version in the ledger as far as this writer knows."""
+        self.in_flight: tuple[list[ev.LedgerEvent], asyncio.Future[list[int]]] | None = None
+        """A commit of run events still completing while the run goes on (events, positions)."""
+        self.lost_commit: str | None = None
+        """Why a commit of this run failed for want of the database: what it carried is lost."""
         self.resumed: RecordedRun | None = None
         """For a resumed run: what it recorded before its process stopped."""
         self.replaying: deque[dict[str, Any]] = deque()

@@ -97,8 +97,9 @@ class CallSite:
     limits: ToolLimits
     execution: Execution
     scope: Callable[[], RunScope]
-    commit: Callable[[], Awaitable[None]]
-    """Makes what the run recorded durable (the write-ahead of a request)."""
+    commit: Callable[[bool], Awaitable[None]]
+    """Makes what the run recorded durable (the write-ahead of a request); with True it may
+    complete while the call runs (see ``call_tool``)."""
     agent_id: str
     governance: Governance
 
@@ -144,7 +145,9 @@ async def call_tool(site: CallSite, call_id: str, name: str, arguments: str) -> 
     site.run.record(
         ev.ToolCallRequested, call_id=call_id, tool=name, arguments=msgspec.to_builtins(params)
     )
-    await site.commit()  # write-ahead: the request is durable before the effect
+    # Write-ahead: the request is durable before the tool acts. A tool whose only effect is
+    # ledger events runs while the request commits: its events commit after it in any case.
+    await site.commit(tool is not None and tool.spec.effect_in_ledger)
     return await execute(site, tool, call_id, name, params)
 
 
