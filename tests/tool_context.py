@@ -12,8 +12,14 @@ from owlclaw.tools.threads import HandlerThreads
 from owlclaw.tools.tool import RunScope, ToolContext, idempotency_key
 
 
+async def _nothing_committed() -> int:
+    return 0
+
+
 def tool_context(agent: Agent, run: Run, call_id: str) -> ToolContext:
-    scope = RunScope(agent, run, Registry(), None, 0, HandlerThreads(), RuntimeConfig(), {})
+    scope = RunScope(
+        agent, run, Registry(), None, _nothing_committed, HandlerThreads(), RuntimeConfig(), {}
+    )
     return ToolContext(
         agent_id=agent.agent_id,
         run_id=run.id,

@@ -157,7 +157,7 @@ async def _recall(params: p.Recall, ctx: RunScope, call_id: str) -> Any:
         ctx.agent.agent_id,
         params.query,
         params.limit,
-        after_position=ctx.committed_position,
+        after_position=await ctx.committed_position(),
         min_similarity=ctx.limits.recall_min_similarity,
     )
     if result.warning:

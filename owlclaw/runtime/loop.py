@@ -195,11 +195,14 @@ class AgentRuntime:
         payload: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
     ) -> RunResult:
-        """Queue and execute a run at once (its RunQueued commits with the run's first step),
-        for callers that serialize the agent's runs themselves; hosts use ``submit``."""
+        """Queue and execute a run at once, for callers that serialize the agent's runs
+        themselves; hosts use ``submit``. RunQueued commits first, as ``submit`` commits it, so
+        that the first step carries no agent event and can commit behind the run."""
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
         queued = agent.queue_run(trigger, focus, payload, context)
+        if self.mode.commits():
+            agent, _ = await self._append(agent)
         state = RunProgress(agent, Run.start(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
@@ -530,9 +533,7 @@ class AgentRuntime:
         """Make what the run recorded durable, after any commit still in flight (one ledger
         thread keeps commits in order). ``behind``: the run may go on while it completes, for
         the request of a tool whose only effect is ledger events (they commit after it in any
-        case). Only run events go behind, since a commit of the agent may rebase it; so a
-        memory (remembered or forgotten on the agent too) is never behind the position recall
-        waits for."""
+        case). Only run events go behind, since a commit of the agent may rebase it."""
         if not self.mode.commits():
             self.mode.collect(state.agent.collect_events() + state.run.collect_events())
             return
@@ -790,13 +791,23 @@ class AgentRuntime:
         async def commit(behind: bool) -> None:
             await self._commit(state, behind=behind)
 
+        async def committed() -> int:
+            """The log position of the run's last commit; one still in flight (this call's
+            request, with the run's earlier events) is waited for, its outcome left to the run."""
+            if state.in_flight is not None:
+                _, append = state.in_flight
+                await asyncio.wait([append])
+                if append.exception() is None:
+                    return append.result()[-1]
+            return state.position
+
         def scope() -> RunScope:
             return RunScope(
                 state.agent,
                 state.run,
                 self.registry,
                 self.memory,
-                state.position,
+                committed,
                 self.threads,
                 self.limits,
                 self.app.skills if self.app is not None else {},

@@ -16,7 +16,7 @@ import msgspec
 from owlclaw.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from events.aggregates import Agent, Run
     from owlclaw.app import Skill
@@ -36,8 +36,9 @@ class RunScope:
     run: Run
     states: Registry
     memory: MemoryStore | None
-    committed_position: int
-    """The log position of the run's last commit: recall waits for the view to reach it."""
+    committed_position: Callable[[], Awaitable[int]]
+    """The log position of the run's last commit, once the commit in flight (if any) is done:
+    recall waits for the view to reach it, so it sees every memory recorded before its call."""
     threads: HandlerThreads
     """Where synchronous handlers run, off the event loop."""
     limits: RuntimeConfig

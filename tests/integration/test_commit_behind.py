@@ -1,6 +1,6 @@
 """A tool step's commit may complete behind the run when the tool's only effect is ledger
 events: what that must never change, on the real ledger. A tool acting outside the ledger still
-runs after its request is durable; recall still finds what the run remembered a step earlier;
+runs after its request is durable; recall still finds every memory recorded before its call;
 a commit that fails behind the run stops the run at its last durable event, as a waited-for
 commit would."""
 
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from projections.embedders import Embedder
 from tests.scripted import call, decide, run_events, run_script
 
 pytestmark = pytest.mark.integration
+LESSON = "Rebounds after a sharp drop are reliable within two hours"
 
 
 def test_a_tool_acting_outside_the_ledger_runs_after_its_request_is_durable(
@@ -55,35 +58,55 @@ def test_a_tool_acting_outside_the_ledger_runs_after_its_request_is_durable(
     assert len([e for e in events if isinstance(e, ev.DecisionLogged)]) == 3
 
 
-def test_recall_in_the_step_after_remember_finds_the_memory(
+@dataclass
+class SlowToIndex:
+    """The local model, taking 0.3 s more to embed the lesson: the view absorbs the memory
+    well after the run that remembered it ended."""
+
+    embedder: Embedder
+
+    @property
+    def model(self) -> str:
+        return self.embedder.model
+
+    @property
+    def dimensions(self) -> int:
+        return self.embedder.dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if LESSON in texts:
+            time.sleep(0.3)
+        return self.embedder.embed(texts)
+
+
+def test_recall_while_its_request_commits_behind_finds_the_last_runs_memory(
     ledger: Ledger, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     append_events = ledger.append_events
 
     def slow_recall_request(events: Any, aggregates: Any = ()) -> list[int]:
-        """A slow commit of recall's request: recall must still see the memory (it came with
-        an agent event, so its commit did not go behind the run)."""
+        """Recall's request (the run's first commit) is still in flight when recall runs."""
         if any(isinstance(e, ev.ToolCallRequested) and e.tool == "recall" for e in events):
             time.sleep(0.5)
         return append_events(events, aggregates)
 
     monkeypatch.setattr(ledger, "append_events", slow_recall_request)
-    view = MemoryView(ledger.datastore, embedder=local_embedder)
+    view = MemoryView(ledger.datastore, embedder=SlowToIndex(local_embedder))
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
-    lesson = "Rebounds after a sharp drop are reliable within two hours"
     try:
         runtime = AgentRuntime(
             ledger, f"recall-{uuid.uuid4().hex[:6]}", models=["x"], memory=MemoryStore(view)
         )
+        run_script(
+            runtime,
+            "remember",
+            [{"tool_calls": [call("remember", content=LESSON)]}, {"content": "noted"}],
+        )
         result = run_script(
             runtime,
-            "remember-recall",
-            [
-                {"tool_calls": [call("remember", content=lesson)]},
-                {"tool_calls": [call("recall", query="sharp drop rebound")]},
-                {"content": "done"},
-            ],
+            "recall",
+            [{"tool_calls": [call("recall", query="sharp drop rebound")]}, {"content": "done"}],
         )
     finally:
         runner.stop()
@@ -92,7 +115,7 @@ def test_recall_in_the_step_after_remember_finds_the_memory(
         for e in run_events(ledger, result)
         if isinstance(e, ev.ToolCallSucceeded) and e.tool == "recall"
     ]
-    assert [m["content"] for m in recalled.result["memories"]] == [lesson]
+    assert [m["content"] for m in recalled.result["memories"]] == [LESSON]
 
 
 def test_a_commit_failing_behind_the_run_stops_it_at_its_last_durable_event(
