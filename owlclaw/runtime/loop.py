@@ -538,30 +538,21 @@ class AgentRuntime:
             self.mode.collect(state.agent.collect_events() + state.run.collect_events())
             return
         await self._settle(state)
+        io = asyncio.get_running_loop().run_in_executor  # submitted now, not as a task
         if behind and not state.agent.pending_events:
             events = state.run.collect_events()
             if events:
-                io = asyncio.get_running_loop().run_in_executor
-                state.in_flight = events, io(self._io, self.ledger.append_events, events)
+                state.in_flight = events, io(self._io, self._append_run, state.agent, events)
             return
-        pending = state.run.pending_events
-        append = asyncio.get_running_loop().run_in_executor(  # submitted now, not as a task
-            self._io, self._writer.append, state.agent, state.run
+        state.in_flight = (
+            state.run.pending_events,
+            io(self._io, self._writer.append, state.agent, state.run),
         )
-        try:
-            await asyncio.shield(append)
-        except LedgerUnavailable as e:
-            state.lost_commit = str(e)
-            raise
-        except asyncio.CancelledError:
-            # The append goes on in the ledger thread with the run's events: settle it before
-            # the caller records the run's end on the same aggregates, so that end commits
-            # after what the append stored, or is refused if it failed (no version is skipped).
-            await asyncio.wait([append])
-            if append.exception() is None:
-                self._committed(state, pending, *append.result())
-            raise
-        self._committed(state, pending, *append.result())
+        await self._settle(state)
+
+    def _append_run(self, agent: Agent, events: list[ev.LedgerEvent]) -> tuple[Agent, list[int]]:
+        """Append run events alone (the agent is returned as it was: nothing of it commits)."""
+        return agent, self.ledger.append_events(events)
 
     async def _settle(self, state: RunProgress) -> None:
         """Wait for the commit in flight; its failure (a conflict, the database gone) is the
@@ -575,11 +566,14 @@ class AgentRuntime:
             state.lost_commit = str(e)
             raise
         except asyncio.CancelledError:
-            await asyncio.wait([append])  # accounted for before the caller ends the run
+            # The append goes on in the ledger thread with the run's events: settle it before
+            # the caller records the run's end on the same aggregates, so that end commits
+            # after what the append stored, or is refused if it failed (no version is skipped).
+            await asyncio.wait([append])
             if append.exception() is None:
-                self._committed(state, events, state.agent, append.result())
+                self._committed(state, events, *append.result())
             raise
-        self._committed(state, events, state.agent, append.result())
+        self._committed(state, events, *append.result())
 
     @staticmethod
     def _committed(
@@ -797,8 +791,8 @@ class AgentRuntime:
             if state.in_flight is not None:
                 _, append = state.in_flight
                 await asyncio.wait([append])
-                if append.exception() is None:
-                    return append.result()[-1]
+                if append.exception() is None and (positions := append.result()[1]):
+                    return positions[-1]
             return state.position
 
         def scope() -> RunScope:

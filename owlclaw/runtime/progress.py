@@ -12,6 +12,9 @@ from events.aggregates import Agent, Run
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.tools.tool import Tool
 
+InFlight = tuple[list[ev.LedgerEvent], asyncio.Future[tuple[Agent, list[int]]]]
+"""A commit submitted to the ledger thread: the run events it carries, its (agent, positions)."""
+
 
 class RunProgress:
     """What the runtime tracks of a run as it executes; its counters are the Run aggregate's."""
@@ -31,8 +34,8 @@ class RunProgress:
         """The run's events committed so far."""
         self.committed = run.version - len(run.pending_events)
         """The run stream's version in the ledger as far as this writer knows."""
-        self.in_flight: tuple[list[ev.LedgerEvent], asyncio.Future[list[int]]] | None = None
-        """A commit of run events still completing while the run goes on (events, positions)."""
+        self.in_flight: InFlight | None = None
+        """The commit not yet settled (awaited by the next one, so commits keep their order)."""
         self.lost_commit: str | None = None
         """Why a commit of this run failed for want of the database: what it carried is lost."""
         self.resumed: RecordedRun | None = None
