@@ -72,6 +72,7 @@ async def stand_down(
     stored = await load_run(progress.run.id)
     if stored.version != progress.committed:
         return
+    progress.agent.collect_events()  # recorded since the last good commit: not in the ledger
     progress.run = stored
     why = (
         f"a commit failed ({progress.lost_commit})"

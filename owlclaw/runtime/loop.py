@@ -5,8 +5,9 @@ and each commit carries [result of step k, LLM response k+1, request k+1], so a 
 one commit. A tool whose only effect is ledger events (the built-in tools) runs while its request
 commits, and the next model call goes out meanwhile, as LangGraph's default "async" durability
 does: a crash then loses at most the step in flight, which resume asks the model again. The
-run's end is always committed before it returns. Tool problems never end the run: they go back
-to the model as structured errors ({error, error_code, retryable}) and into the ledger.
+outcome of a tool acting outside the ledger, and the run's end, are always waited for. Tool
+problems never end the run: they go back to the model as structured errors ({error,
+error_code, retryable}) and into the ledger.
 
 Ledger calls are synchronous; they run on one worker thread per runtime so the agent's appends
 keep their order and the event loop never blocks.
@@ -15,6 +16,7 @@ keep their order and the event loop never blocks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import deque
@@ -44,7 +46,7 @@ from owlclaw.runtime.fencing import FOREIGN_FACTS, AgentWriter, stand_down
 from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.runtime.models import Completer, EveryModelFailed, LiteLLM, ask
 from owlclaw.runtime.modes import Live, Replay
-from owlclaw.runtime.progress import RunProgress
+from owlclaw.runtime.progress import InFlight, RunProgress
 from owlclaw.runtime.prompt import Prompt, system_prompt
 from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.runtime.reloader import AppReloader
@@ -491,12 +493,17 @@ class AgentRuntime:
     ) -> None:
         try:
             await self._decide_to_end(state, trigger, focus, payload)
-        except StreamConflict as conflict:
-            await stand_down(
-                state, partial(self._io_call, self.ledger.load_run), partial(self._commit, state)
-            )
+        except (StreamConflict, LedgerUnavailable) as failed:
+            if isinstance(failed, LedgerUnavailable) and not state.lost_commit:
+                raise
+            with contextlib.suppress(LedgerUnavailable):  # the database is still away
+                await stand_down(
+                    state,
+                    partial(self._io_call, self.ledger.load_run),
+                    partial(self._commit, state),
+                )
             if state.lost_commit:  # no other writer: the versions of a lost commit are missing
-                raise LedgerUnavailable(f"run {state.run.id}: {state.lost_commit}") from conflict
+                raise LedgerUnavailable(f"run {state.run.id}: {state.lost_commit}") from failed
             raise
 
     async def _decide_to_end(
@@ -539,7 +546,7 @@ class AgentRuntime:
             return
         await self._settle(state)
         io = asyncio.get_running_loop().run_in_executor  # submitted now, not as a task
-        if behind and not state.agent.pending_events:
+        if behind and not state.agent.pending_events and not _outside_outcomes(state):
             events = state.run.collect_events()
             if events:
                 state.in_flight = events, io(self._io, self._append_run, state.agent, events)
@@ -562,18 +569,29 @@ class AgentRuntime:
         (events, append), state.in_flight = state.in_flight, None
         try:
             await asyncio.shield(append)
-        except LedgerUnavailable as e:
-            state.lost_commit = str(e)
-            raise
         except asyncio.CancelledError:
             # The append goes on in the ledger thread with the run's events: settle it before
             # the caller records the run's end on the same aggregates, so that end commits
             # after what the append stored, or is refused if it failed (no version is skipped).
             await asyncio.wait([append])
-            if append.exception() is None:
-                self._committed(state, events, *append.result())
+            self._settled(state, events, append)
             raise
-        self._committed(state, events, *append.result())
+        except LedgerUnavailable:
+            self._settled(state, events, append)
+            raise
+        self._settled(state, events, append)
+
+    def _settled(self, state: RunProgress, events: list[ev.LedgerEvent], append: InFlight) -> None:
+        """Account for a finished commit: stored (also when the database acknowledged it only
+        after the connection broke), or lost for want of the database."""
+        failed = append.exception()
+        if failed is None:
+            self._committed(state, events, *append.result())
+        elif isinstance(failed, LedgerUnavailable):
+            if failed.committed:
+                self._committed(state, events, state.agent, [])
+            else:
+                state.lost_commit = str(failed)
 
     @staticmethod
     def _committed(
@@ -826,6 +844,17 @@ class AgentRuntime:
             agent_id=self.agent_id,
             governance=self.governance,
         )
+
+
+def _outside_outcomes(state: RunProgress) -> bool:
+    """Whether an outcome of a tool that acts outside the ledger is pending: it is made durable
+    before the run goes on, so a crash does not leave an effect that happened unrecorded."""
+    for e in state.run.pending_events:
+        if isinstance(e, ev.ToolCallSucceeded | ev.ToolCallFailed | ev.ToolCallTimedOut):
+            tool = state.tools.get(e.tool)
+            if tool is None or not tool.spec.effect_in_ledger:
+                return True
+    return False
 
 
 def _call_parts(call: dict[str, Any]) -> tuple[str, str]:

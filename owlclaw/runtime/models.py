@@ -91,7 +91,10 @@ async def ask(
             latency_ms=round((time.perf_counter() - began) * 1000, 3),
             inputs=inputs,
         )
-        return answer.message
+        # The conversation's own copy: the recorded one may still be committing while the
+        # conversation goes to the next model call (which may normalize it in place).
+        copy: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(answer.message))
+        return copy
     raise EveryModelFailed(f"every model failed: {last_error}; hops: {hops}")
 
 

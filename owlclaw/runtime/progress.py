@@ -12,8 +12,8 @@ from events.aggregates import Agent, Run
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.tools.tool import Tool
 
-InFlight = tuple[list[ev.LedgerEvent], asyncio.Future[tuple[Agent, list[int]]]]
-"""A commit submitted to the ledger thread: the run events it carries, its (agent, positions)."""
+InFlight = asyncio.Future[tuple[Agent, list[int]]]
+"""A commit submitted to the ledger thread: its (agent, positions) once stored."""
 
 
 class RunProgress:
@@ -34,7 +34,7 @@ class RunProgress:
         """The run's events committed so far."""
         self.committed = run.version - len(run.pending_events)
         """The run stream's version in the ledger as far as this writer knows."""
-        self.in_flight: InFlight | None = None
+        self.in_flight: tuple[list[ev.LedgerEvent], InFlight] | None = None
         """The commit not yet settled (awaited by the next one, so commits keep their order)."""
         self.lost_commit: str | None = None
         """Why a commit of this run failed for want of the database: what it carried is lost."""
