@@ -574,12 +574,10 @@ class AgentRuntime:
             # the caller records the run's end on the same aggregates, so that end commits
             # after what the append stored, or is refused if it failed (no version is skipped).
             await asyncio.wait([append])
-            self._settled(state, events, append)
             raise
-        except LedgerUnavailable:
-            self._settled(state, events, append)
-            raise
-        self._settled(state, events, append)
+        finally:
+            if append.done():
+                self._settled(state, events, append)
 
     def _settled(self, state: RunProgress, events: list[ev.LedgerEvent], append: InFlight) -> None:
         """Account for a finished commit: stored (also when the database acknowledged it only
