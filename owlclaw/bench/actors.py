@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import statistics
 import tempfile
 import time
 import uuid
@@ -30,6 +31,8 @@ from projections import ProjectionRunner
 
 BUDGET_BYTES = 16 * 1024**3
 SCRIPT = "bench-actors"
+DECIDE = {"name": "log_decision", "arguments": {"reasoning": "go", "decision_type": "other"}}
+STEPS = [{"tool_calls": [DECIDE]}]
 HEAVY = ["litellm", "torch", "sentence_transformers"]
 METHOD = {
     "run": "one-tool scripted run (log_decision, then the answer), zero model latency, "
@@ -47,12 +50,17 @@ METHOD = {
     "2,000 CPU ms per second to all of them",
     "litellm_share_of_run_time": "sum of LLMResponded.latency_ms over sum of "
     "RunCompleted.duration_ms",
+    "litellm_cpu_ms_per_call": "CPU time of one litellm call to the same scripted model, made "
+    "the way a run makes it (owlclaw.runtime.models.complete, built-in tools' schemas) in a "
+    "loop in this driver, without OwlClaw's run around it (median of 3 runs of 200 calls); a run "
+    "makes two",
+    "runs_per_second_cpu_ceiling": "the machine's cores times 1,000 CPU ms over the hosts' and "
+    "driver's CPU ms per run: the rate if PostgreSQL and Ray took no CPU at all",
 }
 
 
 def _config(db: Database, scripts: Path) -> OwlClawConfig:
-    decide = {"name": "log_decision", "arguments": {"reasoning": "go", "decision_type": "other"}}
-    (scripts / f"{SCRIPT}.json").write_text(json.dumps({"steps": [{"tool_calls": [decide]}]}))
+    (scripts / f"{SCRIPT}.json").write_text(json.dumps({"steps": STEPS}))
     return OwlClawConfig(
         database_url=db.url,
         database_name=str(db.params["dbname"]),
@@ -82,6 +90,29 @@ def _cpu_s(pid: int) -> float:
     """CPU seconds (user + system) a process on this machine has used (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _litellm_cpu_ms_per_call(calls: int = 200) -> float:
+    """What litellm alone costs a run, in this process: the floor under a host's CPU per run."""
+    from owlclaw.llm.providers import litellm_with_offline_providers
+    from owlclaw.llm.scripted import register_script
+    from owlclaw.runtime.builtin_tools import BUILTINS
+    from owlclaw.runtime.models import complete
+
+    litellm = litellm_with_offline_providers()
+    register_script(SCRIPT, STEPS)
+    tools = [tool.spec.function_schema() for tool in BUILTINS.values()]
+    messages = [{"role": "user", "content": "go"}]
+    model = f"scripted/{SCRIPT}"
+
+    async def timed() -> float:
+        began = time.process_time()
+        for _ in range(calls):
+            await complete(litellm, model, list(messages), tools, 30.0)
+        return (time.process_time() - began) * 1000 / calls
+
+    samples = [asyncio.run(timed()) for _ in range(4)][1:]  # the first warms litellm up
+    return round(statistics.median(samples), 2)
 
 
 def _start_node_llm() -> tuple[Any, float]:
@@ -163,6 +194,7 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
     elapsed, run_ids = asyncio.run(_run_all(directory, names))
     hosts_cpu = sum(_cpu_s(p) for p in pids) - hosts_cpu
     driver_cpu = time.process_time() - driver_cpu
+    cpu_ms_per_run = (hosts_cpu + driver_cpu) * 1000 / agents
     rss_after = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
     imported = ray.get(directory.handle(names[0]).imported.remote(HEAVY))
     time.sleep(3.0)  # idle_s passes: every agent is passivated
@@ -185,6 +217,8 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
             "driver": round(driver_cpu * 1000 / agents, 2),
         },
         "litellm_share_of_run_time": _litellm_share(ledger, run_ids),
+        "litellm_cpu_ms_per_call": _litellm_cpu_ms_per_call(),
+        "runs_per_second_cpu_ceiling": round((os.cpu_count() or 1) * 1000 / cpu_ms_per_run, 1),
     }
 
 
