@@ -47,7 +47,10 @@ class NodeEmbedder:
         if self._actor is None:
             self._actor = node_actor(EmbedderActor, kind(self.model), self.model, self.dimensions)
         try:
-            vectors: list[list[float]] = ray.get(self._actor.embed.remote(list(texts)))
+            # Called from a worker thread of an async host actor: waiting on the reference's
+            # future blocks only this thread (ray.get would do the same, but warn that it
+            # "blocks the event loop" in the operator's log).
+            vectors: list[list[float]] = self._actor.embed.remote(list(texts)).future().result()
         except ray.exceptions.RayError as e:
             raise EmbeddingUnavailable(f"the node's embedder of {self.model} failed: {e}") from e
         return vectors

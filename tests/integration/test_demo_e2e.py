@@ -23,7 +23,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path
     env = user_env(home / ".owlclaw", free_port())
     result = owlclaw(env, "demo", cwd=home, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return env, home, result.stdout
+    return env, home, result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module")
@@ -147,12 +147,20 @@ def test_timers_ran_on_the_hatchet_engine_when_it_is_built(ledger: list[dict[str
 def test_the_ledger_verifies_and_the_demo_says_how_to_inspect_it(
     demo: tuple[dict[str, str], Path, str],
 ) -> None:
-    env, home, stdout = demo
+    env, home, output = demo
     verified = owlclaw(env, "verify", "trader", cwd=home)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "chains intact" in verified.stdout
     for command in ("owlclaw ledger trader", "owlclaw memory trader", "--verify"):
-        assert command in stdout
+        assert command in output
     replay = owlclaw(env, "replay", "trader", "3", "--verify", cwd=home)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "replay matches" in replay.stdout
+
+
+def test_the_demo_shows_no_false_alarm_from_ray(demo: tuple[dict[str, str], Path, str]) -> None:
+    """A recall embeds its query through the node's embedding actor from a worker thread of the
+    host actor; Ray's ray.get there warned that it "blocks the event loop", which it did not."""
+    _, _, output = demo
+    assert "recall" in output
+    assert "blocking ray.get" not in output
