@@ -18,12 +18,14 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
+from events.ledger import MAX_OVERFLOW, POOL_SIZE
 from owlclaw.agents import AgentActivity, Agents, HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.scripted import load_script_dir
@@ -38,6 +40,8 @@ from projections.memory import MemoryStore
 
 T = TypeVar("T")
 log = logging.getLogger("owlclaw.host")
+LEDGER_THREADS = POOL_SIZE + MAX_OVERFLOW
+"""A host's threads for its agents' ledger calls: as many as the ledger has connections."""
 Message = tuple[str, Any, "asyncio.Future[RunResult]"]
 """("run", RunQueued, result) or ("resume", run id, result)."""
 
@@ -83,6 +87,8 @@ class AgentHost:
         """Recall for the hosted agents (None: recall answers MEMORY_UNAVAILABLE)."""
         self.llm = llm or LiteLLM()  # seconds to import: at start-up, not in the first run
         """Where the hosted agents' models are asked: litellm here, or the node's."""
+        self._ledger_threads = ThreadPoolExecutor(LEDGER_THREADS, thread_name_prefix="ledger")
+        """Where the hosted agents' ledger calls run, each agent's in its order."""
         self._agents: dict[str, _Hosted] = {}
         self._activating: dict[str, asyncio.Lock] = {}
         self._retiring: set[asyncio.Task[None]] = set()
@@ -318,6 +324,7 @@ class AgentHost:
             workspaces=self.config.workspaces_path,
             agents=self.agents,
             llm=self.llm,
+            ledger_threads=self._ledger_threads,
         )
         try:
             await runtime.load()  # a broken app is recorded now, bounded by its time limit
@@ -425,6 +432,7 @@ class AgentHost:
                     await hosted.consumer
             hosted.runtime.close()
         self._agents.clear()
+        self._ledger_threads.shutdown(wait=True)
 
 
 def _drain_queue(mailbox: asyncio.Queue[Message]) -> list[Message]:

@@ -21,7 +21,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from functools import partial
@@ -50,6 +50,7 @@ from owlclaw.runtime.progress import InFlight, RunProgress
 from owlclaw.runtime.prompt import Prompt, system_prompt
 from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.runtime.reloader import AppReloader
+from owlclaw.runtime.serial import SerialExecutor
 from owlclaw.runtime.subagents import SubAgentReport, SubAgents
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.errors import Parked, ToolError
@@ -135,7 +136,10 @@ class AgentRuntime:
         workspaces: Path | None = None,
         agents: Agents | None = None,
         llm: Completer | None = None,
+        ledger_threads: Executor | None = None,
     ):
+        """``ledger_threads``: a pool shared by the agents of a host, on which this agent's
+        ledger calls run in order (default: a thread of its own)."""
         if not models:
             raise ValueError("at least one model is needed")
         self.ledger = ledger
@@ -174,7 +178,11 @@ class AgentRuntime:
         self._recent: deque[list[tuple[str, int]]] | None = None
         self._spent: tuple[date, int, float] | None = None
         """(UTC day, tokens, cost) of this agent's finished runs that day."""
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}")
+        self._io: Executor = (
+            SerialExecutor(ledger_threads)
+            if ledger_threads is not None
+            else ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}")
+        )
         self._llm = llm or LiteLLM()
         """Where its models are asked (litellm in this process by default)."""
         tracing.enable_langfuse()
