@@ -33,6 +33,10 @@ BUDGET_BYTES = 16 * 1024**3
 SCRIPT = "bench-actors"
 DECIDE = {"name": "log_decision", "arguments": {"reasoning": "go", "decision_type": "other"}}
 STEPS = [{"tool_calls": [DECIDE]}]
+IDLE_S = 30.0
+"""Shared hosts passivate an agent idle this long: longer than the runs take, since a host busy
+for longer passivates agents whose run is still on its way (what a short idle time costs, not
+what the runs do)."""
 HEAVY = ["litellm", "torch", "sentence_transformers"]
 METHOD = {
     "run": "one-tool scripted run (log_decision, then the answer), zero model latency, "
@@ -44,10 +48,14 @@ METHOD = {
     "is the node's one litellm process that dedicated actors share, counted once per node; "
     "node_llm_start_ms its start, once per node, before the cold starts are measured",
     "runs_per_second_across_1000_agents": "every agent's run submitted at once (asyncio.gather),"
-    " agents over wall time until the last ends; shared placement on `hosts` host actors",
-    "cpu_ms_per_run": "CPU time (user + system) of the host processes and of this driver "
-    "during the 1,000 runs, per run (PostgreSQL's is not counted); 2 cores give at most "
-    "2,000 CPU ms per second to all of them",
+    " agents over wall time until the last ends; shared placement on `hosts` host actors, every "
+    "agent active when the runs start (activations_during_runs: those the hosts had to activate "
+    "again meanwhile; activation is measured apart, in activation_*)",
+    "cpu_ms_per_run": "CPU time (user + system) during the 1,000 runs, per run: of the host "
+    "processes, of this driver, of PostgreSQL's processes (those alive at the start and the "
+    "end), and the rest of the machine's busy time (/proc/stat: Ray's raylet and GCS, the "
+    "kernel); 2 cores give at most 2,000 CPU ms per second to all of them",
+    "machine_busy_share": "busy time of all cores over cores times wall time, during the runs",
     "litellm_share_of_run_time": "sum of LLMResponded.latency_ms over sum of "
     "RunCompleted.duration_ms",
     "litellm_cpu_ms_per_call": "CPU time of one litellm call to the same scripted model, made "
@@ -87,9 +95,40 @@ def _rss_of(pid: int) -> int:
 
 
 def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process on this machine has used (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """CPU seconds (user + system) a process on this machine has used (Linux); 0 once gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pids_named(name: str) -> list[int]:
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == name:
+                pids.append(int(comm.parent.name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return pids
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds all cores of this machine have been busy since boot (/proc/stat)."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_used(host_pids: list[int]) -> dict[str, float]:
+    """CPU seconds used so far by the hosts, this driver, PostgreSQL and the whole machine."""
+    return {
+        "hosts": sum(_cpu_s(p) for p in host_pids),
+        "driver": time.process_time(),
+        "postgresql": sum(_cpu_s(p) for p in _pids_named("postgres")),
+        "machine": _machine_busy_s(),
+    }
 
 
 def _litellm_cpu_ms_per_call(calls: int = 200) -> float:
@@ -127,6 +166,14 @@ def _start_node_llm() -> tuple[Any, float]:
     llm = node_actor(LLMActor, KIND)
     ray.get(llm.pid.remote())
     return llm, (time.perf_counter() - began) * 1000
+
+
+def _activations(directory: AgentDirectory, one_agent_per_host: Any) -> int:
+    """Agents the hosts have activated so far (a passivated agent's run activates it again)."""
+    import ray
+
+    statuses = [directory.handle(n).status.remote() for n in one_agent_per_host]
+    return sum(status.activations for status in ray.get(statuses))
 
 
 def _register(ledger: Ledger, agents: list[str]) -> None:
@@ -179,7 +226,7 @@ def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, A
 def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dict[str, Any]:
     import ray
 
-    directory = AgentDirectory(ledger, config, placement="shared", pool_size=pool, idle_s=2.0)
+    directory = AgentDirectory(ledger, config, placement="shared", pool_size=pool, idle_s=IDLE_S)
     names = [f"sh-{uuid.uuid4().hex[:6]}-{i}" for i in range(agents)]
     _register(ledger, names)
     hosts = {directory.actor_name(n): n for n in names}
@@ -190,14 +237,16 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
         ray.get(directory.handle(n).activate.remote(n)) for n in names if n not in hosts.values()
     ]
     pids = [ray.get(directory.handle(n).pid.remote()) for n in hosts.values()]
-    hosts_cpu, driver_cpu = sum(_cpu_s(p) for p in pids), time.process_time()
+    activated = _activations(directory, hosts.values())
+    before = _cpu_used(pids)
     elapsed, run_ids = asyncio.run(_run_all(directory, names))
-    hosts_cpu = sum(_cpu_s(p) for p in pids) - hosts_cpu
-    driver_cpu = time.process_time() - driver_cpu
-    cpu_ms_per_run = (hosts_cpu + driver_cpu) * 1000 / agents
+    used = {k: (v - before[k]) * 1000 / agents for k, v in _cpu_used(pids).items()}
+    activated = _activations(directory, hosts.values()) - activated
+    ours = used["hosts"] + used["driver"]
+    cores = os.cpu_count() or 1
     rss_after = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
     imported = ray.get(directory.handle(names[0]).imported.remote(HEAVY))
-    time.sleep(3.0)  # idle_s passes: every agent is passivated
+    time.sleep(IDLE_S + 1)  # idle_s passes: every agent is passivated
     warm = [ray.get(directory.handle(n).activate.remote(n)) for n in names[:200]]
     asyncio.run(directory.close())
     per_agent = max(1.0, (rss_after - rss_before) / len(cold))
@@ -212,13 +261,17 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
         "heavy_modules_in_host": imported,
         "max_active_agents_in_16_gb": int((BUDGET_BYTES - host_rss * len(hosts)) // per_agent),
         "runs_per_second_across_1000_agents": round(agents / elapsed, 1),
+        "activations_during_runs": activated,
         "cpu_ms_per_run": {
-            "hosts": round(hosts_cpu * 1000 / agents, 2),
-            "driver": round(driver_cpu * 1000 / agents, 2),
+            "hosts": round(used["hosts"], 2),
+            "driver": round(used["driver"], 2),
+            "postgresql": round(used["postgresql"], 2),
+            "ray_and_the_rest": round(used["machine"] - ours - used["postgresql"], 2),
         },
+        "machine_busy_share": round(used["machine"] * agents / 1000 / (cores * elapsed), 3),
         "litellm_share_of_run_time": _litellm_share(ledger, run_ids),
         "litellm_cpu_ms_per_call": _litellm_cpu_ms_per_call(),
-        "runs_per_second_cpu_ceiling": round((os.cpu_count() or 1) * 1000 / cpu_ms_per_run, 1),
+        "runs_per_second_cpu_ceiling": round(cores * 1000 / ours, 1),
     }
 
 
