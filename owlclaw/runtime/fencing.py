@@ -8,9 +8,11 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from uuid import UUID
 
+import msgspec
+
 from events import Ledger, StreamConflict
 from events import catalog as ev
-from events.aggregates import Agent, Run
+from events.aggregates import Agent, AgentState, Run, agent_stream_id
 from owlclaw.runtime.progress import RunProgress
 
 FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
@@ -35,6 +37,26 @@ class AgentWriter:
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
         self._ours: set[int] = set()
+        self._seen: tuple[int, bytes] | None = None
+        """(version, state) of the agent as this writer last saw it stored."""
+
+    def seen(self, agent: Agent) -> None:
+        """Remember ``agent`` as stored now (just loaded, or just committed by this writer)."""
+        if not agent.pending_events:
+            self._seen = (agent.version, msgspec.msgpack.encode(agent.state))
+
+    def current(self, agent_id: str) -> Agent | None:
+        """The agent as this writer last saw it, if its stream has not moved since (a head
+        lookup instead of loading snapshot and tail, twice a run); None if it has, or no
+        agent was seen yet."""
+        if self._seen is None:
+            return None
+        version, state = self._seen
+        stream = agent_stream_id(agent_id)
+        head = self.ledger.stream_heads([stream]).get(stream)
+        if head is None or head[0] != version:
+            return None
+        return Agent(stream, msgspec.msgpack.decode(state, type=AgentState), version)
 
     def append(
         self,
@@ -51,6 +73,7 @@ class AgentWriter:
                 self.ledger.seal(agent, run)
         mine = len(agent.pending_events)
         agent, positions = self.ledger.append_rebasing(agent, *runs, over=over, ours=self._ours)
+        self.seen(agent)
         self._ours.update(range(agent.version - mine + 1, agent.version + 1))
         if len(self._ours) > OWN_COMMITS_KEPT:
             self._ours = {v for v in self._ours if v > agent.version - OWN_COMMITS_KEPT}

@@ -441,7 +441,10 @@ class AgentRuntime:
         budget is set, today's spending known."""
         if not self.mode.observes_world:
             return self.ledger.load_agent(self.agent_id)
-        agent = self.ledger.register_agent(self.agent_id, str(self.app_dir or ""))
+        agent = self._writer.current(self.agent_id)
+        if agent is None:
+            agent = self.ledger.register_agent(self.agent_id, str(self.app_dir or ""))
+            self._writer.seen(agent)
         self.parent_agent_id = agent.state.parent_agent_id
         self.reload(agent)
         self._rate.load(self.ledger, agent, time.time())

@@ -4,6 +4,7 @@ governance hides those tools from the next run and refuses calls to them."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 import pytest
@@ -77,17 +78,18 @@ def test_a_change_commits_over_a_fact_another_writer_appended_meanwhile(
 ) -> None:
     runtime = AgentRuntime(ledger, "busy", models=["x"])
     play(runtime, [{"content": "first run"}])
-    load = ledger.load_agent
+    heads = ledger.stream_heads
 
-    def loaded_then_a_run_schedules(agent_id: str) -> Agent:
-        """What the writer sees, just before its own run commits a schedule (one time)."""
-        monkeypatch.setattr(ledger, "load_agent", load)
-        seen, other = load(agent_id), load(agent_id)
+    def looked_up_then_a_run_schedules(streams: Any = None) -> Any:
+        """What the writer sees of the agent's stream, just before another runtime's run
+        commits a schedule (one time)."""
+        monkeypatch.setattr(ledger, "stream_heads", heads)
+        seen, other = heads(streams), ledger.load_agent("busy")
         other.record(ev.ScheduleRequested, schedule_id="s1", kind="once", focus="later")
         ledger.append(other)
         return seen
 
-    monkeypatch.setattr(ledger, "load_agent", loaded_then_a_run_schedules)
+    monkeypatch.setattr(ledger, "stream_heads", looked_up_then_a_run_schedules)
     change = asyncio.run(runtime.change_tools([], ["remember"]))
     assert change.disabled == ["remember"]
     agent = ledger.load_agent("busy")
