@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
-from events.ledger import MAX_OVERFLOW, POOL_SIZE
+from events.ledger import CONNECTIONS
 from owlclaw.agents import AgentActivity, Agents, HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.scripted import load_script_dir
@@ -40,7 +40,7 @@ from projections.memory import MemoryStore
 
 T = TypeVar("T")
 log = logging.getLogger("owlclaw.host")
-LEDGER_THREADS = POOL_SIZE + MAX_OVERFLOW
+LEDGER_THREADS = CONNECTIONS
 """A host's threads for its agents' ledger calls: as many as the ledger has connections."""
 Message = tuple[str, Any, "asyncio.Future[RunResult]"]
 """("run", RunQueued, result) or ("resume", run id, result)."""

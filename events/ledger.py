@@ -111,6 +111,8 @@ POOL_SIZE = 5
 MAX_OVERFLOW = 10
 """A ledger's connection pool: ``POOL_SIZE`` kept open, up to ``MAX_OVERFLOW`` more under load
 (owlclaw/connections.py counts them in the server's connection budget)."""
+CONNECTIONS = POOL_SIZE + MAX_OVERFLOW
+"""The most connections a ledger with the default pool opens at once."""
 
 
 class Ledger:

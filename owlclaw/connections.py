@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from events.ledger import MAX_OVERFLOW, POOL_SIZE
+from events.ledger import CONNECTIONS
 
 MAX_CONNECTIONS = 400
 """The embedded server's ``max_connections`` (PostgreSQL's default, 100, is what ran out)."""
@@ -20,7 +20,7 @@ RESERVED = 10
 """Left free: ``superuser_reserved_connections`` (3) and an operator's psql or pg_dump."""
 OWN_CONNECTIONS = 5
 """Connections an OwlClaw process opens outside its ledger pool (LISTEN of feeds, projections)."""
-PER_OWLCLAW_PROCESS = POOL_SIZE + MAX_OVERFLOW + OWN_CONNECTIONS
+PER_OWLCLAW_PROCESS = CONNECTIONS + OWN_CONNECTIONS
 
 
 class HatchetPools(msgspec.Struct, frozen=True):

@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,7 @@ def _start_node_llm() -> tuple[Any, float]:
     return llm, (time.perf_counter() - began) * 1000
 
 
-def _activations(directory: AgentDirectory, one_agent_per_host: Any) -> int:
+def _activations(directory: AgentDirectory, one_agent_per_host: Iterable[str]) -> int:
     """Agents the hosts have activated so far (a passivated agent's run activates it again)."""
     import ray
 
