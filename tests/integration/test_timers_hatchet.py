@@ -30,7 +30,8 @@ from projections import ProjectionRunner
 from tests.conftest import missing_component
 from tests.integration.test_timers_builtin import delivering
 
-pytestmark = pytest.mark.integration
+# One worker runs the module in file order: the cron made at its start is checked near its end.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("hatchet")]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -112,6 +113,15 @@ def worker(
     process.wait(timeout=30)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def cron_made_first(ledger_db: Database, hatchet: Any, worker: subprocess.Popen[bytes]) -> None:
+    """A cron fires at minute boundaries, so its test waits for up to two minutes: the schedule
+    is made as the module starts and those minutes pass while the module's other tests run."""
+    with Ledger(ledger_db.url) as ledger:
+        plan(ledger, "h-cron", "schedule_cron", cron_expression="* * * * *", focus="watch")
+        register(ledger, hatchet)
+
+
 @pytest.fixture
 def ledger(ledger_db: Database) -> Iterator[Ledger]:
     with Ledger(ledger_db.url) as led:
@@ -165,26 +175,6 @@ def test_schedule_once_fires_through_hatchet(
     assert wait_until(lambda: bool(ledger.stream(fired.run_id)), 30)  # the run, from the mailbox
     [run] = [e for e in ledger.stream(fired.run_id) if isinstance(e, ev.RunStarted)]
     assert (run.trigger, run.focus) == ("schedule_once", "check entry opportunities")
-
-
-def test_cron_fires_at_two_consecutive_minutes(
-    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
-) -> None:
-    plan(ledger, "h-cron", "schedule_cron", cron_expression="* * * * *", focus="watch")
-    register(ledger, hatchet)
-    assert wait_until(lambda: len(events_of(ledger, "h-cron", ev.TimerFired)) >= 2, 150)
-    first, second = (e.fire_time for e in events_of(ledger, "h-cron", ev.TimerFired)[:2])
-    assert first.second == 0 and (second - first).total_seconds() == 60
-    # The fires' runs end on the worker's host, whose seals are appended to the agent stream:
-    # plan's runtime, a second writer of this agent, waits for them (ci41: a seal conflicted).
-    wait_until(lambda: all_sealed(ledger, "h-cron"), 60)
-    plan(
-        ledger,
-        "h-cron",
-        "cancel_schedule",
-        schedule_id=events_of(ledger, "h-cron", ev.ScheduleRequested)[0].schedule_id,
-    )
-    register(ledger, hatchet)
 
 
 def test_cancelled_before_the_fire_never_runs(
@@ -303,6 +293,24 @@ def test_a_late_hatchet_fire_follows_the_misfire_policy() -> None:
     assert cron.fire_time == datetime(2026, 1, 1, tzinfo=UTC) and "catch-up window" in (
         cron.missed or ""
     )
+
+
+def test_cron_fires_at_two_consecutive_minutes(
+    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes], cron_made_first: None
+) -> None:
+    assert wait_until(lambda: len(events_of(ledger, "h-cron", ev.TimerFired)) >= 2, 150)
+    first, second = (e.fire_time for e in events_of(ledger, "h-cron", ev.TimerFired)[:2])
+    assert first.second == 0 and (second - first).total_seconds() == 60
+    # The fires' runs end on the worker's host, whose seals are appended to the agent stream:
+    # plan's runtime, a second writer of this agent, waits for them (ci41: a seal conflicted).
+    wait_until(lambda: all_sealed(ledger, "h-cron"), 60)
+    plan(
+        ledger,
+        "h-cron",
+        "cancel_schedule",
+        schedule_id=events_of(ledger, "h-cron", ev.ScheduleRequested)[0].schedule_id,
+    )
+    register(ledger, hatchet)
 
 
 def test_a_fire_due_right_after_an_engine_restart_arrives_on_time(
