@@ -26,6 +26,7 @@ from owlclaw.cli.common import (
     JsonOption,
     app,
     err,
+    exit_served,
     fail,
     handles_errors,
     open_ledger,
@@ -93,6 +94,7 @@ def run(
     if len(set(ids)) != len(ids):
         raise AppError(f"two apps have the same agent id: {', '.join(sorted(ids))}")
     asyncio.run(_serve(Service(config, loaded, progress=_starting), config))
+    exit_served()
 
 
 def _with_placement(config: OwlClawConfig, placement: str | None) -> OwlClawConfig:
@@ -393,7 +395,7 @@ def demo(as_json: JsonOption = False) -> None:
     report = asyncio.run(Demo(load_config(), err if as_json else out).run())
     if as_json:
         print_json(report)
-        return
+        exit_served()
     out.print(
         f"\n[bold green]demo done in {report.seconds:.0f} s.[/] Inspect what happened:\n"
         f"  owlclaw ledger {AGENT}                  every event, in log order\n"
@@ -405,3 +407,4 @@ def demo(as_json: JsonOption = False) -> None:
         f"  cat {report.memory_md}",
         highlight=False,
     )
+    exit_served()

@@ -10,8 +10,10 @@ token.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -63,6 +65,19 @@ def fail(message: str, hint: str, code: int) -> NoReturn:
         soft_wrap=True,  # one line, whatever the terminal width
     )
     raise typer.Exit(code)
+
+
+def exit_served(code: int = 0) -> NoReturn:
+    """End a process whose services have all stopped, skipping Python's teardown of its modules.
+
+    With torch and litellm loaded, that teardown (garbage collection over ~1M objects, ~7,000
+    modules) took 2.5 s of CPU after the service had stopped: every restart, and every test that
+    stops a server, waited for it. The exit handlers still run first (the embedded server's
+    stop, log and trace flushes), as multiprocessing's children do before ``os._exit``."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def handles_errors(fn: F) -> F:

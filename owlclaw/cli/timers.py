@@ -8,6 +8,7 @@ import typer
 
 from owlclaw.cli.common import (
     err,
+    exit_served,
     handles_errors,
     open_ledger,
     timers_app,
@@ -25,6 +26,7 @@ def timers_serve() -> None:
     with open_ledger(config) as (_, led):
         err.print(f"timer service: backend {config.timers.backend}; Ctrl-C stops")
         serve(led, config)
+    exit_served()
 
 
 @timers_app.command("hatchet-worker")
@@ -42,5 +44,8 @@ def timers_hatchet_worker(
     from owlclaw.timers.serve import hatchet_worker
 
     config = load_config()
-    with open_ledger(config) as (_, led):
-        hatchet_worker(led, config, via_server=via_server)
+    try:
+        with open_ledger(config) as (_, led):
+            hatchet_worker(led, config, via_server=via_server)
+    except SystemExit as stopped:  # how Hatchet's worker ends once it has stopped on a signal
+        exit_served(int(stopped.code or 0))
