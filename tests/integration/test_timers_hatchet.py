@@ -49,7 +49,9 @@ def engine(
         missing_component("the Hatchet engine", e)
         raise
     yield started
-    started.stop()
+    for process in (started.engine, started.api):  # its database goes: no clean stop (5 s) needed
+        process.kill()
+        process.wait()
     pg_server.drop_database(name)
 
 
