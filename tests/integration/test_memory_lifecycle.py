@@ -183,3 +183,27 @@ def test_memory_ids_of_other_agents_cannot_be_forgotten(
     ProjectionRunner(ledger, view).catch_up()
     assert recalled(MemoryStore(view), "other", "market crash recovery") == [LESSON]
     assert uuid.UUID(str(theirs)) in ledger.load_agent("other").state.memories
+
+
+def test_an_agent_without_active_memories_runs_without_asking_the_memory_index(
+    ledger: Ledger, local_embedder: Embedder
+) -> None:
+    """The agent's stream counts its active memories: with none, the prompt's recall finds
+    nothing without a query, so even an index that is gone cannot touch such a run."""
+    view = memory_view(ledger, local_embedder, None)
+    quiet = AgentRuntime(ledger, "quiet", models=["x"], memory=MemoryStore(view))
+    keeper = AgentRuntime(ledger, "keeper", models=["x"], memory=MemoryStore(view))
+    lesson = remember(keeper, ledger, LESSON)
+    with view.datastore.transaction(commit=True) as curs:
+        curs.execute(view.sql("DROP TABLE {memories}"))
+
+    def recall_warnings(runtime: AgentRuntime) -> list[str]:
+        result = play(runtime, [{"content": "ok"}], focus="market crash recovery")
+        events = run_events(ledger, result)
+        return [e.message for e in events if isinstance(e, ev.RunWarning) and e.source == "recall"]
+
+    assert recall_warnings(quiet) == []
+    [warning] = recall_warnings(keeper)  # one active memory: the index was asked
+    assert warning.startswith("memory index unavailable")
+    step(keeper, ledger, "forget", memory_id=str(lesson))
+    assert recall_warnings(keeper) == []
