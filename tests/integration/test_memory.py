@@ -3,7 +3,9 @@ degradation, model switch, MEMORY.md."""
 
 from __future__ import annotations
 
+import os
 import random
+import sys
 import threading
 import time
 import uuid
@@ -66,6 +68,12 @@ def remember(
             tags=list(tags),
         )
     return ledger.append(agent, run)[-1]
+
+
+def test_the_local_models_threads_wait_without_spinning(local_embedder: Embedder) -> None:
+    """Spinning OpenMP threads took the core the agents and PostgreSQL needed (embedders.py)."""
+    assert "torch" in sys.modules  # loaded by the embedder, after it chose the policy
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
 def test_seed_scenario_lesson_is_recalled_first_among_11000_memories(
