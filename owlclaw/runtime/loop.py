@@ -69,7 +69,7 @@ from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.threads import HandlerThreads
 from owlclaw.tools.tool import RunScope, Tool
-from projections.memory import MemoryStore, RecallResult
+from projections.memory import MemoryStore
 
 if TYPE_CHECKING:
     from owlclaw.agents import Agents
@@ -644,19 +644,9 @@ class AgentRuntime:
         active_memories: Sequence[UUID] | None = None,
     ) -> Prompt:
         """Identity, what arrived since the last run, active schedules, recalled memories,
-        recent activity and skills; plus the recorded inputs.
-
-        ``active_memories``: the agent's, as its stream counts them (None: not known). With
-        none, the recall finds nothing without asking the memory index: a round trip to
-        PostgreSQL (~1 ms of a host's CPU) saved on every run of an agent that remembers
-        nothing."""
+        recent activity and skills; plus the recorded inputs (``active_memories``: see
+        ``prompt.system_prompt``)."""
         recalls = self.memory is not None and self.mode.observes_world
-        nothing = (
-            recalls
-            and self.limits.recall_in_prompt > 0
-            and active_memories is not None
-            and not active_memories
-        )
         return await system_prompt(
             self.app,
             self.limits,
@@ -667,7 +657,7 @@ class AgentRuntime:
             agent_id=self.agent_id,
             schedules=schedules,
             inbound=inbound,
-            recalled=RecallResult([], None) if nothing else None,
+            active_memories=active_memories,
         )
 
     async def _decide(
