@@ -47,6 +47,7 @@ from owlclaw.timers.worker import TimerWorker
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner, View
+from projections.embedders import Embedder
 
 HATCHET_DATABASE = "owlclaw_hatchet"
 EXPIRY_CHECK_S = 5.0
@@ -88,6 +89,7 @@ class Service:
         self.ready = False
         """Every part started: the webhook answers 503 until then."""
         self._hatchet_worker: subprocess.Popen[bytes] | None = None
+        self._warming: asyncio.Task[list[list[float]]] | None = None
         self.views: list[View] = []
         """The projections' views this service keeps current (read by the console)."""
 
@@ -107,15 +109,19 @@ class Service:
             self.progress("Hatchet engine (in the background)")
             self._engine_starting = asyncio.create_task(asyncio.to_thread(self._start_engine))
         self.progress("projections")
-        self.views = views = await asyncio.to_thread(open_views, self.ledger, self.config)
-        for view in views:  # load the embedding model now, not in the first memory's batch
-            if isinstance(view, MemoryView):
-                await asyncio.to_thread(view.embedder.embed, ["warm-up"])
+        views = await asyncio.to_thread(open_views, self.ledger, self.config, self._embedder())
+        self.views = views
+        self.progress(f"agents ({self.config.runtime.placement} placement)")
+        self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
+        # The embedding model is loaded now, not in the first memory's batch or recall. Hosted
+        # here, the load waits: in a thread beside the agents' start it contends for the GIL.
+        embedder = self.view(MemoryView).embedder
+        self._warming = asyncio.create_task(asyncio.to_thread(embedder.embed, ["warm-up"]))
+        if self.config.runtime.placement == "local":
+            await self._warming
         self.projections = [ProjectionRunner(self.ledger, view) for view in views]
         for runner in self.projections:
             self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
-        self.progress(f"agents ({self.config.runtime.placement} placement)")
-        self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
         if self.config.timers.backend == "hatchet":  # hosts made here, with this config, before
             await start_hosts(self._agents, self._as_client())  # the Hatchet worker needs them
         for agent_id in self.apps:  # the first trigger should not wait for imports
@@ -133,6 +139,7 @@ class Service:
             if app.settings.heartbeat_s > 0:
                 beat = functools.partial(self._heartbeat, agent_id, app.settings.heartbeat_s)
                 self.supervisor.start(f"heartbeat:{agent_id}", beat)
+        await self._warming
         self.ready = True
 
     async def stop(self) -> None:
@@ -142,19 +149,39 @@ class Service:
         if self._engine_starting is not None and self._engine is None:
             with contextlib.suppress(Exception):
                 self._engine = await self._engine_starting
-        if self._hatchet_worker is not None:
+        if self._hatchet_worker is not None:  # first: it delivers through Ray
             self._hatchet_worker.terminate()
             await asyncio.to_thread(self._hatchet_worker.wait, 30)
-        if self._engine is not None:
-            await asyncio.to_thread(self._engine.stop)
+        # Started at once: Ray's disconnect below blocks this event loop.
+        engine_stopped = asyncio.get_running_loop().run_in_executor(None, self._stop_engine)
         if self._agents is not None:
             await self._agents.close()
+        if self._warming is not None:  # a start that failed half-way may have left it running
+            with contextlib.suppress(Exception):
+                await self._warming
         if self.config.runtime.placement != "local":
             from actors.cluster import disconnect
 
             disconnect()
+        await engine_stopped
         if self.ledger is not None:
             self.ledger.close()
+
+    def _stop_engine(self) -> None:
+        """The engine's clean stop takes ~5 s (Hatchet waits out its partitioner's heartbeat):
+        it runs beside the agents' and Ray's stop, which do not need it."""
+        if self._engine is not None:
+            self._engine.stop()
+
+    def _embedder(self) -> Embedder | None:
+        """With agents on Ray, the node's embedding actor, which the hosts on this node use
+        too: one model (~840 MB) per node instead of another in this process."""
+        if self.config.runtime.placement == "local":
+            return None
+        from actors.embedding import NodeEmbedder
+
+        memory = self.config.memory
+        return NodeEmbedder(memory.embedding_model, memory.embedding_dimensions)
 
     def _place_agents(self) -> Agents:
         assert self.ledger is not None

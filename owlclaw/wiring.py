@@ -63,12 +63,18 @@ def open_memory(
     )
 
 
-def open_views(ledger: Ledger, config: OwlClawConfig | None = None) -> list[View]:
-    """Every view, with its tables created (idempotent), on the ledger's database."""
+def open_views(
+    ledger: Ledger, config: OwlClawConfig | None = None, embedder: Embedder | None = None
+) -> list[View]:
+    """Every view, with its tables created (idempotent), on the ledger's database; ``embedder``
+    replaces the memory view's in-process model (a Ray driver's: the node's shared one)."""
     config = config or OwlClawConfig()
-    views = [
-        cls(ledger.datastore, **view_options(name, config, ledger)) for name, cls in VIEWS.items()
-    ]
+    views = []
+    for name, cls in VIEWS.items():
+        options = view_options(name, config, ledger)
+        if embedder is not None and name == MemoryView.name:
+            options["embedder"] = embedder
+        views.append(cls(ledger.datastore, **options))
     for view in views:
         view.create_table()
     return views

@@ -177,6 +177,15 @@ def test_memory_recalls_what_the_run_remembered(tour: Tour, first_run: object) -
     assert "needed a team ping" in Path(memory["memory_md"]).read_text()
 
 
+def test_the_server_embeds_through_the_nodes_embedding_actor(tour: Tour, first_run: object) -> None:
+    """With agents on Ray, the server's memory projection uses the model the node's hosts share
+    (its actor loaded it at start); a second copy in the server would cost ~840 MB."""
+    assert tour.server is not None
+    maps = Path(f"/proc/{tour.server.pid}/maps").read_text()
+    assert "site-packages/ray/" in maps  # the check can see a loaded library
+    assert "libtorch" not in maps
+
+
 def test_a_capability_added_to_handlers_is_visible_to_the_next_run(
     tour: Tour, escalating_run: dict[str, Any]
 ) -> None:
