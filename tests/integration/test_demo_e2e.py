@@ -145,15 +145,17 @@ def test_timers_ran_on_the_hatchet_engine_when_it_is_built(ledger: list[dict[str
 
 
 def test_the_ledger_verifies_and_the_demo_says_how_to_inspect_it(
-    demo: tuple[dict[str, str], Path, str],
+    demo: tuple[dict[str, str], Path, str], ledger: list[dict[str, Any]]
 ) -> None:
     env, home, output = demo
     verified = owlclaw(env, "verify", "trader", cwd=home)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "chains intact" in verified.stdout
-    for command in ("owlclaw ledger trader", "owlclaw memory trader", "--verify"):
+    [fired] = [r for r in runs_of(ledger).values() if started(r)["trigger"] == "schedule_once"]
+    run_no = str(started(fired)["run_no"])
+    for command in ("owlclaw ledger trader", "owlclaw memory trader", f"trader {run_no} --verify"):
         assert command in output
-    replay = owlclaw(env, "replay", "trader", "3", "--verify", cwd=home)
+    replay = owlclaw(env, "replay", "trader", run_no, "--verify", cwd=home)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "replay matches" in replay.stdout
 
