@@ -46,7 +46,7 @@ class AgentDirectory:
         config: OwlClawConfig,
         *,
         placement: Placement = "dedicated",
-        pool_size: int = 4,
+        pool_size: int | None = None,
         idle_s: float | None = 300.0,
         actor_options: dict[str, Any] | None = None,
         owner: bool = True,
@@ -55,7 +55,7 @@ class AgentDirectory:
         self.ledger = ledger
         self.config = config
         self.placement = placement
-        self.pool_size = pool_size
+        self.pool_size = config.runtime.hosts if pool_size is None else pool_size
         self.idle_s = idle_s
         self.actor_options = actor_options or {}
         """Extra Ray actor options, e.g. ``{"scheduling_strategy": "SPREAD"}``, resources, or

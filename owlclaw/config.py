@@ -80,6 +80,13 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     placement: Literal["local", "dedicated", "shared"] = "shared"
     """Where agents run: Ray actors, one per agent (``dedicated``) or hashed onto a pool of
     host actors (``shared``); ``local`` hosts them in the serving process without Ray."""
+    hosts: Annotated[int, msgspec.Meta(ge=1, le=1024)] = msgspec.field(
+        default_factory=lambda: min(4, os.cpu_count() or 1)
+    )
+    """Host actors of ``shared`` placement. A host runs its agents' Python on one core: hosts
+    beyond the cores add ~315 MB and ~4 s of CPU at start each (litellm's import), not runs.
+    Default: this machine's cores, at most the four the connection budget counts; on a cluster
+    set it for the cluster (every process of one service must use the same number)."""
     scripts_dir: str | None = None
     """JSON scripts for the ``scripted/<name>`` model, loaded by every OwlClaw process."""
     app_load_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 5.0
@@ -100,7 +107,7 @@ class TimersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A fire delivered later than this counts as missed and follows the misfire policy."""
     hatchet_slots: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 32
     """Deliveries the Hatchet worker runs at once. One holds its slot until the agent's verdict
-    is committed (milliseconds, never the run): 32 keep the four shared hosts' ledger pools busy
+    is committed (milliseconds, never the run): 32 keep four shared hosts' ledger pools busy
     during a burst of fires, where more would only queue in those pools (SDK default 100)."""
     hatchet_bin: str | None = None
     """Hatchet engine binaries (scripts/build-hatchet.sh): with ``backend = "hatchet"`` and no
@@ -201,6 +208,7 @@ ENV_FIELDS = {
     "MODELS": ("runtime", "models"),
     "SCRIPTS_DIR": ("runtime", "scripts_dir"),
     "PLACEMENT": ("runtime", "placement"),
+    "HOSTS": ("runtime", "hosts"),
     "APP_LOAD_TIMEOUT_S": ("runtime", "app_load_timeout_s"),
     "TIMER_BACKEND": ("timers", "backend"),
     "TIMER_GRACE_S": ("timers", "misfire_grace_s"),

@@ -245,7 +245,8 @@ class Service:
     def _spawn_hatchet_worker(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
         """``owlclaw timers hatchet-worker`` as its own process (the SDK's worker owns its event
         loop and signals); it delivers fires to the same agents as this process."""
-        env = {**env, "OWLCLAW_PLACEMENT": self.config.runtime.placement}
+        runtime = self.config.runtime
+        env = {**env, "OWLCLAW_PLACEMENT": runtime.placement, "OWLCLAW_HOSTS": str(runtime.hosts)}
         command = [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"]
         if self.config.runtime.placement == "local":
             command.append("--via-server")  # the agents' one writer is this process

@@ -34,6 +34,8 @@ from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
 
 SCRIPT = "bench-timers"
+HOSTS = 4
+"""Shared host actors the fires are delivered to (the default on a machine of 4+ cores)."""
 Progress = Callable[[str], None]
 
 
@@ -79,7 +81,10 @@ def _config(db: Database, scripts: Path) -> OwlClawConfig:
         database_url=db.url,
         database_name=str(db.params["dbname"]),
         runtime=RuntimeConfig(
-            models=(f"scripted/{SCRIPT}",), scripts_dir=str(scripts), placement="shared"
+            models=(f"scripted/{SCRIPT}",),
+            scripts_dir=str(scripts),
+            placement="shared",
+            hosts=HOSTS,
         ),
     )
 
@@ -170,6 +175,7 @@ def _hatchet_worker(engine_env: dict[str, str], config: OwlClawConfig) -> Iterat
         "OWLCLAW_MODELS": f"scripted/{SCRIPT}",
         "OWLCLAW_SCRIPTS_DIR": str(config.runtime.scripts_dir),
         "OWLCLAW_PLACEMENT": "shared",
+        "OWLCLAW_HOSTS": str(config.runtime.hosts),
         "OWLCLAW_RAY_ADDRESS": ray.get_runtime_context().gcs_address,
     }
     process = subprocess.Popen(
@@ -262,7 +268,7 @@ def hatchet_lateness(
 METHOD = (
     "Lateness is a fire's scheduled time to its TimerFired being committed by the agent's host"
     " (the fire's run follows in the agent's mailbox; each plays a one-step scripted model)."
-    " Agents ({agents}) are hashed onto 4 shared Ray host actors started before any fire."
+    " Agents ({agents}) are hashed onto {hosts} shared Ray host actors started before any fire."
     " Built-in: {fires} one-off fires 25 ms apart, delivered by a TimerWorker in this process."
     " Hatchet: the local engine (hatchet-engine + hatchet-api, v0.104.7) on this PostgreSQL,"
     " `owlclaw timers hatchet-worker` as its own process delivering to the same hosts;"
@@ -289,7 +295,7 @@ def run(
     from actors.directory import AgentDirectory
 
     count = 20
-    result: dict[str, Any] = {"method": METHOD.format(agents=count, fires=fires)}
+    result: dict[str, Any] = {"method": METHOD.format(agents=count, fires=fires, hosts=HOSTS)}
     with tempfile.TemporaryDirectory() as scripts:
         config = _config(db, Path(scripts))
         connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)

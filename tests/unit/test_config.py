@@ -23,6 +23,18 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert config.ledger.snapshot_interval == 25
 
 
+def test_shared_hosts_default_to_the_cores_at_most_four(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for cores, hosts in ((1, 1), (2, 2), (16, 4)):
+        monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
+        toml = tmp_path / "owlclaw.toml"
+        toml.write_text('[runtime]\nplacement = "shared"\n')
+        assert load_config(toml, environ={}).runtime.hosts == hosts
+    config = load_config(tmp_path / "missing.toml", environ={"OWLCLAW_HOSTS": "12"})
+    assert config.runtime.hosts == 12
+
+
 @pytest.mark.parametrize(
     ("text", "environ", "field"),
     [
@@ -31,6 +43,7 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
         ("databse_url = 'x'\n", {}, "databse_url"),
         ("[runtime]\nrun_timeout_s = -1\n", {}, "run_timeout_s"),
         ("", {"OWLCLAW_MAX_FUNCTION_CALLS": "0"}, "max_function_calls"),
+        ("", {"OWLCLAW_HOSTS": "0"}, "hosts"),
     ],
 )
 def test_invalid_values_name_the_field(
