@@ -175,7 +175,7 @@ class Service:
 
     def _embedder(self) -> Embedder | None:
         """With agents on Ray, the node's embedding actor, which the hosts on this node use
-        too: one model (~840 MB) per node instead of another in this process."""
+        too: one model (~800 MB) per node instead of another in this process."""
         if self.config.runtime.placement == "local":
             return None
         from actors.embedding import NodeEmbedder

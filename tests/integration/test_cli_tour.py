@@ -179,7 +179,7 @@ def test_memory_recalls_what_the_run_remembered(tour: Tour, first_run: object) -
 
 def test_the_server_embeds_through_the_nodes_embedding_actor(tour: Tour, first_run: object) -> None:
     """With agents on Ray, the server's memory projection uses the model the node's hosts share
-    (its actor loaded it at start); a second copy in the server would cost ~840 MB."""
+    (its actor loaded it at start); a second copy in the server would cost ~800 MB."""
     assert tour.server is not None
     maps = Path(f"/proc/{tour.server.pid}/maps").read_text()
     assert "site-packages/ray/" in maps  # the check can see a loaded library
