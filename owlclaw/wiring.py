@@ -14,9 +14,12 @@ from projections import VIEWS, ApprovalNotifications, MemoryStore, MemoryView, O
 from projections.embedders import Embedder, embedder_for
 
 
-def view_options(name: str, config: OwlClawConfig, ledger: Ledger) -> dict[str, Any]:
+def view_options(
+    name: str, config: OwlClawConfig, ledger: Ledger, embedder: Embedder | None = None
+) -> dict[str, Any]:
     """Constructor options of a view from the configuration (the outbox records delivery
-    failures in ``ledger``)."""
+    failures in ``ledger``); ``embedder`` replaces the memory view's in-process model (a Ray
+    process's: the node's shared embedder of that model)."""
     if name == Outbox.name:
         return {"ledger": ledger}
     if name == ApprovalNotifications.name:
@@ -29,8 +32,10 @@ def view_options(name: str, config: OwlClawConfig, ledger: Ledger) -> dict[str, 
     if name != MemoryView.name:
         return {}
     memory = config.memory
+    if embedder is None:
+        embedder = embedder_for(memory.embedding_model, memory.embedding_dimensions)
     return {
-        "embedder": embedder_for(memory.embedding_model, memory.embedding_dimensions),
+        "embedder": embedder,
         "size_limit": memory.memory_md_limit_bytes,
         "memory_dir": memory_dir(config),
     }
@@ -44,12 +49,8 @@ def memory_dir(config: OwlClawConfig) -> Path:
 def open_memory_view(
     ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
 ) -> MemoryView:
-    """The memory view as configured, its tables created; ``embedder`` replaces the configured
-    model's in-process one (a host actor's: the node's shared embedder of that model)."""
-    options = view_options(MemoryView.name, config, ledger)
-    if embedder is not None:
-        options["embedder"] = embedder
-    view = MemoryView(ledger.datastore, **options)
+    """The memory view as configured, its tables created (``embedder``: see ``view_options``)."""
+    view = MemoryView(ledger.datastore, **view_options(MemoryView.name, config, ledger, embedder))
     view.create_table()
     return view
 
@@ -66,15 +67,13 @@ def open_memory(
 def open_views(
     ledger: Ledger, config: OwlClawConfig | None = None, embedder: Embedder | None = None
 ) -> list[View]:
-    """Every view, with its tables created (idempotent), on the ledger's database; ``embedder``
-    replaces the memory view's in-process model (a Ray driver's: the node's shared one)."""
+    """Every view, with its tables created (idempotent), on the ledger's database
+    (``embedder``: see ``view_options``)."""
     config = config or OwlClawConfig()
-    views = []
-    for name, cls in VIEWS.items():
-        options = view_options(name, config, ledger)
-        if embedder is not None and name == MemoryView.name:
-            options["embedder"] = embedder
-        views.append(cls(ledger.datastore, **options))
+    views = [
+        cls(ledger.datastore, **view_options(name, config, ledger, embedder))
+        for name, cls in VIEWS.items()
+    ]
     for view in views:
         view.create_table()
     return views
