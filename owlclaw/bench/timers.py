@@ -59,13 +59,17 @@ def _schedule(ledger: Ledger, fires: list[tuple[str, datetime]]) -> None:
         ledger.append(agent)
 
 
-def _lateness_ms(ledger: Ledger, agents: list[str]) -> list[float]:
+def _fired(ledger: Ledger, agents: list[str]) -> list[ev.TimerFired]:
     return [
-        (e.timestamp - e.fire_time).total_seconds() * 1000
+        e
         for agent_id in agents
         for e in ledger.stream(ledger.load_agent(agent_id).id)
         if isinstance(e, ev.TimerFired)
     ]
+
+
+def _lateness_ms(ledger: Ledger, agents: list[str]) -> list[float]:
+    return [(e.timestamp - e.fire_time).total_seconds() * 1000 for e in _fired(ledger, agents)]
 
 
 def _local(ledger: Ledger) -> AgentHost:
@@ -215,6 +219,7 @@ def hatchet_lateness(
 ) -> dict[str, Any]:
     from hatchet_sdk import Hatchet
 
+    from owlclaw.bench.hatchet_stages import stages
     from owlclaw.timers.hatchet_backend import LEAD, TASK, HatchetBackend
     from owlclaw.timers.hatchet_engine import start_engine
 
@@ -233,13 +238,16 @@ def hatchet_lateness(
             view = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
             view.create_table()
             progress(f"Hatchet: registering {fires} one-off schedules…")
-            start = datetime.now(UTC) + LEAD + timedelta(seconds=fires * 0.05)
+            registered = datetime.now(UTC)
+            start = registered + LEAD + timedelta(seconds=fires * 0.05)
             names = [f"hatchet-{i}" for i in range(count)]
             spacing = timedelta(milliseconds=50)
             planned = [(names[i % count], start + i * spacing) for i in range(fires)]
             _fire_through(ledger, view, planned)
             progress("Hatchet: waiting for the fires…")
             steady = _wait_fired(ledger, names, planned, 120)
+            progress("Hatchet: reading the fires' task runs…")
+            steady_stages = stages(hatchet, _fired(ledger, names), registered)
 
             progress("Hatchet: restarting the engine, fires in the minute after…")
             before = [f"restart-pending-{i}" for i in range(count)]
@@ -262,6 +270,7 @@ def hatchet_lateness(
         server.drop_database(str(engine_db.params["dbname"]))
     return {
         "lateness": {"fires": fires, **percentiles(steady)},
+        "stages": steady_stages,
         "after_restart": {
             "restart_s": round(restart_s, 2),
             "fires": len(pending) + len(new),
@@ -283,6 +292,8 @@ METHOD = (
     " After restart: 40 fires due 20-59 s after their registration, right before `restart()`"
     " (SIGTERM, the engine cleans up, started again on the same database and ports), and 40"
     " registered once it is back, due 10-49 s after; their lateness together, then per group."
+    " Stages: the {fires} fires' lateness split by their task runs' created and started times as"
+    " the engine lists them."
     " Throughput: in-process agents, one TimerWorker."
 )
 
