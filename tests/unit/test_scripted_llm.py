@@ -123,3 +123,15 @@ def test_arguments_quote_an_earlier_tool_result_of_the_conversation() -> None:
     assert json.loads(cancel.function.arguments) == {"schedule_id": "sch-42"}
     with pytest.raises(Exception, match="no such result"):
         complete("scripted/unit-refs", [conversation[0], conversation[1]])
+
+
+def test_a_scripted_model_is_priced_at_zero_as_litellm_prices_provider_models() -> None:
+    """Unpriced, every call went through litellm's unmapped-model path, which no priced model
+    takes; the calls' cost stays zero."""
+    litellm = litellm_with_offline_providers()
+    register_script("unit-priced", [{"content": "done"}])
+    assert "scripted/unit-priced" not in litellm.model_cost
+    answer = complete("scripted/unit-priced", [{"role": "user", "content": "go"}])
+    info = litellm.get_model_info("scripted/unit-priced")
+    assert (info["input_cost_per_token"], info["output_cost_per_token"]) == (0.0, 0.0)
+    assert answer._hidden_params["response_cost"] == 0.0
