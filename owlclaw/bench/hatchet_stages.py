@@ -49,13 +49,14 @@ def stages(hatchet: Any, fired: list[ev.TimerFired], since: datetime) -> dict[st
         delivered.append((fire.timestamp - run.started_at).total_seconds() * 1000)
         late.append((fire.timestamp - fire.fire_time, fire.fire_time))
     first = min((due for _, due in late), default=None)
-    slowest = sorted(late, key=lambda pair: pair[0], reverse=True)[:5]
     return {
         "fires_matched": len(created),
         "due_to_task_created": percentiles(created),
         "created_to_started_on_worker": percentiles(started),
         "started_to_timer_fired": percentiles(delivered),
         "slowest_5_due_at_s": [
-            round((due - first).total_seconds(), 2) for _, due in slowest if first is not None
-        ],
+            round((due - first).total_seconds(), 2) for _, due in sorted(late, reverse=True)[:5]
+        ]
+        if first is not None
+        else [],
     }

@@ -68,8 +68,8 @@ def _fired(ledger: Ledger, agents: list[str]) -> list[ev.TimerFired]:
     ]
 
 
-def _lateness_ms(ledger: Ledger, agents: list[str]) -> list[float]:
-    return [(e.timestamp - e.fire_time).total_seconds() * 1000 for e in _fired(ledger, agents)]
+def _lateness_ms(fired: list[ev.TimerFired]) -> list[float]:
+    return [(e.timestamp - e.fire_time).total_seconds() * 1000 for e in fired]
 
 
 def _local(ledger: Ledger) -> AgentHost:
@@ -95,17 +95,17 @@ def _config(db: Database, scripts: Path) -> OwlClawConfig:
 
 def _wait_fired(
     ledger: Ledger, names: list[str], fires: list[tuple[str, datetime]], timeout_s: float
-) -> list[float]:
-    """Lateness of the agents' fires once all ``fires`` are recorded (or the time is up).
+) -> list[ev.TimerFired]:
+    """The agents' TimerFired once all ``fires`` are recorded (or the time is up).
 
     Nothing is read before the last fire is due: reading the agents' streams every 0.5 s while
     they fired took CPU from the fires being measured, on a machine they keep ~80 % busy.
     """
     time.sleep(max(0.0, (max(at for _, at in fires) - datetime.now(UTC)).total_seconds()))
     deadline = time.monotonic() + timeout_s
-    while len(late := _lateness_ms(ledger, names)) < len(fires) and time.monotonic() < deadline:
+    while len(fired := _fired(ledger, names)) < len(fires) and time.monotonic() < deadline:
         time.sleep(0.5)
-    return late
+    return fired
 
 
 def builtin_lateness(ledger: Ledger, agents: Agents, fires: int, count: int) -> dict[str, Any]:
@@ -122,10 +122,10 @@ def builtin_lateness(ledger: Ledger, agents: Agents, fires: int, count: int) -> 
     async def until_done() -> list[float]:
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
-        late = await asyncio.to_thread(_wait_fired, ledger, names, planned, 60)
+        fired = await asyncio.to_thread(_wait_fired, ledger, names, planned, 60)
         stop.set()
         await task
-        return late
+        return _lateness_ms(fired)
 
     return {"fires": fires, **percentiles(asyncio.run(until_done()))}
 
@@ -247,7 +247,7 @@ def hatchet_lateness(
             progress("Hatchet: waiting for the fires…")
             steady = _wait_fired(ledger, names, planned, 120)
             progress("Hatchet: reading the fires' task runs…")
-            steady_stages = stages(hatchet, _fired(ledger, names), registered)
+            steady_stages = stages(hatchet, steady, registered)
 
             progress("Hatchet: restarting the engine, fires in the minute after…")
             before = [f"restart-pending-{i}" for i in range(count)]
@@ -261,15 +261,15 @@ def hatchet_lateness(
             after = [f"restart-new-{i}" for i in range(count)]
             new = [(after[i % count], back + LEAD + timedelta(seconds=2 + i)) for i in range(40)]
             _fire_through(ledger, view, new)
-            late_pending = _wait_fired(ledger, before, pending, 120)
-            late_new = _wait_fired(ledger, after, new, 120)
+            late_pending = _lateness_ms(_wait_fired(ledger, before, pending, 120))
+            late_new = _lateness_ms(_wait_fired(ledger, after, new, 120))
     finally:
         os.environ.clear()
         os.environ.update(saved)
         engine.stop()
         server.drop_database(str(engine_db.params["dbname"]))
     return {
-        "lateness": {"fires": fires, **percentiles(steady)},
+        "lateness": {"fires": fires, **percentiles(_lateness_ms(steady))},
         "stages": steady_stages,
         "after_restart": {
             "restart_s": round(restart_s, 2),

@@ -196,7 +196,13 @@ def make_handler() -> Any:
         model takes (~0.25 ms of CPU per call)."""
         script = script_named(name)
         if f"{PROVIDER}/{name}" not in litellm.model_cost:
-            free = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
+            prices = (  # every price litellm knows: one missing gets a warning logged
+                "input_cost_per_token",
+                "output_cost_per_token",
+                "cache_creation_input_token_cost",
+                "cache_read_input_token_cost",
+            )
+            free = dict.fromkeys(prices, 0.0)
             litellm.register_model(
                 {f"{PROVIDER}/{name}": {**free, "litellm_provider": PROVIDER, "mode": "chat"}}
             )
