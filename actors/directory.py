@@ -122,7 +122,7 @@ class AgentDirectory:
         idempotency_key: str | None = None,
     ) -> str:
         """Accept a run of a registered agent; returns its run id (UnknownAgent otherwise)."""
-        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        await asyncio.to_thread(self.ledger.require_agent, agent_id)
         run_id: str = await self.handle(agent_id).submit.remote(
             agent_id, trigger, focus, payload, context, idempotency_key
         )
@@ -144,7 +144,7 @@ class AgentDirectory:
     async def run(self, agent_id: str, trigger: str, **kwargs: Any) -> RunResult:
         """Accept a run and wait for it in one call to the actor (if the actor dies meanwhile,
         ``submit`` + ``result`` is the way to follow the run through the restart)."""
-        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        await asyncio.to_thread(self.ledger.require_agent, agent_id)
         result: RunResult = await self.handle(agent_id).run.remote(agent_id, trigger, **kwargs)
         return result
 
@@ -163,14 +163,14 @@ class AgentDirectory:
         return outcome
 
     async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
-        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        await asyncio.to_thread(self.ledger.require_agent, agent_id)
         position: int = await self.handle(agent_id).receive.remote(agent_id, source, payload)
         return position
 
     async def change_tools(
         self, agent_id: str, enable: list[str], disable: list[str]
     ) -> ToolsChange:
-        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        await asyncio.to_thread(self.ledger.require_agent, agent_id)
         change: ToolsChange = await self.handle(agent_id).change_tools.remote(
             agent_id, enable, disable
         )
@@ -179,14 +179,14 @@ class AgentDirectory:
     async def cancel_schedule(
         self, agent_id: str, schedule_id: str, by: str, reason: str = ""
     ) -> int:
-        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        await asyncio.to_thread(self.ledger.require_agent, agent_id)
         position: int = await self.handle(agent_id).cancel_schedule.remote(
             agent_id, schedule_id, by, reason
         )
         return position
 
     async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
-        await asyncio.to_thread(self.ledger.load_agent, agent_id)
+        await asyncio.to_thread(self.ledger.require_agent, agent_id)
         answer: ApprovalAnswer = await self.handle(agent_id).answer_approval.remote(
             agent_id, decision
         )

@@ -8,6 +8,8 @@ load, one round trip and one WAL flush serve a whole group.
 The commit function returns one outcome per request (its result, or the exception that request
 alone failed with); an exception raised by the commit itself fails every request of the group.
 No caller returns before the commit that holds its request has returned.
+
+Reads group the same way: the ledger's stream-head lookups share one query.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from events import catalog as ev
 from events.aggregates import Agent, Run, agent_stream_id, now, projector, run_stream_id
 from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
+from events.group_commit import GroupCommit
 from events.hashchain import GENESIS_HASH, Row, VerifyReport, row_hash
 from events.heads import ANCHOR_STREAM_ID, Anchor, anchor_digest, anchored_heads
 from events.memory_recorder import InMemoryRecorder
@@ -38,6 +39,8 @@ from events.recorder import OwlClawApplicationRecorder, postgres_env
 MAX_REBASES = 10
 REGISTER_BATCH = 1000
 """Agents registered per commit by ``register_agents``."""
+HEADS_GROUP = 256
+"""Stream heads looked up per grouped query (``stream_head``)."""
 _AGENT_PROJECTOR = projector(Agent)
 _RUN_PROJECTOR = projector(Run)
 _HEADER = {"originator_id", "originator_version", "timestamp"}
@@ -154,6 +157,9 @@ class Ledger:
         self._recorder: OwlClawApplicationRecorder | InMemoryRecorder = recorder
         self._mapper = self._app.mapper
         self.snapshot_interval = snapshot_interval
+        self._heads: GroupCommit[UUID, tuple[int, bytes] | None] = GroupCommit(
+            self._lookup_heads, max_group=HEADS_GROUP
+        )
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -349,6 +355,12 @@ class Ledger:
         agent.record(ev.AppAttached, app_dir=app_dir, previous=agent.state.app_dir)
         return self.append_rebasing(agent)[0]
 
+    def require_agent(self, agent_id: str) -> None:
+        """Raise UnknownAgent unless the agent is registered: a look at its stream's head (see
+        ``stream_head``), not a load of the agent, for callers that hand it to its actor."""
+        if self.stream_head(agent_stream_id(agent_id)) is None:
+            raise UnknownAgent(agent_id)
+
     def load_agent(self, agent_id: str) -> Agent:
         """The agent's current state: its latest snapshot plus the events after it."""
         try:
@@ -496,6 +508,16 @@ class Ledger:
     def stream_heads(self, streams: Sequence[UUID] | None = None) -> dict[UUID, tuple[int, bytes]]:
         """Stream -> (last version, its hash) as stored now, of every stream or ``streams``."""
         return self._recorder.stream_heads(streams)
+
+    def stream_head(self, stream: UUID) -> tuple[int, bytes] | None:
+        """``stream``'s (last version, its hash) as stored now, None if it has no events. The
+        lookups of concurrent callers share one query (``GroupCommit``): each agent's runtime
+        checks its stream's head twice a run."""
+        return self._heads.submit(stream)
+
+    def _lookup_heads(self, streams: list[UUID]) -> list[tuple[int, bytes] | None]:
+        heads = self._recorder.stream_heads(list(set(streams)))
+        return [heads.get(s) for s in streams]
 
     def event_hashes(self, keys: Sequence[tuple[UUID, int]]) -> dict[tuple[UUID, int], bytes]:
         """(stream, version) -> the stored hash of that event, for the stored ones of ``keys``."""

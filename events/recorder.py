@@ -331,15 +331,24 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
 
     def stream_heads(self, streams: Sequence[UUID] | None = None) -> dict[UUID, tuple[int, bytes]]:
         """Stream -> (last version, its hash), of every stream or of ``streams`` (a stream
-        without events is absent)."""
-        statement = SQL(
-            "SELECT DISTINCT ON (originator_id) originator_id, originator_version, hash "
-            "FROM {schema}.{table} {where} ORDER BY originator_id, originator_version DESC"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
-            where=SQL("WHERE originator_id = ANY(%s)" if streams is not None else ""),
-        )
+        without events is absent). A given stream's head is one backward step of the primary
+        key, however long the stream: an agent's stream grows with every run it makes."""
+        names = {
+            "schema": Identifier(self.datastore.schema),
+            "table": Identifier(self.events_table_name),
+        }
+        if streams is None:
+            statement = SQL(
+                "SELECT DISTINCT ON (originator_id) originator_id, originator_version, hash "
+                "FROM {schema}.{table} ORDER BY originator_id, originator_version DESC"
+            ).format(**names)
+        else:
+            statement = SQL(
+                "SELECT s.id AS originator_id, h.originator_version, h.hash "
+                "FROM unnest(%s::uuid[]) AS s(id) CROSS JOIN LATERAL ("
+                "SELECT originator_version, hash FROM {schema}.{table} "
+                "WHERE originator_id = s.id ORDER BY originator_version DESC LIMIT 1) AS h"
+            ).format(**names)
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(statement, (list(streams),) if streams is not None else None)
             return {

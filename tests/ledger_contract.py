@@ -227,6 +227,35 @@ class LedgerContract:
         one = ledger.verify([agent.id, run_ids[0]])
         assert one.ok and (one.streams, one.events) == (2, 3 + 4)
 
+    def test_stream_heads_are_each_streams_last_event_and_its_hash(self, ledger: Ledger) -> None:
+        long = ledger.register_agent("long")
+        for i in range(120):  # past snapshots, over several commits
+            identity(long, i)
+            if i % 25 == 0:
+                ledger.append(long)
+        ledger.append(long)
+        short = ledger.register_agent("short")
+        missing = uuid.uuid4()
+        rows = {(r[0], r[1]): r[6] for r in ledger.chain_rows([long.id, short.id])}
+        expected = {long.id: (121, rows[(long.id, 121)]), short.id: (1, rows[(short.id, 1)])}
+        assert ledger.stream_heads([long.id, short.id, missing, long.id]) == expected
+        assert {s: h for s, h in ledger.stream_heads().items() if s in expected} == expected
+
+        found: list[tuple[uuid.UUID, tuple[int, bytes] | None]] = []
+        start = threading.Barrier(6)
+
+        def look(stream: uuid.UUID) -> None:  # concurrent lookups share queries
+            start.wait()
+            found.append((stream, ledger.stream_head(stream)))
+
+        streams = [long.id, short.id, missing] * 2
+        threads = [threading.Thread(target=look, args=(s,)) for s in streams]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(found, key=str) == sorted([(s, expected.get(s)) for s in streams], key=str)
+
     def test_chain_rows_are_the_given_streams_in_that_order(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("exported")
         run_ids = [run_once(ledger, agent, f"focus {i}") for i in range(2)]
