@@ -635,6 +635,13 @@ class Run(_Aggregate):
     stream: ClassVar[Stream] = "run"
     state: RunState
 
+    def __init__(self, stream_id: UUID, state: RunState, version: int = 0):
+        super().__init__(stream_id, state, version)
+        self.head: tuple[int, bytes] | None = None
+        """(version, hash) of this stream's last event as this process committed it (the ledger
+        sets it): sealing the run needs that hash, which it need not read back then. None:
+        not known here (a run loaded from the ledger)."""
+
     @classmethod
     def blank(cls, stream_id: UUID) -> Run:
         return cls(stream_id, RunState())

@@ -51,6 +51,27 @@ def _own_fields(event: LedgerEvent) -> dict[str, Any]:
     return {f: getattr(event, f) for f in event.__struct_fields__ if f not in _HEADER}
 
 
+def _chain_runs(aggregates: Sequence[Agent | Run], committed: Sequence[StoredEvent]) -> None:
+    """Set each run's ``head`` to the hash its stream now ends with, chaining the committed
+    events from its previous head as the SQL append did (``row_hash``); unknown (None) when
+    that previous head is."""
+    for run in aggregates:
+        if not isinstance(run, Run):
+            continue
+        rows = [s for s in committed if s.originator_id == run.id]
+        if not rows:
+            continue
+        before = rows[0].originator_version - 1
+        known = run.head[1] if run.head is not None and run.head[0] == before else None
+        previous = GENESIS_HASH if before == 0 else known
+        if previous is not None:
+            for s in rows:
+                previous = row_hash(previous, run.id, s.originator_version, s.topic, s.state)
+            run.head = (rows[-1].originator_version, previous)
+        else:
+            run.head = None
+
+
 class LedgerError(RuntimeError):
     """Base class of the errors the ledger raises."""
 
@@ -186,6 +207,7 @@ class Ledger:
                 f"append of {len(events)} event(s) failed, database unreachable: {e}",
                 committed=self._was_committed(events),
             ) from e
+        _chain_runs(aggregates, [r.notification for r in recordings])
         self._snapshot_if_due(events, aggregates)
         return [r.notification.id for r in recordings]
 
@@ -241,19 +263,20 @@ class Ledger:
         events commit: to commit in the same transaction as the run's end.
 
         The hash the SQL append will store is computed here from the same inputs: the stored
-        hash before the pending events (read back), and each pending event's topic and state as
-        the mapper stores them (``to_stored_event``, deterministic msgspec JSON) through
-        ``row_hash``. Reading it back after the commit instead would need a second commit, and
-        a crash between the two would leave an ended run unsealed."""
+        hash before the pending events (``run.head``, or read back), and each pending event's
+        topic and state as the mapper stores them (``to_stored_event``, deterministic msgspec
+        JSON) through ``row_hash``. Reading it back after the commit instead would need a second
+        commit, and a crash between the two would leave an ended run unsealed."""
         pending = run.pending_events
         if not pending:
             raise ValueError(f"run {run.id} has no pending events to seal")
         before = pending[0].originator_version - 1
-        previous = (
-            GENESIS_HASH
-            if before == 0
-            else self._recorder.event_hashes([(run.id, before)]).get((run.id, before))
-        )
+        if before == 0:
+            previous: bytes | None = GENESIS_HASH
+        elif run.head is not None and run.head[0] == before:
+            previous = run.head[1]
+        else:
+            previous = self._recorder.event_hashes([(run.id, before)]).get((run.id, before))
         if previous is None:
             raise StreamConflict(f"run {run.id}: version {before} is not stored, cannot seal")
         for event in pending:

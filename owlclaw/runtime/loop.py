@@ -560,7 +560,10 @@ class AgentRuntime:
         if behind and not state.agent.pending_events and not _outside_outcomes(state):
             events = state.run.collect_events()
             if events:
-                state.in_flight = events, io(self._io, self._append_run, state.agent, events)
+                state.in_flight = (
+                    events,
+                    io(self._io, self._append_run, state.agent, state.run, events),
+                )
             return
         state.in_flight = (
             state.run.pending_events,
@@ -568,9 +571,11 @@ class AgentRuntime:
         )
         await self._settle(state)
 
-    def _append_run(self, agent: Agent, events: list[ev.LedgerEvent]) -> tuple[Agent, list[int]]:
+    def _append_run(
+        self, agent: Agent, run: Run, events: list[ev.LedgerEvent]
+    ) -> tuple[Agent, list[int]]:
         """Append run events alone (the agent is returned as it was: nothing of it commits)."""
-        return agent, self.ledger.append_events(events)
+        return agent, self.ledger.append_events(events, (run,))
 
     async def _settle(self, state: RunProgress) -> None:
         """Wait for the commit in flight; its failure (a conflict, the database gone) is the

@@ -135,6 +135,40 @@ def test_a_run_is_sealed_with_the_head_the_ledger_stores(ledger: Ledger) -> None
     assert report.ok and report.sealed_runs == 1
 
 
+def test_a_run_this_process_committed_is_sealed_without_reading_its_hash_back(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger chains what it commits of a run (``Run.head``), so the seal at the run's end
+    needs no read; a run loaded from the ledger does not know its head and reads it back."""
+    agent = ledger.register_agent("sealer")
+    run = Run.start("sealer", agent.queue_run("webhook"))
+    ledger.append(agent, run)
+    run.record(ev.DecisionLogged, decision_type="other", reasoning="first commit of its own")
+    ledger.append(run)
+    assert run.head == ledger.stream_heads([run.id])[run.id]
+
+    def no_read(keys: object) -> None:
+        raise AssertionError(f"the seal read hashes back: {keys}")
+
+    monkeypatch.setattr(ledger._recorder, "event_hashes", no_read)
+    run.end(ev.RunCompleted, answer="done")
+    agent, _ = AgentWriter(ledger).append(agent, run)
+    monkeypatch.undo()
+    [seal] = [e for e in ledger.stream(agent.id) if isinstance(e, ev.RunSealed)]
+    assert (seal.version, seal.hash) == (3, ledger.stream_heads([run.id])[run.id][1].hex())
+    assert verify_agent(ledger, "sealer").ok
+
+    queued = agent.queue_run("webhook")
+    second = Run.start("sealer", queued)
+    ledger.append(agent, second)
+    loaded = ledger.load_run(second.id)
+    assert loaded.head is None
+    loaded.end(ev.RunFailed, error="resumed elsewhere")
+    agent, _ = AgentWriter(ledger).append(ledger.load_agent("sealer"), loaded)
+    report = verify_agent(ledger, "sealer")
+    assert report.ok and report.sealed_runs == 2
+
+
 def test_a_seal_commutes_with_what_another_writer_appended_meanwhile(ledger: Ledger) -> None:
     """A writer fenced off the agent (another host queued a run) still ends and seals the run
     it was running, on top of the other writer's events."""
