@@ -327,7 +327,7 @@ class AgentHost:
             ledger_threads=self._ledger_threads,
         )
         try:
-            await runtime.load()  # a broken app is recorded now, bounded by its time limit
+            await runtime.load(agent)  # a broken app is recorded now, bounded by its time limit
         except BaseException:
             runtime.close()
             raise

@@ -313,9 +313,12 @@ class AgentRuntime:
                 resume += await self.record_subagent(report)
         return resume
 
-    async def load(self) -> None:
+    async def load(self, loaded: Agent | None = None) -> None:
         """Load the agent and its app now, committing what that recorded (IdentityLoaded,
-        AppLoadFailed), so a host activating the agent shows a broken app before any run."""
+        AppLoadFailed), so a host activating the agent shows a broken app before any run.
+        ``loaded``: the agent as the caller just loaded it, checked by its head, not reloaded."""
+        if loaded is not None:
+            self._writer.seen(loaded)
         agent = await self._io_call(self._prepare_agent)
         if agent.pending_events:
             await self._append(agent)

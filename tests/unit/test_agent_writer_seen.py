@@ -3,8 +3,10 @@ snapshot + tail, twice a run), only while nobody else has appended to its stream
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +85,32 @@ def test_a_fact_another_writer_appends_between_runs_reaches_the_next_run(ledger:
     ledger.append(other)
     woken = run_script(runtime, "woken", [{"content": "saw the price"}], trigger="heartbeat")
     assert woken.status == "completed"
+
+
+def test_a_runtime_given_the_agent_its_host_just_loaded_does_not_load_it_again(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host activating an agent loads it (interrupted runs, queued runs); its runtime takes
+    that agent, checked by its stream's head, instead of loading it a second time."""
+    ledger.register_agent("activated")
+    loaded = ledger.load_agent("activated")
+    runtime = AgentRuntime(ledger, "activated", models=["scripted/none"])
+    loads: list[str] = []
+    load_agent = ledger.load_agent
+
+    def counted(agent_id: str) -> Agent:
+        loads.append(agent_id)
+        return load_agent(agent_id)
+
+    monkeypatch.setattr(ledger, "load_agent", counted)
+    try:
+        asyncio.run(runtime.load(loaded))
+        assert loads == []
+        assert play(runtime, [{"content": "first run after activation"}]).status == "completed"
+        assert loads == []
+        other = AgentRuntime(ledger, "activated", models=["scripted/none"])
+        asyncio.run(other.load())  # nothing given: loaded
+        assert loads == ["activated"]
+        other.close()
+    finally:
+        runtime.close()
