@@ -539,7 +539,10 @@ class Ledger:
         return self._heads.submit(stream)
 
     def _lookup_heads(self, streams: list[UUID]) -> list[tuple[int, bytes] | None]:
-        heads = self._recorder.stream_heads(list(set(streams)))
+        try:
+            heads = self._recorder.stream_heads(list(set(streams)))
+        except PersistenceError as e:  # every caller of the group gets it
+            raise LedgerUnavailable(f"cannot look up stream heads: {e}") from e
         return [heads.get(s) for s in streams]
 
     def event_hashes(self, keys: Sequence[tuple[UUID, int]]) -> dict[tuple[UUID, int], bytes]:

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from events import Ledger, LedgerReadError
+from events import Ledger, LedgerReadError, LedgerUnavailable, UnknownAgent
 from events import catalog as ev
 from events.aggregates import Run
 from events.memory_recorder import InMemoryRecorder
@@ -140,3 +140,15 @@ def test_nul_in_any_text_leaves_the_readme_sql_readable(ledger: Ledger, fresh_db
     assert states["ToolCallSucceeded"]["result"] == {"out": "bin\ufffdary"}
     assert states["MemoryRemembered"]["content"] == "m\ufffd"
     assert ledger.verify().ok
+
+
+def test_a_head_lookup_with_its_database_gone_is_ledger_unavailable(pg_server: Database) -> None:
+    name = f"t_gone_{uuid.uuid4().hex[:8]}"
+    with Ledger(pg_server.create_database(name).url) as ledger:
+        ledger.register_agent("a")
+        ledger.require_agent("a")
+        with pytest.raises(UnknownAgent, match="nobody"):
+            ledger.require_agent("nobody")
+        pg_server.drop_database(name)  # WITH (FORCE): the ledger's connections are cut too
+        with pytest.raises(LedgerUnavailable, match="cannot look up stream heads"):
+            ledger.require_agent("a")
