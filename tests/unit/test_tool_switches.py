@@ -78,18 +78,18 @@ def test_a_change_commits_over_a_fact_another_writer_appended_meanwhile(
 ) -> None:
     runtime = AgentRuntime(ledger, "busy", models=["x"])
     play(runtime, [{"content": "first run"}])
-    heads = ledger.stream_heads
+    head = ledger.stream_head
 
-    def looked_up_then_a_run_schedules(streams: Any = None) -> Any:
+    def looked_up_then_a_run_schedules(stream: Any) -> Any:
         """What the writer sees of the agent's stream, just before another runtime's run
         commits a schedule (one time)."""
-        monkeypatch.setattr(ledger, "stream_heads", heads)
-        seen, other = heads(streams), ledger.load_agent("busy")
+        monkeypatch.setattr(ledger, "stream_head", head)
+        seen, other = head(stream), ledger.load_agent("busy")
         other.record(ev.ScheduleRequested, schedule_id="s1", kind="once", focus="later")
         ledger.append(other)
         return seen
 
-    monkeypatch.setattr(ledger, "stream_heads", looked_up_then_a_run_schedules)
+    monkeypatch.setattr(ledger, "stream_head", looked_up_then_a_run_schedules)
     change = asyncio.run(runtime.change_tools([], ["remember"]))
     assert change.disabled == ["remember"]
     agent = ledger.load_agent("busy")
