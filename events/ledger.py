@@ -51,6 +51,16 @@ def _own_fields(event: LedgerEvent) -> dict[str, Any]:
     return {f: getattr(event, f) for f in event.__struct_fields__ if f not in _HEADER}
 
 
+def _known_hash(run: Run, version: int) -> bytes | None:
+    """The hash ``run``'s stream has at ``version`` as this process knows it without a read:
+    genesis before its first event, or its ``head`` when it ends there."""
+    if version == 0:
+        return GENESIS_HASH
+    if run.head is not None and run.head[0] == version:
+        return run.head[1]
+    return None
+
+
 def _chain_runs(aggregates: Sequence[Agent | Run], committed: Sequence[StoredEvent]) -> None:
     """Set each run's ``head`` to the hash its stream now ends with, chaining the committed
     events from its previous head as the SQL append did (``row_hash``); unknown (None) when
@@ -61,9 +71,7 @@ def _chain_runs(aggregates: Sequence[Agent | Run], committed: Sequence[StoredEve
         rows = [s for s in committed if s.originator_id == run.id]
         if not rows:
             continue
-        before = rows[0].originator_version - 1
-        known = run.head[1] if run.head is not None and run.head[0] == before else None
-        previous = GENESIS_HASH if before == 0 else known
+        previous = _known_hash(run, rows[0].originator_version - 1)
         if previous is not None:
             for s in rows:
                 previous = row_hash(previous, run.id, s.originator_version, s.topic, s.state)
@@ -271,11 +279,8 @@ class Ledger:
         if not pending:
             raise ValueError(f"run {run.id} has no pending events to seal")
         before = pending[0].originator_version - 1
-        if before == 0:
-            previous: bytes | None = GENESIS_HASH
-        elif run.head is not None and run.head[0] == before:
-            previous = run.head[1]
-        else:
+        previous = _known_hash(run, before)
+        if previous is None:
             previous = self._recorder.event_hashes([(run.id, before)]).get((run.id, before))
         if previous is None:
             raise StreamConflict(f"run {run.id}: version {before} is not stored, cannot seal")
