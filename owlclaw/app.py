@@ -21,6 +21,8 @@ from typing import Annotated, Any
 import msgspec
 import yaml
 
+from owlclaw.struct_errors import describe, unknown_name
+
 IDENTITY_LIMIT_BYTES = 10 * 1024
 SKILL_LIMIT_BYTES = 50 * 1024
 CODE_LIMIT_BYTES = 1024 * 1024
@@ -28,6 +30,9 @@ CAPABILITY_HEADINGS = ("## My Capabilities", "## 我的能力")
 HANDLERS_FILE = "handlers.py"
 """The app's code: a module-level ``registry`` (owlclaw.runtime.capabilities.Registry)."""
 SCRIPTS_DIR = "scripts"
+APP_TABLES = ("agent", "governance", "tools")
+"""The tables of an app's owlclaw.toml; any other refuses the app, so that a misspelled
+``[governence]`` cannot leave the agent ungoverned."""
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 CHARS_PER_TOKEN = 4
 """Token estimate for the skills budget (the seeds' rule of thumb; no tokenizer import)."""
@@ -206,10 +211,15 @@ def load_app(root: Path) -> AgentApp:
             config = tomllib.loads(config_raw)
         except tomllib.TOMLDecodeError as e:
             raise AppError(f"{toml_path}: {e}") from e
+    for table in config:
+        if table not in APP_TABLES:
+            raise AppError(f"{toml_path}: {unknown_name('table', table, APP_TABLES)}")
     try:
         settings = msgspec.convert(config.get("agent", {}), AgentSettings)
     except msgspec.ValidationError as e:
-        raise AppError(f"{toml_path} [agent]: {e}") from e
+        raise AppError(
+            f"{toml_path}: {describe(e, AgentSettings, config.get('agent'), 'agent')}"
+        ) from e
     agent_id = settings.id or root.name
     if not AGENT_ID.match(agent_id):
         raise AppError(

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from owlclaw.struct_errors import describe
+
 ENV_PREFIX = "OWLCLAW_"
 
 
@@ -245,4 +247,5 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
     try:
         return msgspec.convert(raw, OwlClawConfig, strict=False)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"invalid configuration: {e}") from e
+        where = toml_path if toml_path.is_file() else "the OWLCLAW_* variables"
+        raise ConfigError(f"{where}: {describe(e, OwlClawConfig, raw)}") from e

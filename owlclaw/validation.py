@@ -1,10 +1,11 @@
 """Start-up validation of the apps ``owlclaw run`` is given, before the service starts anything.
 
 An app is checked the way its host will load it: its files and limits (``load_app``: SOUL.md,
-IDENTITY.md, owlclaw.toml ``[agent]``, sizes), its ``[governance]`` table (the runtime's own
-``Governance`` type) and its handlers.py (the time-limited child-process probe of ``AppCode``,
-nothing imported here). An invalid app is refused at start with its file and field named,
-instead of every one of its runs failing later.
+IDENTITY.md, owlclaw.toml's tables, sizes), its ``[governance]`` and ``[tools]`` tables, its
+handlers.py (the time-limited child-process probe of ``AppCode``, nothing imported here) and
+its tools' names (none twice; every name governance gives is a tool of the app). An invalid
+app is refused at start with its file and field named, instead of every one of its runs failing
+later.
 
 The apps checked are the directories named on the command line: the service serves exactly
 those (any other agent in the ledger is ``NotServed``) and records their app_dir in the ledger
@@ -20,6 +21,7 @@ from pathlib import Path
 from owlclaw.app import AgentApp, AppError, AppNotFound, load_app
 from owlclaw.runtime.app_code import probe
 from owlclaw.runtime.governance import Governance
+from owlclaw.runtime.toolset import check_governance_names, tool_kinds
 from owlclaw.tools.pack.config import ToolsConfig
 
 
@@ -34,13 +36,16 @@ class InvalidApps(AppError):
 def validate_app(root: Path, load_timeout_s: float) -> AgentApp:
     """The loaded app; AppError naming the file (and field) of the first problem found."""
     app = load_app(root)
+    source = str(app.root / "owlclaw.toml")
     try:
-        Governance.from_app_config(app.config, source=str(app.root / "owlclaw.toml"))
-        ToolsConfig.from_app_config(app.config, source=str(app.root / "owlclaw.toml"))
+        governance = Governance.from_app_config(app.config, source=source)
+        tools = ToolsConfig.from_app_config(app.config, source=source)
     except ValueError as e:
         raise AppError(str(e)) from e
+    capabilities: list[str] = []
     if app.handlers is not None:
-        probe(app.handlers, app.handlers.read_text(encoding="utf-8"), load_timeout_s)
+        capabilities = probe(app.handlers, app.handlers.read_text(encoding="utf-8"), load_timeout_s)
+    check_governance_names(governance, tool_kinds(capabilities, tools.enabled()), source)
     return app
 
 

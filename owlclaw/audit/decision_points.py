@@ -36,11 +36,11 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.app_code import AppCode
-from owlclaw.runtime.builtin_tools import agent_tools
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.loop import recorded_schema
 from owlclaw.runtime.prompt import system_prompt
+from owlclaw.runtime.toolset import agent_tools
 from owlclaw.tools.executor import canonical_arguments, encode_told, truncate
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 from owlclaw.tools.tool import Tool
@@ -183,7 +183,7 @@ class AgentRecord:
             if app is not None
             else {}
         )
-        self.tools: dict[str, Tool] = agent_tools(registry or Registry(), pack)
+        self.tools: dict[str, Tool] = agent_tools((registry or Registry()).capabilities, pack)
         self.events = ledger.stream(agent_stream_id(agent_id))
         self.queued = {e.run_no: e for e in self.events if isinstance(e, ev.RunQueued)}
         self._schedules = _schedule_timeline(self.agent.id, self.events)

@@ -107,8 +107,8 @@ def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> di
     handlers.py is loaded the way a host loads it, with the time limit."""
     from owlclaw.app import load_app
     from owlclaw.runtime.app_code import AppCode
-    from owlclaw.runtime.builtin_tools import agent_tools
     from owlclaw.runtime.capabilities import Registry
+    from owlclaw.runtime.toolset import agent_tools
     from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 
     app_dir = led.load_agent(agent).state.app_dir
@@ -118,7 +118,7 @@ def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> di
         if loaded.handlers:
             registry = AppCode(timeout_s).load(loaded.handlers)
         pack = pack_tools(ToolsConfig.from_app_config(loaded.config), workspaces)
-    return agent_tools(registry, pack)
+    return agent_tools(registry.capabilities, pack)
 
 
 def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import faulthandler
 import hashlib
+import json
 import logging
 import os
 import re
@@ -43,8 +44,9 @@ STARTUP_S = 60.0
 app's import, and on a loaded machine it alone can take longer than a short limit."""
 READY = b"R"
 """The child's first byte: it has started and now imports the app's code."""
-LOADED = "loaded"
-"""The child's answer when the code loaded a registry."""
+LOADED = "loaded "
+"""The child's answer when the code loaded a registry, followed by its capabilities' names
+(JSON), so that start-up can check them without importing the code."""
 FAILED = 3
 TIMEOUT_DUMP = re.compile(r"^Timeout \(\d+:\d\d:\d\d(\.\d+)?\)!$", re.MULTILINE)
 """The first line faulthandler writes when ``dump_traceback_later`` ends the process."""
@@ -91,9 +93,10 @@ class AppCode:
             raise self._failed[1] from e
 
 
-def probe(path: Path, source: str, timeout_s: float) -> None:
-    """Execute ``source`` as ``path`` in a child process; AppCodeError unless it loads a
-    registry within ``timeout_s``. Nothing the child started outlives the call."""
+def probe(path: Path, source: str, timeout_s: float) -> list[str]:
+    """Execute ``source`` as ``path`` in a child process; the names of the capabilities it
+    registers, or AppCodeError unless it loads a registry within ``timeout_s``. Nothing the
+    child started outlives the call."""
     package_root = str(Path(owlclaw.__file__).resolve().parents[1])  # the code running here
     env = os.environ | {
         "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
@@ -128,8 +131,9 @@ def probe(path: Path, source: str, timeout_s: float) -> None:
         errors.seek(max(0, size - 4 * DETAILS_CHARS))
         details = _tail(errors.read().decode(errors="replace"))
     message = answer.removeprefix(READY).decode(errors="replace").strip()
-    if child.returncode == 0 and message == LOADED:
-        return
+    if child.returncode == 0 and message.startswith(LOADED.strip()):
+        names: list[str] = json.loads(message.removeprefix(LOADED.strip()) or "[]")
+        return names
     if child.returncode == FAILED and message:
         raise AppCodeError(message, details)
     if time.monotonic() - began >= timeout_s or _timed_out(child.returncode, details):
@@ -194,8 +198,8 @@ def _child(path: Path, timeout_s: float) -> None:
         faulthandler.dump_traceback_later(timeout_s, exit=True)
         code = 0
         try:
-            load_registry(path, source)
-            answer.write(LOADED)
+            registry = load_registry(path, source)
+            answer.write(LOADED + json.dumps(sorted(registry.capabilities)))
         except BaseException as e:  # SystemExit, KeyboardInterrupt: still an answer
             traceback.print_exc()
             answer.write(str(e) if isinstance(e, AppError) else f"{path}: {type(e).__name__}: {e}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,12 +19,12 @@ import msgspec
 
 from events import catalog as ev
 from events.aggregates import ActiveSchedule, now
-from owlclaw.runtime.capabilities import Registry, UnknownState
+from owlclaw.runtime.capabilities import UnknownState
 from owlclaw.runtime.schedules_prompt import soonest_first
 from owlclaw.tools import builtin_params as p
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
-from owlclaw.tools.tool import RunScope, Tool, ToolContext
+from owlclaw.tools.tool import RunScope, ToolContext
 
 MAX_ACTIVE_SCHEDULES = 100
 
@@ -299,9 +299,3 @@ BUILTINS: dict[str, BuiltinTool] = dict(
     )
 )
 """The built-in tools by name, in the order the model sees them."""
-
-
-def agent_tools(registry: Registry, pack: Mapping[str, Tool] | None = None) -> dict[str, Tool]:
-    """Every tool of an agent whose app has ``registry`` and enabled ``pack`` tools, by name:
-    the built-in tools, the pack's, the app's capabilities."""
-    return {**BUILTINS, **(pack or {}), **registry.capabilities}

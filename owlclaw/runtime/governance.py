@@ -8,7 +8,7 @@ ledger (VisibleToolsResolved, ToolCallDenied, BudgetExceeded).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import date, datetime
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
@@ -19,6 +19,7 @@ from events import Ledger
 from events.aggregates import Agent, run_stream_id
 from owlclaw.app import RateLimit, Skill
 from owlclaw.runtime.conditions import Condition, ConditionError
+from owlclaw.struct_errors import describe
 
 OPERATOR_DISABLED = "disabled by the operator (owlclaw tools --enable re-enables it)"
 
@@ -55,13 +56,25 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         try:
             governance = msgspec.convert(table, cls)
         except msgspec.ValidationError as e:
-            raise ValueError(f"{source}: [governance] {_named(e, table)}") from e
+            raise ValueError(f"{source}: {describe(e, cls, table, 'governance')}") from e
         for tool, text in governance.ask_if.items():
             try:
                 Condition.parse(text)
             except ConditionError as e:
                 raise ValueError(f"{source}: [governance] ask_if.{tool}: {e}") from e
         return governance
+
+    def tool_patterns(self) -> Iterator[tuple[str, str]]:
+        """(key, tool name or glob) of every entry that names tools."""
+        for key, patterns in (
+            ("allow", self.allow),
+            ("deny", self.deny),
+            ("ask", self.ask),
+            ("ask_if", tuple(self.ask_if)),
+            ("rate_limits", tuple(self.rate_limits)),
+        ):
+            for pattern in patterns:
+                yield key, pattern
 
     def approval_reason(
         self, tool: str, arguments: Mapping[str, Any], declared: str | None = None
@@ -115,23 +128,6 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
-
-
-def _named(error: msgspec.ValidationError, table: Any) -> str:
-    """msgspec's message as "field: problem", the rate_limits key spelled out (msgspec writes
-    ``[...]`` for a dict key)."""
-    problem, _, path = str(error).partition(" - at `$.")
-    if not path:
-        return problem
-    path = path.rstrip("`")
-    if path.startswith("rate_limits[...]") and isinstance(table.get("rate_limits"), dict):
-        for name, limit in table["rate_limits"].items():
-            try:
-                msgspec.convert(limit, RateLimit)
-            except msgspec.ValidationError:
-                path = path.replace("[...]", f".{name}", 1)
-                break
-    return f"{path}: {problem}"
 
 
 def skill_hides(skill: Skill, at: datetime | None) -> str | None:

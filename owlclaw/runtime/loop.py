@@ -39,7 +39,6 @@ from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, checked_edit, record_decision
-from owlclaw.runtime.builtin_tools import agent_tools
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import FOREIGN_FACTS, AgentWriter, stand_down
@@ -52,6 +51,7 @@ from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.runtime.reloader import AppReloader
 from owlclaw.runtime.serial import SerialExecutor
 from owlclaw.runtime.subagents import SubAgentReport, SubAgents
+from owlclaw.runtime.toolset import agent_tools, check_governance_names
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.errors import Parked, ToolError
 from owlclaw.tools.executor import (
@@ -430,11 +430,17 @@ class AgentRuntime:
         self, app: AgentApp, governance: Governance, tools: ToolsConfig, registry: Registry | None
     ) -> None:
         """The app reloader switched to ``app``: use its governance, rate limits, pack tools and
-        models."""
+        models; an AppError, and nothing switched, when its tools clash or its governance names
+        a tool it does not have."""
+        pack = pack_tools(tools, self.workspaces, app.root)
+        capabilities = (registry or self.registry).capabilities
+        check_governance_names(
+            governance, agent_tools(capabilities, pack), str(app.root / "owlclaw.toml")
+        )
         if registry is not None:
             self.registry = registry
         self.governance = governance
-        self.pack = pack_tools(tools, self.workspaces, app.root)
+        self.pack = pack
         self._rate = self._rate.with_limits(governance.rate_limits_with(app.skills))
         if app.settings.models:
             self.models = list(app.settings.models)
@@ -623,7 +629,7 @@ class AgentRuntime:
 
     def tools(self) -> dict[str, Tool]:
         """Every tool of this agent, built-in and the app's, by name."""
-        return agent_tools(self.registry, self.pack)
+        return agent_tools(self.registry.capabilities, self.pack)
 
     def _disabled_tools(self, agent: Agent) -> frozenset[str]:
         """The tools the operator switched off for this agent (hidden, and denied if called)."""

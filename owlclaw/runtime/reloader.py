@@ -96,12 +96,12 @@ class AppReloader:
 
     def _use(self, app: AgentApp, governance: Governance, tools: ToolsConfig) -> None:
         """Switch to ``app``; its code is imported (and its scripts registered) only when they
-        changed, and nothing switches if that fails."""
+        changed, and nothing switches if that fails or the runtime refuses the switch."""
         code_changed = self.app is None or app.code_sha256 != self.app.code_sha256
         registry = None
         if code_changed and self._imports_code:
             registry = self._code.load(app.handlers) if app.handlers else Registry()
         if (app.root / SCRIPTS_DIR).is_dir():
             load_script_dir(app.root / SCRIPTS_DIR)
-        self.app = app
         self._switched(app, governance, tools, registry)
+        self.app = app

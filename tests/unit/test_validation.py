@@ -20,7 +20,10 @@ def test_a_valid_app_with_governance_and_handlers_validates(tmp_path: Path) -> N
         config='[governance]\ndeny = ["remember"]\n'
         "[governance.rate_limits.place_order]\ncalls = 2\nper_seconds = 60\n",
     )
-    (root / "handlers.py").write_text(REGISTRY)
+    (root / "handlers.py").write_text(
+        REGISTRY + '@registry.capability("Place an order.")\n'
+        "def place_order(symbol: str) -> str:\n    return symbol\n"
+    )
     app = validate_app(root, load_timeout_s=10)
     assert app.agent_id == "trader"
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from owlclaw.struct_errors import describe
 from owlclaw.tools.pack.files import FilesConfig, file_tools
 from owlclaw.tools.pack.messages import ChannelConfig, message_tools
 from owlclaw.tools.pack.shell import ExecConfig, exec_tools
@@ -43,10 +44,11 @@ class ToolsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         cls, config: Mapping[str, Any], source: str = "owlclaw.toml"
     ) -> ToolsConfig:
         """Validate the table; ValueError names ``source`` and the offending field or name."""
+        table = config.get("tools", {})
         try:
-            tools = msgspec.convert(config.get("tools", {}), cls)
+            tools = msgspec.convert(table, cls)
         except msgspec.ValidationError as e:
-            raise ValueError(f"{source}: [tools] {e}") from e
+            raise ValueError(f"{source}: {describe(e, cls, table, 'tools')}") from e
         known = {*GROUPS, *(n for names in GROUPS.values() for n in names)}
         unknown = sorted(set(tools.enable) - known)
         if unknown:
