@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import threading
+from pathlib import Path
 
 import ray
+from ray._private import ray_constants
 
 from actors.directory import NAMESPACE
 from owlclaw.config import OwlClawConfig
+
+LOCAL_TEMP_DIR = Path(tempfile.gettempdir()) / f"owlclaw-ray-{os.getuid()}"
+"""Where a local cluster keeps its sessions: not Ray's default /tmp/ray, so that neither a
+``ray start`` there nor Ray's CLI takes OwlClaw's cluster for the machine's current one."""
 
 PASSED_ON = (
     "LITELLM_LOCAL_MODEL_COST_MAP",
@@ -42,19 +49,25 @@ def worker_env(config: OwlClawConfig) -> dict[str, str]:
 def connect(config: OwlClawConfig, **init_options: object) -> None:
     """Join the cluster at ``config.ray_address`` (OWLCLAW_RAY_ADDRESS) or start a local one.
 
-    A local cluster runs without the dashboard (nothing here serves it). The caller's SIGTERM
-    and SIGINT handlers are kept: ``ray.init`` replaces them with its own (and its core worker
-    with one that aborts), so a SIGTERM would skip the caller's shutdown, leaving the
-    embedded PostgreSQL and Ray's agent processes behind."""
+    Without a configured address the cluster is always a new one of OwlClaw's own (address
+    "local"): ``ray.init()`` without one adopts whatever cluster the machine last recorded
+    (a user's ``ray start``, another tool's, even through RAY_ADDRESS) and dies with it. It
+    keeps its files in a temp directory of its own, runs without the dashboard (nothing here
+    serves it) and listens on loopback only (``loopback_only``).
+
+    The caller's SIGTERM and SIGINT handlers are kept: ``ray.init`` replaces them with its own
+    (and its core worker with one that aborts), so a SIGTERM would skip the caller's shutdown,
+    leaving the embedded PostgreSQL and Ray's agent processes behind."""
     if ray.is_initialized():
         return
-    if config.ray_address is None:  # a local cluster: keep its traffic on loopback
-        init_options.setdefault("_node_ip_address", "127.0.0.1")
+    if config.ray_address is None:
+        loopback_only()
         init_options.setdefault("include_dashboard", False)
+        init_options.setdefault("_temp_dir", str(LOCAL_TEMP_DIR))
     on_main_thread = threading.current_thread() is threading.main_thread()
     kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     ray.init(
-        address=config.ray_address,
+        address=config.ray_address or "local",
         namespace=NAMESPACE,
         runtime_env={"env_vars": worker_env(config)},
         **init_options,  # type: ignore[arg-type]
@@ -63,6 +76,19 @@ def connect(config: OwlClawConfig, **init_options: object) -> None:
         for sig, handler in kept.items():
             if handler is not None:
                 signal.signal(sig, handler)
+
+
+def loopback_only() -> None:
+    """Make the local cluster this process starts listen on 127.0.0.1 only: its control plane
+    (GCS, raylet, workers, agents) has no authentication of its own that a network should meet.
+
+    Ray replaces a loopback ``_node_ip_address`` with the machine's address, and its servers
+    then listen on every interface. Its single-machine mode (its default on macOS and Windows,
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``) takes 127.0.0.1 as the node's address, so every
+    server binds there. The variable is read when ``ray`` is imported, so this process's copy
+    is set too; the processes the cluster starts inherit it."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def disconnect() -> None:

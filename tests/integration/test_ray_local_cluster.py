@@ -1,0 +1,138 @@
+"""OwlClaw's local Ray cluster is its own: it never adopts a cluster someone else started on the
+machine (a ``ray start``, RAY_ADDRESS), and it listens on loopback only."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.conftest import missing_component
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
+
+RAY_CURRENT = Path("/tmp/ray/ray_current_cluster")
+"""Where ``ray start`` records the machine's current cluster (what ``ray.init()`` adopts)."""
+
+OWN_CLUSTER = """
+import os, ray
+from actors.cluster import connect, disconnect
+from owlclaw.config import OwlClawConfig
+for ray_address in (None, os.environ["FOREIGN"]):
+    if ray_address is not None:
+        os.environ["RAY_ADDRESS"] = ray_address
+    connect(OwlClawConfig(), num_cpus=1, log_to_driver=False)
+    print(ray.get_runtime_context().gcs_address, flush=True)
+    disconnect()
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def foreign_cluster() -> Iterator[str]:
+    """A ``ray start --head`` cluster of someone else's, recorded as the machine's current one;
+    its processes (and only they) are killed afterwards."""
+    recorded = RAY_CURRENT.read_text() if RAY_CURRENT.is_file() else None
+    port = _free_port()
+    ray_bin = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen(
+        [
+            *(str(ray_bin), "start", "--head", f"--port={port}", "--num-cpus=1", "--block"),
+            *("--include-dashboard=false", "--disable-usage-stats"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=os.environ | {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (RAY_CURRENT.is_file() and RAY_CURRENT.read_text().endswith(f":{port}")):
+            if head.poll() is not None or time.monotonic() > deadline:
+                missing_component("a `ray start --head` cluster", RuntimeError(head.returncode))
+            time.sleep(0.2)
+        yield RAY_CURRENT.read_text().strip()
+    finally:
+        tree = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+        for process in tree:
+            process.kill()
+        psutil.wait_procs(tree, timeout=30)
+        if recorded is None:
+            RAY_CURRENT.unlink(missing_ok=True)
+        else:
+            RAY_CURRENT.write_text(recorded)
+
+
+def test_a_foreign_cluster_on_the_machine_is_never_adopted(foreign_cluster: str) -> None:
+    """Today's bug: ``ray.init(address=None)`` joined the recorded cluster (and RAY_ADDRESS);
+    OwlClaw's agents then died with it."""
+    env = os.environ | {"FOREIGN": foreign_cluster}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", OWN_CLUSTER],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    addresses = done.stdout.split()
+    assert len(addresses) == 2
+    for address in addresses:
+        assert address != foreign_cluster
+        assert address.startswith("127.0.0.1:")  # its own, on loopback
+    assert RAY_CURRENT.read_text().strip() == foreign_cluster  # and it left the record alone
+
+
+def test_the_local_cluster_listens_on_loopback_only(ray_cluster: None) -> None:
+    """Every socket the cluster's processes (GCS, raylet, workers, agents) listen on, and this
+    driver's, is on 127.0.0.0/8."""
+    import ray
+
+    @ray.remote
+    def pid() -> int:
+        return os.getpid()
+
+    assert ray.get(pid.remote()) != os.getpid()  # a worker process is up
+    me = psutil.Process()
+    listening = [
+        (process.name(), conn.laddr.ip, conn.laddr.port)
+        for process in [me, *me.children(recursive=True)]
+        for conn in _connections(process)
+        if conn.status == psutil.CONN_LISTEN
+    ]
+    names = {name for name, _, _ in listening}
+    assert {"gcs_server", "raylet"} <= names, listening  # the cluster is this process's
+    outside = [(n, ip, port) for n, ip, port in listening if not _loopback(ip)]
+    assert outside == []
+
+
+def _connections(process: psutil.Process) -> list[Any]:
+    try:
+        return list(process.net_connections(kind="inet"))
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+
+
+def _loopback(ip: str) -> bool:
+    address = ipaddress.ip_address(ip)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
