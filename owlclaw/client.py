@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import httpx
@@ -43,14 +43,26 @@ class _Health(msgspec.Struct):
     ready: bool = False
 
 
+class _ServerToken(httpx.Auth):
+    """The server's token as it is when a request is sent: a server started just before the CLI
+    writes its token file while the CLI waits for it to be ready."""
+
+    def __init__(self, config: OwlClawConfig):
+        self.config = config
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if token := server_token(self.config):
+            request.headers["Authorization"] = f"Bearer {token}"
+        yield request
+
+
 class ServerClient:
     def __init__(self, config: OwlClawConfig, timeout_s: float = 30.0):
         self.url = f"http://{config.server.host}:{config.server.port}"
-        token = server_token(config)
         self._http = httpx.Client(
             base_url=self.url,
             timeout=timeout_s,
-            headers={"Authorization": f"Bearer {token}"} if token else {},
+            auth=_ServerToken(config),
             trust_env=False,  # never route loopback calls through a proxy
         )
 

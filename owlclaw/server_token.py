@@ -4,7 +4,10 @@ Its own module so that clients (the CLI) read it without importing the server.""
 
 from __future__ import annotations
 
+import os
 import secrets
+import tempfile
+from pathlib import Path
 
 from owlclaw.config import OwlClawConfig
 
@@ -22,6 +25,10 @@ def server_token(config: OwlClawConfig, *, create: bool = False) -> str | None:
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
-    path.touch(mode=0o600)
-    path.write_text(token, encoding="utf-8")
+    # written whole under another name, then renamed: a CLI reading it meanwhile finds either
+    # no file or the whole token, never an empty one
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{TOKEN_FILE}.")  # mode 0600
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(token)
+    Path(partial).replace(path)
     return token
