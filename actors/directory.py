@@ -111,6 +111,17 @@ class AgentDirectory:
             )
         return self._handles[name]
 
+    async def _ask(self, agent_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call ``method`` of the agent's actor. An error the host raised (UnknownAgent,
+        ApprovalClosed, ...) is raised here as itself: Ray wraps it with the actor's traceback,
+        which the CLI, the webhook and the console would otherwise show whole."""
+        try:
+            return await getattr(self.handle(agent_id), method).remote(*args, **kwargs)
+        except ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, Exception) and not isinstance(e.cause, ray.exceptions.RayError):
+                raise e.cause from None
+            raise
+
     async def submit(
         self,
         agent_id: str,
@@ -123,8 +134,8 @@ class AgentDirectory:
     ) -> str:
         """Accept a run of a registered agent; returns its run id (UnknownAgent otherwise)."""
         await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        run_id: str = await self.handle(agent_id).submit.remote(
-            agent_id, trigger, focus, payload, context, idempotency_key
+        run_id: str = await self._ask(
+            agent_id, "submit", agent_id, trigger, focus, payload, context, idempotency_key
         )
         return run_id
 
@@ -133,7 +144,7 @@ class AgentDirectory:
         on there: the restarted actor resumes the interrupted run from the ledger."""
         for attempt in range(attempts):
             try:
-                result: RunResult = await self.handle(agent_id).result.remote(agent_id, run_id)
+                result: RunResult = await self._ask(agent_id, "result", agent_id, run_id)
                 return result
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
                 if attempt == attempts - 1:
@@ -145,7 +156,7 @@ class AgentDirectory:
         """Accept a run and wait for it in one call to the actor (if the actor dies meanwhile,
         ``submit`` + ``result`` is the way to follow the run through the restart)."""
         await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        result: RunResult = await self.handle(agent_id).run.remote(agent_id, trigger, **kwargs)
+        result: RunResult = await self._ask(agent_id, "run", agent_id, trigger, **kwargs)
         return result
 
     def events(self, run_id: str, *, timeout_s: float = 600.0) -> AsyncIterator[ev.LedgerEvent]:
@@ -155,48 +166,44 @@ class AgentDirectory:
 
     async def activate(self, agent_id: str) -> float:
         """Make the agent's actor ready (started, agent rebuilt); milliseconds the actor took."""
-        taken: float = await self.handle(agent_id).activate.remote(agent_id)
+        taken: float = await self._ask(agent_id, "activate", agent_id)
         return taken
 
     async def fire(self, fire: TimerFire) -> FireOutcome:
-        outcome: FireOutcome = await self.handle(fire.agent_id).fire.remote(fire)
+        outcome: FireOutcome = await self._ask(fire.agent_id, "fire", fire)
         return outcome
 
     async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
         await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        position: int = await self.handle(agent_id).receive.remote(agent_id, source, payload)
+        position: int = await self._ask(agent_id, "receive", agent_id, source, payload)
         return position
 
     async def change_tools(
         self, agent_id: str, enable: list[str], disable: list[str]
     ) -> ToolsChange:
         await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        change: ToolsChange = await self.handle(agent_id).change_tools.remote(
-            agent_id, enable, disable
-        )
+        change: ToolsChange = await self._ask(agent_id, "change_tools", agent_id, enable, disable)
         return change
 
     async def cancel_schedule(
         self, agent_id: str, schedule_id: str, by: str, reason: str = ""
     ) -> int:
         await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        position: int = await self.handle(agent_id).cancel_schedule.remote(
-            agent_id, schedule_id, by, reason
+        position: int = await self._ask(
+            agent_id, "cancel_schedule", agent_id, schedule_id, by, reason
         )
         return position
 
     async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
         await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        answer: ApprovalAnswer = await self.handle(agent_id).answer_approval.remote(
-            agent_id, decision
-        )
+        answer: ApprovalAnswer = await self._ask(agent_id, "answer_approval", agent_id, decision)
         return answer
 
     async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
-        await self.handle(agent_id).subagent_finished.remote(agent_id, report)
+        await self._ask(agent_id, "subagent_finished", agent_id, report)
 
     async def expire_approvals(self, agent_id: str) -> int:
-        expired: int = await self.handle(agent_id).expire_approvals.remote(agent_id)
+        expired: int = await self._ask(agent_id, "expire_approvals", agent_id)
         return expired
 
     async def status(self, agent_id: str | None = None) -> HostStatus:
@@ -212,7 +219,7 @@ class AgentDirectory:
         )
 
     async def cancel(self, agent_id: str, run_id: str) -> bool:
-        cancelled: bool = await self.handle(agent_id).cancel.remote(agent_id, run_id)
+        cancelled: bool = await self._ask(agent_id, "cancel", agent_id, run_id)
         return cancelled
 
     async def close(self) -> None:

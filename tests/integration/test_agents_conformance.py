@@ -32,7 +32,7 @@ from events.aggregates import ApprovalClosed, Run, UnknownSchedule, UnknownTools
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.runtime.approvals import Decision, overdue, pending
+from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, overdue, pending
 from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -307,10 +307,18 @@ def test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run(setting: S
     assert len(ledger.list_runs(agent_id)) == 1
 
 
+def assert_plain(error: Exception, kind: type[Exception]) -> None:
+    """A domain error reaches the caller as itself on every placement: its own type, its own
+    one-line message (Ray wraps an actor's error with the actor's traceback)."""
+    assert type(error) is kind
+    assert "\n" not in str(error) and "ray::" not in str(error)
+
+
 def test_an_unknown_agent_is_a_clear_error(setting: Setting) -> None:
     async def scenario(agents: Agents) -> None:
-        with pytest.raises(UnknownAgent, match="nobody-here"):
+        with pytest.raises(UnknownAgent, match="nobody-here") as caught:
             await agents.submit("nobody-here", "webhook")
+        assert_plain(caught.value, UnknownAgent)
 
     hosted(setting, scenario)
 
@@ -588,8 +596,9 @@ def test_tools_are_switched_through_the_agents_writer(setting: Setting) -> None:
 
     async def scenario(agents: Agents) -> ToolsChange:
         change = await agents.change_tools(agent_id, [], ["log_decision"])
-        with pytest.raises(UnknownTools, match="has no tool 'nope'"):
+        with pytest.raises(UnknownTools, match="has no tool 'nope'") as caught:
             await agents.change_tools(agent_id, ["nope"], [])
+        assert_plain(caught.value, UnknownTools)
         await agents.result(agent_id, await agents.submit(agent_id, "webhook"))
         return change
 
@@ -617,8 +626,9 @@ def test_a_schedule_is_cancelled_through_the_agents_writer_during_a_run(setting:
         run_id = await agents.submit(agent_id, "webhook")
         await until(recorded(ledger, run_id, ev.DecisionLogged))
         position = await agents.cancel_schedule(agent_id, "sch-old", "console:ops", "obsolete")
-        with pytest.raises(UnknownSchedule, match="no active schedule 'sch-old'"):
+        with pytest.raises(UnknownSchedule, match="no active schedule 'sch-old'") as caught:
             await agents.cancel_schedule(agent_id, "sch-old", "console:ops")
+        assert_plain(caught.value, UnknownSchedule)
         assert (await agents.result(agent_id, run_id)).status == "completed"
         return position
 
@@ -647,11 +657,16 @@ def test_parked_runs_wait_for_their_answers_while_the_mailbox_goes_on(setting: S
         parked = [(await agents.result(agent_id, r)).status for r in (first, second)]
         waiting = {a.run_id: a.approval_id for a in pending(ledger, [agent_id])}
         yes = await agents.answer_approval(agent_id, Decision(waiting[first], True, "ops"))
+        edit = Decision(waiting[second], True, "ops", arguments={"reasoning": ""})
+        with pytest.raises(ToolArgumentsInvalid, match="edited arguments of log_decision") as bad:
+            await agents.answer_approval(agent_id, edit)
+        assert_plain(bad.value, ToolArgumentsInvalid)
         no = await agents.answer_approval(
             agent_id, Decision(waiting[second], False, "ops", "not now")
         )
-        with pytest.raises(ApprovalClosed, match="already granted"):
+        with pytest.raises(ApprovalClosed, match="already granted") as closed:
             await agents.answer_approval(agent_id, Decision(waiting[first], False, "ops"))
+        assert_plain(closed.value, ApprovalClosed)
         await until(recorded(ledger, no.run_id, ev.RunCompleted))
         await until(recorded(ledger, yes.run_id, ev.RunCompleted))
         return parked

@@ -16,7 +16,7 @@ from tests.apps import make_app
 from tests.cli import free_port, owlclaw, owlclaw_json, start_run, user_env
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 
 HANDLERS = """
 from pathlib import Path
@@ -57,8 +57,14 @@ def statuses(env: dict[str, str], cwd: Path) -> dict[str, str]:
 def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_webhook(
     tmp_path: Path,
 ) -> None:
+    """On shared placement: an error an agent's host raises in its Ray actor (the second
+    answer's ApprovalClosed) reaches the CLI and the webhook as itself, in one line."""
     env = user_env(
-        tmp_path / ".owlclaw", free_port(), OWLCLAW_PLACEMENT="local", OWLCLAW_SERVER_TOKEN="t"
+        tmp_path / ".owlclaw",
+        free_port(),
+        OWLCLAW_PLACEMENT="shared",
+        OWLCLAW_HOSTS="1",
+        OWLCLAW_SERVER_TOKEN="t",
     )
     app = make_app(
         tmp_path / "trader",
@@ -96,6 +102,8 @@ def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_web
         assert orders.read_text() == "ACME 5000.0\n"  # once, on the restarted host
         again = owlclaw(env, "approve", waiting["approval_id"], cwd=tmp_path)
         assert again.returncode == 1 and "already granted" in again.stderr
+        assert len(again.stderr.strip().splitlines()) == 2, again.stderr  # error and hint
+        assert "ray::" not in again.stderr and "Traceback" not in again.stderr
 
         second = owlclaw_json(env, "trigger", "trader", cwd=tmp_path)
         assert second["status"] == "parked"
@@ -103,6 +111,7 @@ def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_web
         answers = [answer(env, other["approval_id"], note="not today") for _ in range(2)]
         assert answers[0][0] == 200 and answers[0][1]["status"] == "denied"
         assert answers[1][0] == 409 and answers[1][1]["code"] == "approval_closed"
+        assert "\n" not in answers[1][1]["error"], answers[1][1]["error"]
         assert answer(env, "no-such-approval")[0] == 404
         wait_for(
             lambda: statuses(env, tmp_path)[second["run_id"]] == "RunCompleted", "denied run", 60
