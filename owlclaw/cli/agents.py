@@ -25,6 +25,7 @@ from owlclaw.cli.common import (
     EXIT_USAGE,
     JsonOption,
     app,
+    command_name,
     err,
     exit_served,
     fail,
@@ -63,9 +64,11 @@ def init(
     out.print(f"[green]created[/] agent [bold]{made.agent_id}[/] in {made.root}")
     for name in files:
         out.print(f"  {name}")
+    owlclaw = command_name()
     out.print(
-        f"\nnext:\n  owlclaw run {path}\n"
-        f"  owlclaw trigger {made.agent_id} --focus 'check the ticket queue'"
+        f"\nnext:\n  {owlclaw} run {path}\n"
+        f"  {owlclaw} trigger {made.agent_id} --focus 'check the ticket queue'",
+        soft_wrap=True,
     )
 
 
@@ -396,15 +399,17 @@ def demo(as_json: JsonOption = False) -> None:
     if as_json:
         print_json(report)
         exit_served()
+    owlclaw = command_name()
     out.print(
         f"\n[bold green]demo done in {report.seconds:.0f} s.[/] Inspect what happened:\n"
-        f"  owlclaw ledger {AGENT}                  every event, in log order\n"
-        f"  owlclaw memory {AGENT} --recall 'market crash recovery'\n"
-        f"  owlclaw schedules {AGENT} --all\n"
-        f"  owlclaw replay {AGENT} {report.fired_run_no} --verify"
+        f"  {owlclaw} ledger {AGENT}                  every event, in log order\n"
+        f"  {owlclaw} memory {AGENT} --recall 'market crash recovery'\n"
+        f"  {owlclaw} schedules {AGENT} --all\n"
+        f"  {owlclaw} replay {AGENT} {report.fired_run_no} --verify"
         "   re-execute the fired run without a model\n"
-        f"  owlclaw verify {AGENT}\n"
+        f"  {owlclaw} verify {AGENT}\n"
         f"  cat {report.memory_md}",
         highlight=False,
+        soft_wrap=True,
     )
     exit_served()

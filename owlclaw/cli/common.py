@@ -14,10 +14,12 @@ import atexit
 import errno
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import msgspec
@@ -149,6 +151,20 @@ def bench_database(name: str) -> Iterator[str]:
         yield database.url
     finally:
         server.drop_database(name)
+
+
+def command_name() -> str:
+    """How the user runs this ``owlclaw`` from where they are: ``owlclaw`` when that name on
+    their PATH is this one, else its path (``.venv/bin/owlclaw`` after ``make demo``, whose venv
+    is not activated), so that a printed hint works as printed."""
+    script = Path(sys.executable).with_name("owlclaw")
+    found = shutil.which("owlclaw")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "owlclaw"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
 
 
 def print_json(data: Any) -> None:
