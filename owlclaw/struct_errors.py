@@ -33,30 +33,42 @@ def unknown_name(kind: str, name: str, known: Iterable[str]) -> str:
 
 
 def describe(
-    error: msgspec.ValidationError, root: type[Any], raw: Any = None, table: str = ""
+    error: msgspec.ValidationError,
+    root: type[Any],
+    raw: Any = None,
+    table: str = "",
+    *,
+    toml: bool = True,
 ) -> str:
-    """``error``, raised converting ``raw`` into ``root``, as "[table] key: problem"; for an
-    unknown key, the valid keys there, the nearest first. ``table`` names where ``root`` sits
-    in its file (``governance`` for an app's [governance]); "" for the file itself."""
+    """``error``, raised converting ``raw`` into ``root``, as "[table] key: problem" (``toml``)
+    or "key.path: problem"; for an unknown key, the valid keys there, the nearest one named.
+    ``table`` names where ``root`` sits in its file (``governance`` for an app's
+    [governance]); "" for the file itself."""
     parsed = _AT.match(str(error))
     assert parsed is not None  # the pattern matches any text
     keys, info = _walk(mi.type_info(root), raw, parsed["path"] or "")
     path = [table, *keys] if table else keys
     unknown = _UNKNOWN.match(parsed["problem"])
     if unknown is None:
-        return f"{_where(path)}: {parsed['problem']}" if path else parsed["problem"]
+        return (
+            f"{_where(path, toml, table=False)}: {parsed['problem']}" if path else parsed["problem"]
+        )
     fields = [f.encode_name for f in info.fields] if isinstance(info, mi.StructType) else []
     if not path:
-        return unknown_name("table or key", unknown["name"], fields)
-    where = f"[{path[0]}]" + (" " + ".".join(path[1:]) if path[1:] else "")
-    return f"{where}: {unknown_name('key', unknown['name'], fields)}"
+        return unknown_name("table or key" if toml else "key", unknown["name"], fields)
+    return f"{_where(path, toml, table=True)}: {unknown_name('key', unknown['name'], fields)}"
 
 
-def _where(path: list[str]) -> str:
-    """``[runtime] hosts``, ``[governance] rate_limits.notify.calls``; a top-level key alone."""
-    if len(path) < 2:
-        return "".join(path)
-    return f"[{path[0]}] " + ".".join(path[1:])
+def _where(path: list[str], toml: bool, table: bool) -> str:
+    """Where a problem is: ``[runtime] hosts``, ``[governance] rate_limits.notify.calls``,
+    ``[runtime]`` (a ``table``), a top-level key alone; ``steps[0].tool_calls`` outside TOML."""
+    dotted = "".join(k if k.startswith("[") else f".{k}" for k in path).lstrip(".")
+    if not toml:
+        return dotted
+    if len(path) == 1:
+        return f"[{path[0]}]" if table else path[0]
+    rest = "".join(k if k.startswith("[") else f".{k}" for k in path[1:]).lstrip(".")
+    return f"[{path[0]}] {rest}"
 
 
 def _walk(info: mi.Type, raw: Any, path: str) -> tuple[list[str], mi.Type]:
@@ -73,6 +85,11 @@ def _walk(info: mi.Type, raw: Any, path: str) -> tuple[list[str], mi.Type]:
             name, raw = _failing_entry(info.value_type, raw)
             keys.append(name)
             info = info.value_type
+        elif isinstance(info, mi.ListType | mi.VarTupleType) and step["index"] is not None:
+            keys.append(f"[{step['index']}]")
+            index = int(step["index"])
+            raw = raw[index] if isinstance(raw, list) and index < len(raw) else None
+            info = info.item_type
         else:
             keys.append(step["key"] or f"[{step['index']}]")
             info, raw = mi.AnyType(), None

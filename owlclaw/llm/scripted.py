@@ -6,7 +6,8 @@ number of runs can play the same script at once, and a resumed run continues whe
 
 A script is a list of steps; a step is either ``{"tool_calls": [{"name": ..., "arguments":
 {...}}, ...]}`` or ``{"content": "final answer"}``. Past the last step the model answers with
-the script's ``final`` text. Scripts come from Python objects or JSON files.
+the script's ``final`` text. Scripts come from Python objects or JSON files; an unknown key is
+refused (docs/scripted-model.md has the whole format).
 
 One agent meets different situations, so a script may instead hold ``cases``: each has a
 ``when`` text and its own steps, and a conversation plays the first case whose ``when`` occurs
@@ -25,28 +26,30 @@ from typing import Any
 
 import msgspec
 
+from owlclaw.struct_errors import describe
+
 PROVIDER = "scripted"
 
 
-class ScriptedToolCall(msgspec.Struct, frozen=True):
+class ScriptedToolCall(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     arguments: dict[str, Any] | str = {}
     """A dict, or raw text to send malformed arguments on purpose."""
 
 
-class ScriptStep(msgspec.Struct, frozen=True):
+class ScriptStep(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tool_calls: list[ScriptedToolCall] = []
     content: str | None = None
 
 
-class ScriptCase(msgspec.Struct, frozen=True):
+class ScriptCase(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     when: str
     """Played when this text occurs in the conversation's user message."""
     steps: list[ScriptStep]
     final: str | None = None
 
 
-class Script(msgspec.Struct, frozen=True):
+class Script(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     steps: list[ScriptStep] = []
     cases: list[ScriptCase] = []
     final: str = "Done."
@@ -71,7 +74,9 @@ def register_script(name: str, script: Script | list[dict[str, Any]] | dict[str,
         try:
             script = msgspec.convert(raw, Script)
         except msgspec.ValidationError as e:
-            raise ScriptError(f"invalid script {name!r}: {e}") from e
+            raise ScriptError(
+                f"invalid script {name!r}: {describe(e, Script, raw, toml=False)}"
+            ) from e
     _SCRIPTS[name] = script
 
 

@@ -135,3 +135,30 @@ def test_a_scripted_model_is_priced_at_zero_as_litellm_prices_provider_models() 
     info = litellm.get_model_info("scripted/unit-priced")
     assert (info["input_cost_per_token"], info["output_cost_per_token"]) == (0.0, 0.0)
     assert answer._hidden_params["response_cost"] == 0.0
+
+
+def test_the_documented_example_plays_its_steps_and_its_case() -> None:
+    """docs/scripted-model.md's example, as a user copies it: the top-level steps for a focus
+    no case names, the case (with a quoted earlier result) for one that does."""
+    doc = (Path(__file__).parents[2] / "docs" / "scripted-model.md").read_text()
+    example = doc.split("```json\n", 1)[1].split("```", 1)[0]
+    register_script("documented", json.loads(example))
+    steps = complete("scripted/documented", [{"role": "user", "content": "check the queue"}])
+    assert steps.choices[0].message.tool_calls[0].function.name == "query_state"
+    case: list[dict[str, Any]] = [{"role": "user", "content": "Follow up later"}]
+    first = complete("scripted/documented", case).choices[0].message
+    assert first.tool_calls[0].function.name == "schedule_once"
+    call = first.tool_calls[0]
+    case += [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": '{"schedule_id": "s-7"}'},
+    ]
+    second = complete("scripted/documented", case).choices[0].message.tool_calls[0]
+    assert json.loads(second.function.arguments) == {"schedule_id": "s-7"}
+
+
+def test_an_unknown_key_in_a_script_is_refused_naming_the_nearest() -> None:
+    with pytest.raises(ScriptError, match=r"unknown key 'step' \(did you mean 'steps'\?\)"):
+        register_script("typo", {"step": [{"content": "hi"}]})
+    with pytest.raises(ScriptError, match=r"steps\[0\]\.tool_calls\[0\]: unknown key 'nam'"):
+        register_script("typo", [{"tool_calls": [{"nam": "query_state"}]}])
