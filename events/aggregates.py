@@ -28,6 +28,8 @@ ANSWERED_APPROVALS_KEPT = 1000
 FINISHED_SPAWNS_KEPT = 1000
 INBOUND_KEPT = 20
 """Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
+PREVIOUS_APP_KEPT = "identity"
+"""The AgentWarning source of an app change that does not load: the previous version serves."""
 HEARTBEAT = "heartbeat"
 """The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
 FireVerdict = Literal["fire", "duplicate", "missed"]
@@ -150,6 +152,9 @@ class AgentState(msgspec.Struct):
     """Tools the operator disabled (ToolsChanged), sorted: hidden from the model and refused."""
     app_error: str | None = None
     """Why the app does not load (the last AppLoadFailed), until an identity loads again."""
+    app_warning: str | None = None
+    """Why the app as changed on disk does not load while its previous version keeps serving
+    (the first line of the last AgentWarning from ``identity``), until an identity loads again."""
     approvals: dict[str, Approval] = {}
     """Pending approvals, and the latest answered ones (a parked run reads its answer here)."""
     memories: list[UUID] = []
@@ -520,6 +525,11 @@ class Agent(_Aggregate):
         self.state.code_sha256 = e.code_sha256
         self.state.identity_versions += 1
         self.state.app_error = None
+        self.state.app_warning = None
+
+    def _on_AgentWarning(self, e: ev.AgentWarning) -> None:
+        if e.source == PREVIOUS_APP_KEPT:
+            self.state.app_warning = e.message.partition("\n")[0]
 
     def _on_AppLoadFailed(self, e: ev.AppLoadFailed) -> None:
         self.state.app_error = e.error

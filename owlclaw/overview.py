@@ -40,6 +40,8 @@ class AgentOverview(msgspec.Struct, frozen=True):
     served: bool = True
     """Served by this server (its runs page is here); False for an agent only registered."""
     app_error: str | None = None
+    app_warning: str | None = None
+    """Why the app on disk does not load while its previous version serves."""
     unreadable: str | None = None
     """Why the agent's stream could not be read (e.g. a corrupt event; `owlclaw verify`)."""
 
@@ -109,7 +111,7 @@ def overview_page(
         governance = Governance.from_app_config(app.config) if app is not None else None
         state: AgentState = "passivated"
         runs = tokens = pending_events = 0
-        cost, app_error, unreadable = 0.0, None, None
+        cost, app_error, app_warning, unreadable = 0.0, None, None, None
         try:
             agent = ledger.load_agent(agent_id)
             tokens, cost = spent_today(ledger, agent, today.date())
@@ -125,7 +127,7 @@ def overview_page(
             elif agent_id in active:
                 state = "idle"
             runs, pending_events = agent.state.run_count, agent.state.pending_inbound
-            app_error = agent.state.app_error
+            app_error, app_warning = agent.state.app_error, agent.state.app_warning
         found.append(
             AgentOverview(
                 agent_id=agent_id,
@@ -142,6 +144,7 @@ def overview_page(
                 pending_events=pending_events,
                 served=app is not None,
                 app_error=app_error,
+                app_warning=app_warning,
                 unreadable=unreadable,
             )
         )

@@ -390,6 +390,7 @@ class Service:
                 "schedules": len(state.schedules),
                 "heartbeat_s": app.settings.heartbeat_s,
                 "app_error": state.app_error,
+                "app_warning": state.app_warning,
             }
         return {
             "placement": self.config.runtime.placement,

@@ -187,14 +187,21 @@ def trigger(
             agent, focus, data, idempotency_key=idempotency_key or uuid.uuid4().hex
         )
     run_id = accepted["run_id"]
+    with open_ledger(config) as (_, led):
+        events = [] if no_wait else _follow(led, run_id, timeout, show=not as_json)
+        warning = led.load_agent(agent).state.app_warning
+    if warning is not None:
+        err.print(
+            f"[yellow]warning:[/] {agent} runs its previous code: {escape(warning)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if no_wait:
         if as_json:
-            print_json(accepted)
+            print_json(accepted | {"app_warning": warning})
         else:
             out.print(f"accepted run {run_id} of {agent}")
         return
-    with open_ledger(config) as (_, led):
-        events = _follow(led, run_id, timeout, show=not as_json)
     status = _parked_status(events) or type(events[-1]).__name__.removeprefix("Run").lower()
     if as_json:
         print_json(
@@ -202,6 +209,7 @@ def trigger(
                 "agent_id": agent,
                 "run_id": run_id,
                 "status": status,
+                "app_warning": warning,
                 "steps": [{"type": type(e).__name__, **event_fields(e)} for e in events],
             }
         )
@@ -323,6 +331,7 @@ def _with_served(
             agent_id, {"agent_id": agent_id, "runs": 0, "active": 0, "last_run": None}
         )
         row["app_error"] = info.get("app_error")
+        row["app_warning"] = info.get("app_warning")
         if "unreadable" in info:
             row["unreadable"] = info["unreadable"]
     return sorted(rows.values(), key=lambda a: str(a["agent_id"]))
@@ -348,6 +357,8 @@ def _print_status(report: dict[str, Any]) -> None:
         table.add_column(column)
     for a in report["agents"]:
         app_state = "-" if "app_error" not in a else "[green]ok[/]"
+        if a.get("app_warning"):
+            app_state = f"[yellow]previous code[/]: {escape(a['app_warning'])}"
         if a.get("app_error"):
             app_state = f"[red]failed[/]: {escape(a['app_error'])}"
         if a.get("unreadable"):

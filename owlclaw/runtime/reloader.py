@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from events import catalog as ev
-from events.aggregates import Agent
+from events.aggregates import PREVIOUS_APP_KEPT, Agent
 from owlclaw.app import SCRIPTS_DIR, AgentApp, AppError, load_app
 from owlclaw.llm.scripted import ScriptError, load_script_dir
 from owlclaw.runtime.app_code import AppCode, AppCodeError
@@ -67,7 +67,9 @@ class AppReloader:
                 agent.app_failed(str(self.app_dir), str(e), details)
                 return False
             agent.record(
-                ev.AgentWarning, source="identity", message=f"kept the previous identity: {e}"
+                ev.AgentWarning,
+                source=PREVIOUS_APP_KEPT,
+                message=f"kept the previous identity: {e}",
             )
             return False
         self.error = None
@@ -79,7 +81,12 @@ class AppReloader:
             state.config_sha256,
             state.code_sha256,
         )
-        if state.identity_versions and fresh.fingerprint == recorded and not state.app_error:
+        if (
+            state.identity_versions
+            and fresh.fingerprint == recorded
+            and not state.app_error
+            and not state.app_warning  # the app loads again: say so, which ends the warning
+        ):
             return False
         agent.record(
             ev.IdentityLoaded,

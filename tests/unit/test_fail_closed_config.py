@@ -202,3 +202,31 @@ def test_a_served_app_whose_governance_names_no_tool_keeps_its_previous_version(
     [warning] = [e for e in agent_events(ledger, "desk") if isinstance(e, ev.AgentWarning)]
     assert "ask: 'place_ordr' matches no tool" in warning.message
     assert runtime.governance.ask == ("place_order",)  # the previous governance still asks
+
+
+# --- a served app whose new version does not load -------------------------------------------
+
+
+def test_a_broken_handlers_py_is_the_agents_warning_until_the_file_loads_again(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """The previous code keeps serving, and the agent's state says so (what status, the
+    trigger and the console show) until handlers.py imports again, even as it was before."""
+    root = make_app(tmp_path / "desk")
+    handlers = root / "handlers.py"
+    handlers.write_text(PLACE_ORDER)
+    runtime = AgentRuntime(ledger, "desk", models=["x"], app_dir=root)
+    play(runtime, [{"content": "first"}])
+    assert ledger.load_agent("desk").state.app_warning is None
+    handlers.write_text(PLACE_ORDER + "def broken(:\n")
+    play(runtime, [{"content": "second"}])
+    warning = ledger.load_agent("desk").state.app_warning
+    assert warning is not None and warning.startswith("kept the previous identity: ")
+    assert "SyntaxError" in warning and "\n" not in warning
+    assert "place_order" in runtime.tools()  # the previous code still serves
+    handlers.write_text(PLACE_ORDER)  # back as it was: the identity the ledger last recorded
+    play(runtime, [{"content": "third"}])
+    runtime.close()
+    assert ledger.load_agent("desk").state.app_warning is None
+    loaded = [e for e in agent_events(ledger, "desk") if isinstance(e, ev.IdentityLoaded)]
+    assert len(loaded) == 2 and loaded[0].code_sha256 == loaded[1].code_sha256
