@@ -11,6 +11,7 @@ import getpass
 import json
 from typing import Annotated, Any
 
+import msgspec
 import typer
 from rich.table import Table
 
@@ -25,6 +26,7 @@ from owlclaw.cli.common import (
     open_ledger,
     out,
     print_json,
+    relative,
 )
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
@@ -42,11 +44,13 @@ def approvals(
 ) -> None:
     """Pending approvals: the tool calls agents' runs are parked at, oldest first."""
     from owlclaw.client import ServerClient, ServerUnavailable
-    from owlclaw.runtime.approvals import pending
+    from owlclaw.runtime.approvals import pending, unique_prefixes
 
     config = load_config()
     with open_ledger(config) as (_, led):
-        found = pending(led, [agent] if agent else led.agent_ids())
+        agent_ids = [agent] if agent else led.agent_ids()
+        found = pending(led, agent_ids)
+        known = [a for a_id in agent_ids for a in led.load_agent(a_id).state.approvals]
     with ServerClient(config, timeout_s=5) as client:
         try:
             served = {p.approval_id for p in client.approvals()}
@@ -58,13 +62,25 @@ def approvals(
     if not found:
         out.print("no pending approvals")
         return
-    table = Table(title="pending approvals")
-    for column in ("id", "agent", "tool", "arguments", "reason", "requested", "expires"):
-        table.add_column(column)
+    short = unique_prefixes([p.approval_id for p in found], known)
+    table = Table(title="pending approvals (an id's prefix is enough for approve / deny)")
+    table.add_column("id", no_wrap=True)  # what the user copies: never cut
+    table.add_column("agent", overflow="fold")
+    table.add_column("tool", overflow="fold")
+    table.add_column("arguments", overflow="fold", ratio=2)
+    table.add_column("reason", overflow="fold", ratio=1)
+    table.add_column("requested", no_wrap=True)
+    table.add_column("expires", no_wrap=True)
     for p in found:
         arguments = json.dumps(p.arguments, ensure_ascii=False)
         table.add_row(
-            p.approval_id, p.agent_id, p.tool, arguments, p.reason, p.requested_at, p.expires_at
+            short[p.approval_id],
+            p.agent_id,
+            p.tool,
+            arguments,
+            p.reason,
+            relative(p.requested_at),
+            relative(p.expires_at),
         )
     out.print(table)
 
@@ -82,8 +98,12 @@ def approve(
     as_json: JsonOption = False,
 ) -> None:
     """Let a parked call run (with --args: edited arguments, checked against the tool)."""
-    decision = Decision(approval_id, True, by or getpass.getuser(), note, _arguments(args))
-    _report(_answer(load_config(), decision), as_json)
+    config = load_config()
+    arguments = _arguments(args)
+    decision = Decision(
+        _complete(config, approval_id), True, by or getpass.getuser(), note, arguments
+    )
+    _report(_answer(config, decision), as_json)
 
 
 @app.command()
@@ -95,8 +115,21 @@ def deny(
     as_json: JsonOption = False,
 ) -> None:
     """Refuse a parked call: the model is told who denied it and why, and goes on."""
-    decision = Decision(approval_id, False, by or getpass.getuser(), note)
-    _report(_answer(load_config(), decision), as_json)
+    config = load_config()
+    decision = Decision(_complete(config, approval_id), False, by or getpass.getuser(), note)
+    _report(_answer(config, decision), as_json)
+
+
+def _complete(config: OwlClawConfig, given: str) -> str:
+    """The whole approval id of ``given`` (itself, or a unique prefix of one)."""
+    from events.aggregates import UnknownApproval
+    from owlclaw.runtime.approvals import complete_approval_id
+
+    with open_ledger(config) as (_, led):
+        try:
+            return complete_approval_id(led, given, led.agent_ids())
+        except UnknownApproval as e:
+            fail(str(e), "`owlclaw approvals` lists the pending ones", EXIT_NOT_FOUND)
 
 
 def _arguments(text: str | None) -> dict[str, Any] | None:
@@ -161,7 +194,5 @@ def _report(answered: tuple[ApprovalAnswer, str], as_json: bool) -> None:
 
 
 def _fields(value: PendingApproval | ApprovalAnswer) -> dict[str, Any]:
-    import msgspec
-
     fields: dict[str, Any] = msgspec.to_builtins(value)
     return fields

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -220,8 +220,9 @@ def explain(
         *(f"  hidden {escape(t)}: {escape(why)}" for t, why in m.hidden_tools.items()),
         "memories recalled: " + ("" if m.memories else "-"),
         *(f"  {r.relevance:.3f} {escape(r.content)}" for r in m.memories),
-        f"model path: {' → '.join(m.model_path) or '-'}; rate limits: {m.rate_limits or '-'};"
-        f" budget: {m.budget}",
+        f"model path: {' → '.join(m.model_path) or '-'}",
+        f"rate limits: {_rate_limits(m.rate_limits)}",
+        f"budget: {_budget(m.budget)}",
         f"tokens {m.tokens}, cost ${m.cost_usd:.6f}",
     ]
     for s in m.steps:
@@ -239,3 +240,26 @@ def explain(
         lines += [f"  governance: {escape(g)}" for g in s.governance]
         lines += [f"  recalled {r.relevance:.3f} {escape(r.content)}" for r in s.recalled]
     out.print("\n".join(lines), highlight=False, soft_wrap=True)
+
+
+def _rate_limits(limits: dict[str, Any]) -> str:
+    """``place_order 5 per 3600 s, ...`` (the governance table as the run recorded it)."""
+    return (
+        ", ".join(
+            f"{escape(tool)} {limit.get('calls')} per {limit.get('per_seconds'):g} s"
+            for tool, limit in limits.items()
+        )
+        or "none"
+    )
+
+
+def _budget(budget: dict[str, Any]) -> str:
+    """``1,000 tokens a day, $2.00 a day; exceeded daily_tokens (1,020 of 1,000)``."""
+    parts = []
+    if budget.get("daily_tokens") is not None:
+        parts.append(f"{budget['daily_tokens']:,} tokens a day")
+    if budget.get("daily_cost_usd") is not None:
+        parts.append(f"${budget['daily_cost_usd']:.2f} a day")
+    text = ", ".join(parts) or "none"
+    exceeded = [f"{e['budget']} ({e['spent']:,g} of {e['limit']:,g})" for e in budget["exceeded"]]
+    return text + (f"; exceeded {', '.join(exceeded)}" if exceeded else "")

@@ -18,6 +18,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -165,6 +166,21 @@ def command_name() -> str:
         return str(script.relative_to(Path.cwd()))
     except ValueError:
         return str(script)
+
+
+def relative(moment: datetime | str, now: datetime | None = None) -> str:
+    """``in 23 h``, ``5 min ago``: a time a person reads at a glance (whole units, rounded
+    down; the exact time stays in ``--json``)."""
+    when = datetime.fromisoformat(moment) if isinstance(moment, str) else moment
+    seconds = int((when - (now or datetime.now(UTC))).total_seconds())
+    size = abs(seconds)
+    for unit, length in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if size >= length:
+            text = f"{size // length} {unit}"
+            break
+    else:
+        text = f"{size} s"
+    return f"in {text}" if seconds >= 0 else f"{text} ago"
 
 
 def print_json(data: Any) -> None:

@@ -10,7 +10,7 @@ on top of the stream as it is then.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -116,6 +116,36 @@ def agent_of(ledger: Ledger, approval_id: str, agent_ids: list[str]) -> str:
         if approval_id in ledger.load_agent(agent_id).state.approvals:
             return agent_id
     raise UnknownApproval(f"no approval {approval_id!r}")
+
+
+def complete_approval_id(ledger: Ledger, given: str, agent_ids: list[str]) -> str:
+    """The approval id that ``given`` is, or is the unique prefix of (as git takes a commit's
+    prefix): what ``owlclaw approvals`` prints is short enough for 80 columns; UnknownApproval
+    when it is the prefix of none, or of several (naming them)."""
+    known = [a for agent_id in agent_ids for a in ledger.load_agent(agent_id).state.approvals]
+    if given in known:
+        return given
+    matches = sorted(a for a in known if a.startswith(given))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UnknownApproval(f"approval {given!r} is ambiguous: {', '.join(matches)}")
+    raise UnknownApproval(f"no approval {given!r}")
+
+
+def unique_prefixes(ids: list[str], among: Iterable[str], shortest: int = 8) -> dict[str, str]:
+    """Each of ``ids`` cut to its shortest prefix (at least ``shortest`` characters) that no
+    other id of ``among`` starts with."""
+    others = sorted(set(among) | set(ids))
+    prefixes = {}
+    for approval_id in ids:
+        length = shortest
+        while length < len(approval_id) and any(
+            o != approval_id and o.startswith(approval_id[:length]) for o in others
+        ):
+            length += 1
+        prefixes[approval_id] = approval_id[:length]
+    return prefixes
 
 
 def answer_directly(

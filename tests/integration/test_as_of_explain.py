@@ -239,6 +239,8 @@ def test_explain_names_the_changed_file_and_why_a_tool_was_hidden(
     assert "changed since the previous run: SOUL.md" in explained
     assert "hidden forget: denied by governance.deny" in explained
     assert f"governance: forget ({denied['call_id']}) denied" in explained
+    assert "rate limits: none budget: none" in explained  # as text, not a Python dict
+    assert "{'" not in explained and "': " not in explained
     assert owlclaw("explain", "auditee", "2", "3") == 3
     assert owlclaw("explain", "auditee", "4") == 3
 

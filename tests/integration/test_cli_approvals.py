@@ -84,6 +84,7 @@ def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_web
         [waiting] = owlclaw_json(env, "approvals", cwd=tmp_path)
         assert waiting["tool"] == "place_order" and waiting["served"] is True
         assert waiting["arguments"] == {"symbol": "ACME", "amount": 5000.0}
+        assert_listed_in_80_columns(env, tmp_path, waiting["approval_id"])
         server.kill()  # the host dies while the run is parked (its PostgreSQL is adopted next)
         server.wait()
     finally:
@@ -91,8 +92,10 @@ def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_web
             server.kill()
     assert not orders.exists()
 
-    approved = owlclaw_json(env, "approve", waiting["approval_id"], "--note", "ok", cwd=tmp_path)
+    prefix = waiting["approval_id"][:8]  # as `owlclaw approvals` prints it
+    approved = owlclaw_json(env, "approve", prefix, "--note", "ok", cwd=tmp_path)
     assert approved["via"] == "ledger" and approved["status"] == "granted"
+    assert approved["approval_id"] == waiting["approval_id"]
 
     server, log = start_run(env, tmp_path, "trader")
     try:
@@ -100,10 +103,7 @@ def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_web
         run = parked["run_id"]
         wait_for(lambda: statuses(env, tmp_path)[run] == "RunCompleted", "the resumed run", 120)
         assert orders.read_text() == "ACME 5000.0\n"  # once, on the restarted host
-        again = owlclaw(env, "approve", waiting["approval_id"], cwd=tmp_path)
-        assert again.returncode == 1 and "already granted" in again.stderr
-        assert len(again.stderr.strip().splitlines()) == 2, again.stderr  # error and hint
-        assert "ray::" not in again.stderr and "Traceback" not in again.stderr
+        assert_answered_again_in_one_line(env, tmp_path, waiting["approval_id"])
 
         second = owlclaw_json(env, "trigger", "trader", cwd=tmp_path)
         assert second["status"] == "parked"
@@ -121,6 +121,24 @@ def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_web
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def assert_answered_again_in_one_line(env: dict[str, str], cwd: Path, approval_id: str) -> None:
+    """A second answer is refused in an error line and a hint: the host's ApprovalClosed, not
+    the Ray actor's traceback around it."""
+    again = owlclaw(env, "approve", approval_id, cwd=cwd)
+    assert again.returncode == 1 and "already granted" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 2, again.stderr
+    assert "ray::" not in again.stderr and "Traceback" not in again.stderr
+
+
+def assert_listed_in_80_columns(env: dict[str, str], cwd: Path, approval_id: str) -> None:
+    """`owlclaw approvals` at 80 columns: the id a user copies (a unique prefix) is whole, the
+    expiry reads at a glance."""
+    table = owlclaw(env | {"COLUMNS": "80"}, "approvals", cwd=cwd).stdout
+    assert max(len(line) for line in table.splitlines()) <= 80, table
+    assert f"│ {approval_id[:8]} " in table, table
+    assert "in 23 h" in table or "in 1 d" in table, table
 
 
 def answer(env: dict[str, str], approval_id: str, note: str = "") -> tuple[int, Any]:
