@@ -27,7 +27,9 @@ EFFECTS = (ev.DecisionLogged, ev.MemoryRemembered, ev.MessageSent, ev.RunWarning
 """Events a tool's execution or the environment writes: taken from the record, not compared."""
 PAUSES = (ev.RunParked, ev.RunInterrupted, ev.RunResumed)
 """Where a run stopped and went on (an approval, a crash): the replay runs straight through,
-deciding each parked call with the answer the agent recorded."""
+deciding each parked call with the answer the agent recorded, and a call the process stopped in
+as the resumed run did (``Stopped``): its outcome unknown, the call run again only if that is
+safe."""
 
 
 @dataclass
@@ -61,6 +63,8 @@ def fingerprint(event: ev.LedgerEvent) -> tuple[Any, ...]:  # noqa: PLR0911 - on
             return ("ToolCallSucceeded", tool, result)
         case ev.ToolCallFailed(tool=tool, error_code=code):
             return ("ToolCallFailed", tool, code)
+        case ev.ToolCallTimedOut(tool=tool) | ev.ToolOutcomeUnknown(tool=tool):
+            return (type(event).__name__, tool)
         case ev.RunCompleted(answer=answer):
             return ("RunCompleted", answer)
         case ev.RunTerminated(reason=reason):

@@ -1,0 +1,65 @@
+"""How the recording tells which executions of a call a stop cut off (``replay --verify`` of a
+resumed run)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from events import catalog as ev
+from owlclaw.llm.replay import RecordedRun
+
+AT = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+
+
+def stream(*steps: tuple[type[ev.LedgerEvent], dict[str, Any]]) -> list[ev.LedgerEvent]:
+    """Events of one run stream, versions from 1 as the ledger numbers them."""
+    run_id = uuid.uuid4()
+    return [
+        kind(originator_id=run_id, originator_version=n, timestamp=AT, **fields)
+        for n, (kind, fields) in enumerate(steps, 1)
+    ]
+
+
+def calls(*names: str) -> tuple[type[ev.LedgerEvent], dict[str, Any]]:
+    tool_calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": '{"s": "A"}'}}
+        for i, n in enumerate(names, 1)
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    return (ev.LLMResponded, {"model": "m", "message": message})
+
+
+START = (ev.RunStarted, {"agent_id": "a", "run_no": 1, "trigger": "webhook"})
+VISIBLE = (ev.VisibleToolsResolved, {"tools": ["quote"]})
+REQUESTED = (ev.ToolCallRequested, {"call_id": "c1", "tool": "quote", "arguments": {"s": "A"}})
+STOPPED = (ev.RunInterrupted, {"reason": "the process running it stopped"})
+RESUMED = (ev.RunResumed, {"from_version": 4})
+UNKNOWN = (ev.ToolOutcomeUnknown, {"call_id": "c1", "tool": "quote", "reason": "stopped"})
+ANSWER = (ev.LLMResponded, {"model": "m", "message": {"role": "assistant", "content": "ok"}})
+DONE = (ev.RunCompleted, {"answer": "ok"})
+
+
+def test_the_executions_of_a_call_a_stop_cut_off() -> None:
+    decided = (ev.DecisionLogged, {"decision_type": "other", "reasoning": "r", "call_id": "c1"})
+    succeeded = (ev.ToolCallSucceeded, {"call_id": "c1", "tool": "quote", "result": 1})
+    run_again = RecordedRun(
+        uuid.uuid4(),
+        stream(START, calls("quote"), REQUESTED, STOPPED, RESUMED, UNKNOWN, decided, succeeded),
+    )
+    [stopped, again] = run_again.executions("c1")
+    assert stopped is None and isinstance(again, ev.ToolCallSucceeded)
+
+    # not run again: a later stop is another step's
+    second = (ev.ToolCallRequested, {"call_id": "c2", "tool": "quote", "arguments": {}})
+    not_again = RecordedRun(
+        uuid.uuid4(),
+        stream(START, calls("quote"), REQUESTED, STOPPED, RESUMED, UNKNOWN, ANSWER, STOPPED),
+    )
+    assert not_again.executions("c1") == [None]
+    later = RecordedRun(
+        uuid.uuid4(), stream(START, calls("quote"), REQUESTED, succeeded, second, STOPPED)
+    )
+    assert [type(e) for e in later.executions("c1")] == [ev.ToolCallSucceeded]
+    assert later.executions("c2") == [None] and later.executions("c3") == []
