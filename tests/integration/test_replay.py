@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,10 @@ def test_replay_reports_where_todays_governance_diverges(fresh_db: Database) -> 
         record(ledger)
         report = replay_run(ledger, "audited", 1, governance=Governance(deny=("log_decision",)))
     assert not report.matched
-    assert any("ToolCallDenied" in d and "log_decision" in d for d in report.differences)
+    assert any(
+        d.replay is not None and d.replay.kind == "ToolCallDenied" and "log_decision" in str(d)
+        for d in report.differences
+    )
 
 
 def test_replay_model_refuses_to_invent_responses(fresh_db: Database) -> None:
@@ -218,6 +222,7 @@ def test_replay_verify_reproduces_a_run_resumed_after_it_stopped_in_a_tool(
         report = replay_run(ledger, agent_id, 1, registry=quotes.registry)
         assert ledger.head() == head
     assert report.matched, "\n".join(map(str, report.differences))
+    assert report.compared == report.produced
 
 
 @pytest.mark.parametrize("tool", ["log_decision", "quote"])
@@ -237,3 +242,43 @@ def test_replay_verify_reproduces_a_run_resumed_after_it_stopped_between_steps(
         assert kinds.index("ToolCallSucceeded") < kinds.index("RunInterrupted")  # step 1's
         report = replay_run(ledger, agent_id, 1, registry=quotes.registry)
     assert report.matched, "\n".join(map(str, report.differences))
+
+
+def test_cli_replay_verify_shows_a_difference_readably_as_the_listing_numbers_it(
+    fresh_db: Database, tmp_path: Path
+) -> None:
+    """A resumed run replayed after the operator switched log_decision off: a real difference,
+    after the stop (so the listing's numbers and the compared steps' positions part)."""
+    quotes = Quotes()
+    steps = [QUOTE, decide(1), {"content": "done"}]
+    with Ledger(fresh_db.url) as ledger:
+        kinds = run_until_it_ends(ledger, "differs", steps, quotes)
+        agent = ledger.load_agent("differs")
+        agent.change_tools([], ["log_decision"], ["log_decision"])
+        ledger.append(agent)
+    requested = 1 + max(i for i, k in enumerate(kinds) if k == "ToolCallRequested")
+    assert kinds.index("RunResumed") < requested - 1
+
+    shown = owlclaw(fresh_db, "replay", "differs", "1", "--verify", cwd=tmp_path)
+    assert shown.returncode == 1, shown.stdout + shown.stderr
+    listing = [line for line in shown.stdout.splitlines() if re.match(r"\s*\d+ [A-Z]", line)]
+    assert [line.split()[:2] for line in listing] == [
+        [str(version), kind] for version, kind in enumerate(kinds, 1)
+    ]
+    assert "('" not in shown.stdout  # no Python tuples
+    assert (
+        f"DIFFERS step {requested} (ToolCallRequested)\n"
+        "  recorded: tool log_decision: requested with {"
+    ) in shown.stdout
+    assert "  replay:   tool log_decision: denied, disabled by the operator" in shown.stdout
+    assert "DIFFERS step 2 (VisibleToolsResolved)\n" in shown.stdout
+
+    data = json.loads(
+        owlclaw(fresh_db, "replay", "differs", "1", "--verify", "--json", cwd=tmp_path).stdout
+    )
+    [difference] = [d for d in data["verify"]["differences"] if d["step"] == requested]
+    assert difference["recorded"]["kind"] == "ToolCallRequested"
+    assert difference["replay"]["kind"] == "ToolCallDenied"
+    assert difference["replay"]["fingerprint"][:2] == ["ToolCallDenied", "log_decision"]
+    [step] = [s for s in data["steps"] if s["version"] == requested]
+    assert step["type"] == "ToolCallRequested" and step["tool"] == "log_decision"
