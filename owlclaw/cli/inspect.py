@@ -33,6 +33,7 @@ from owlclaw.runtime.subagents import SpawnNode, spawn_tree
 
 if TYPE_CHECKING:
     from owlclaw.audit.redecide import ReDecision
+    from owlclaw.runtime.verify import ReplayReport
 
 
 @app.command()
@@ -313,7 +314,10 @@ def replay(
     if as_json:
         print_json(
             {
-                "steps": [{"type": type(e).__name__, **event_fields(e)} for e in events],
+                "steps": [
+                    {"type": type(e).__name__, "version": e.originator_version, **event_fields(e)}
+                    for e in events
+                ],
                 "verify": None if report is None else report.__dict__,
             }
         )
@@ -324,10 +328,23 @@ def replay(
         if report is not None and report.matched:
             out.print(f"[green]replay matches[/]: {report.compared} steps reproduced")
         elif report is not None:
-            for line in report.differences:
-                out.print(f"[red]DIFFERS[/] {line}")
+            _print_differences(report)
     if report is not None and not report.matched:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _print_differences(report: ReplayReport) -> None:
+    """Each difference as its two sides, numbered as the listing numbers the recorded step."""
+    for difference in report.differences:
+        head, *sides = str(difference).splitlines()
+        out.print(f"[red]DIFFERS[/] {escape(head)}", highlight=False, soft_wrap=True)
+        for side in sides:
+            out.print(escape(side), highlight=False, soft_wrap=True)
+    out.print(
+        f"{len(report.differences)} differences: the record has {report.compared} steps,"
+        f" the replay took {report.produced}",
+        highlight=False,
+    )
 
 
 def redecide_run(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from events import catalog as ev
@@ -17,6 +17,17 @@ from owlclaw.llm.scripted import message_role
 from owlclaw.tools.errors import ToolError
 
 PROVIDER = "replay"
+
+EXECUTION_OUTCOMES = (ev.ToolCallSucceeded, ev.ToolCallFailed, ev.ToolCallTimedOut)
+"""The events that end an execution of a tool."""
+OTHER_STEPS = (
+    ev.LLMResponded,
+    ev.ToolCallRequested,
+    ev.ToolOutcomeUnknown,
+    ev.ToolCallDenied,
+    ev.ToolCallRejected,
+)
+"""Events of a step other than a call's execution (when they are of another call)."""
 
 
 class ReplayExhausted(RuntimeError):
@@ -72,37 +83,72 @@ class RecordedRun:
                 return e
         return None
 
-    def settled(self, call_id: str) -> Any | None:  # noqa: PLR0911 - one per outcome
+    def executions(self, call_id: str) -> list[ev.LedgerEvent | None]:
+        """What became of each execution of a call, in order: the event of its outcome
+        (ToolCallSucceeded, ToolCallFailed, ToolCallTimedOut), or None where the process
+        stopped while it ran (a RunInterrupted before its outcome).
+
+        An execution begins with the call's request. After a stop the resumed run may execute
+        the call again (after recording its ToolOutcomeUnknown, or at once for a call that had
+        parked): it did if the call's outcome follows before any other step; calls execute one
+        at a time."""
+        found: list[ev.LedgerEvent | None] = []
+        running: Literal["requested", "again", None] = None
+        for e in self.events:
+            ours = getattr(e, "call_id", None) == call_id
+            if isinstance(e, ev.RunInterrupted):
+                if running:
+                    found.append(None)
+                    running = "again"
+            elif ours and isinstance(e, ev.ToolCallRequested):
+                running = "requested"
+            elif ours and isinstance(e, ev.ToolOutcomeUnknown):
+                continue  # recorded as the resumed run reached the call: it may run again
+            elif ours and isinstance(e, EXECUTION_OUTCOMES):
+                if running:
+                    found.append(e)
+                running = None
+            elif isinstance(e, ev.RunEnded) or (running == "again" and isinstance(e, OTHER_STEPS)):
+                running = None
+        return found
+
+    def settled(self, call_id: str) -> Any | None:
         """What the model was told about a call, if the run recorded it; None if not."""
         for e in self.events:
             if getattr(e, "call_id", None) != call_id:
                 continue
-            match e:
-                case ev.ToolCallSucceeded(result=result):
-                    return result
-                case ev.ToolCallFailed(error=error, error_code=code, retryable=retryable):
-                    return ToolError(error=error, error_code=code, retryable=retryable)
-                case ev.ToolCallTimedOut(tool=tool, timeout_s=timeout_s):
-                    return ToolError(
-                        error=f"{tool} did not finish within {timeout_s:g} s",
-                        error_code="TIMEOUT",
-                        kind="timeout",
-                    )
-                case ev.ToolCallDenied(reason=reason, error_code=code):
-                    code = code or "TOOL_DENIED"
-                    return ToolError(
-                        error=reason, error_code=code, retryable=code == "RATE_LIMITED"
-                    )
-                case ev.ToolCallRejected(error=error):
-                    return ToolError(error=error, error_code="INVALID_ARGUMENTS")
-                case ev.ToolOutcomeUnknown(reason=reason):
-                    return ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
+            if isinstance(e, ev.ToolCallSucceeded):
+                return e.result
+            if (told := told_error(e)) is not None:
+                return told
         return None
 
     def unknown_tools(self, known: Iterable[str]) -> list[str]:
         """Tools the recording saw that this process does not load (business capabilities)."""
         known = set(known)
         return [name for name in self.visible if name not in known]
+
+
+def told_error(e: ev.LedgerEvent) -> ToolError | None:
+    """The structured error the model was told of a call that this event settled unsuccessfully
+    (None for any other event)."""
+    match e:
+        case ev.ToolCallFailed(error=error, error_code=code, retryable=retryable):
+            return ToolError(error=error, error_code=code, retryable=retryable)
+        case ev.ToolCallTimedOut(tool=tool, timeout_s=timeout_s):
+            return ToolError(
+                error=f"{tool} did not finish within {timeout_s:g} s",
+                error_code="TIMEOUT",
+                kind="timeout",
+            )
+        case ev.ToolCallDenied(reason=reason, error_code=code):
+            code = code or "TOOL_DENIED"
+            return ToolError(error=reason, error_code=code, retryable=code == "RATE_LIMITED")
+        case ev.ToolCallRejected(error=error):
+            return ToolError(error=error, error_code="INVALID_ARGUMENTS")
+        case ev.ToolOutcomeUnknown(reason=reason):
+            return ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
+    return None
 
 
 _RECORDINGS: dict[str, RecordedRun] = {}

@@ -53,7 +53,7 @@ from owlclaw.runtime.serial import SerialExecutor
 from owlclaw.runtime.subagents import SubAgentReport, SubAgents
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
 from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.tools.errors import Parked, ToolError
+from owlclaw.tools.errors import Parked, Stopped, ToolError
 from owlclaw.tools.executor import (
     CallSite,
     Settled,
@@ -801,11 +801,31 @@ class AgentRuntime:
             if settled is not None:
                 return Settled(ev.ToolCallSucceeded, {}, json_safe(settled).decode())
             if (recorded := state.resumed.arguments(call_id)) is not None:
-                if state.resumed.waited_at(call_id) and (tool := site.tools.get(name)):
-                    params = tool.spec.parse(msgspec.json.encode(recorded))
-                    return await execute(site, tool, call_id, name, params)  # asks again
-                return await self._unknown_outcome(site, state, call_id, name, recorded)
-        return await call_tool(site, call_id, name, arguments)
+                return await self._after_stop(site, state, state.resumed, call_id, name, recorded)
+        try:
+            return await call_tool(site, call_id, name, arguments)
+        except Stopped as stopped:  # an audit replay, where the recorded process stopped
+            assert isinstance(self.mode, Replay)
+            recording = self.mode.recorded
+            return await self._after_stop(site, state, recording, call_id, name, stopped.arguments)
+
+    async def _after_stop(
+        self,
+        site: CallSite,
+        state: RunProgress,
+        recorded: RecordedRun,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+    ) -> Settled:
+        """A call requested before the process stopped, with no recorded outcome, as the
+        resumed run goes on: one that waited for a sub-agent asks again; any other's outcome is
+        unknown. An audit replay takes this path where the record shows the stop (``Stopped``),
+        so it decides as the resumed run did."""
+        if recorded.waited_at(call_id) and (tool := site.tools.get(name)):
+            params = tool.spec.parse(msgspec.json.encode(arguments))
+            return await execute(site, tool, call_id, name, params)  # asks again
+        return await self._unknown_outcome(site, state, call_id, name, arguments)
 
     async def _unknown_outcome(
         self,

@@ -12,7 +12,8 @@ import msgspec
 
 from events import catalog as ev
 from events.aggregates import Agent, Approval, Run
-from owlclaw.llm.replay import RecordedRun
+from owlclaw.llm.replay import RecordedRun, told_error
+from owlclaw.tools.errors import Stopped
 from owlclaw.tools.executor import LiveExecution, Settled, ToolLimits, encode_told, truncate
 from owlclaw.tools.tool import Tool, ToolContext
 
@@ -45,6 +46,8 @@ class Replay:
         self.recorded = recorded
         self.produced: list[ev.LedgerEvent] = []
         """The events the run would have written, in order."""
+        self._executed: dict[str, int] = {}
+        """How often each call was executed so far (a resumed run may execute one again)."""
 
     def commits(self) -> bool:
         return False
@@ -67,23 +70,33 @@ class Replay:
     async def settle(
         self, tool: Tool | None, params: Any, ctx: ToolContext, limits: ToolLimits
     ) -> Settled:
-        """The recorded outcome event again (as recorded), or a failure saying what the
-        recording has instead."""
-        event = self.recorded.outcome_event(ctx.call_id)
+        """The recorded outcome event of this execution of the call again (as recorded);
+        ``Stopped`` where the recorded run's process stopped while it ran; or a failure saying
+        what the recording has instead."""
+        attempt = self._executed.get(ctx.call_id, 0)
+        self._executed[ctx.call_id] = attempt + 1
+        executions = self.recorded.executions(ctx.call_id)
+        if attempt < len(executions):
+            event = executions[attempt]
+            if event is None:
+                raise Stopped(msgspec.to_builtins(params))
+        else:
+            event = self.recorded.outcome_event(ctx.call_id)
         if isinstance(event, ev.ToolCallSucceeded):
             limit = (tool.spec.max_result_bytes if tool else None) or limits.result_bytes
             told = truncate(msgspec.json.encode(event.result), limit)[0]
             return Settled(type(event), _fields(event), told)
-        told_error = self.recorded.outcome(ctx.call_id)
         if isinstance(event, ev.ToolCallFailed | ev.ToolCallTimedOut):
-            told = encode_told(told_error)
-            return Settled(type(event), _fields(event), told, told_error.error_code)
+            error = told_error(event)
+            assert error is not None
+            return Settled(type(event), _fields(event), encode_told(error), error.error_code)
+        error = self.recorded.outcome(ctx.call_id)  # the record did not execute the call
         fields = {
-            "error": told_error.error,
-            "error_code": told_error.error_code,
-            "retryable": told_error.retryable,
+            "error": error.error,
+            "error_code": error.error_code,
+            "retryable": error.retryable,
         }
-        return Settled(ev.ToolCallFailed, fields, encode_told(told_error), told_error.error_code)
+        return Settled(ev.ToolCallFailed, fields, encode_told(error), error.error_code)
 
 
 def _fields(event: ev.LedgerEvent) -> dict[str, Any]:

@@ -10,8 +10,13 @@ the recorded run from the same model output.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from events import Ledger
 from events import catalog as ev
@@ -27,7 +32,51 @@ EFFECTS = (ev.DecisionLogged, ev.MemoryRemembered, ev.MessageSent, ev.RunWarning
 """Events a tool's execution or the environment writes: taken from the record, not compared."""
 PAUSES = (ev.RunParked, ev.RunInterrupted, ev.RunResumed)
 """Where a run stopped and went on (an approval, a crash): the replay runs straight through,
-deciding each parked call with the answer the agent recorded."""
+deciding each parked call with the answer the agent recorded, and a call the process stopped in
+as the resumed run did (``Stopped``): its outcome unknown, the call run again only if that is
+safe."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One compared step of a run: its event type, what was compared, and that in words."""
+
+    kind: str
+    text: str
+    fingerprint: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, event: ev.LedgerEvent) -> Step:
+        return cls(type(event).__name__, describe(event), fingerprint(event))
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where the replay left the record: a recorded step it took differently or not at all,
+    or a step only it took."""
+
+    step: int
+    """The recorded step's number: its event's version in the run stream, as ``owlclaw
+    replay``, ``owlclaw ledger`` and the console's timeline number it. For a step only the
+    replay took, the number of the recorded step it came after."""
+    recorded: Step | None
+    replay: Step | None
+
+    def __str__(self) -> str:
+        recorded, replay = self.recorded, self.replay
+        if recorded is None:
+            assert replay is not None
+            head = f"after step {self.step}: a step the record does not have ({replay.kind})"
+        else:
+            head = f"step {self.step} ({recorded.kind})"
+        shown = [recorded.text if recorded else "", replay.text if replay else ""]
+        if shown[0] == shown[1] and recorded is not None and replay is not None:
+            shown = [describe_fingerprint(recorded), describe_fingerprint(replay)]
+        return (
+            f"{head}\n"
+            f"  recorded: {shown[0] if recorded else '(no such step)'}\n"
+            f"  replay:   {shown[1] if replay else '(no such step)'}"
+        )
 
 
 @dataclass
@@ -37,7 +86,10 @@ class ReplayReport:
     run_id: str
     matched: bool
     compared: int
-    differences: list[str] = field(default_factory=list)
+    """How many steps the record has (the events compared; see ``fingerprint``)."""
+    produced: int = 0
+    """How many steps the replay took."""
+    differences: list[Difference] = field(default_factory=list)
 
 
 def fingerprint(event: ev.LedgerEvent) -> tuple[Any, ...]:  # noqa: PLR0911 - one per type
@@ -61,6 +113,8 @@ def fingerprint(event: ev.LedgerEvent) -> tuple[Any, ...]:  # noqa: PLR0911 - on
             return ("ToolCallSucceeded", tool, result)
         case ev.ToolCallFailed(tool=tool, error_code=code):
             return ("ToolCallFailed", tool, code)
+        case ev.ToolCallTimedOut(tool=tool) | ev.ToolOutcomeUnknown(tool=tool):
+            return (type(event).__name__, tool)
         case ev.RunCompleted(answer=answer):
             return ("RunCompleted", answer)
         case ev.RunTerminated(reason=reason):
@@ -68,10 +122,105 @@ def fingerprint(event: ev.LedgerEvent) -> tuple[Any, ...]:  # noqa: PLR0911 - on
     return (type(event).__name__,)
 
 
-def _steps(events: list[ev.LedgerEvent]) -> list[tuple[Any, ...]]:
+TEXT_CHARS = 300
+"""A step's words are cut here (a difference beyond it is shown whole)."""
+
+
+def describe(event: ev.LedgerEvent) -> str:  # noqa: PLR0911, PLR0912 - one per type
+    """A compared step in words: what ``fingerprint`` compares of it."""
+    match event:
+        case ev.LLMResponded(message=message):
+            calls = message.get("tool_calls") or []
+            if not calls:
+                return _cut(f"model answers {_json(message.get('content'))}")
+            called = ", ".join(
+                f"{c['function']['name']}({_arguments(c['function'].get('arguments'))})"
+                for c in calls
+            )
+            return _cut(f"model calls {called}")
+        case ev.VisibleToolsResolved(tools=tools, filtered=filtered):
+            shown = ", ".join(sorted(tools)) or "none"
+            hidden = ", ".join(f"{name} ({why})" for name, why in sorted(filtered.items()))
+            return _cut(f"visible: {shown}; hidden: {hidden or 'none'}")
+        case ev.ToolCallRequested(tool=tool, arguments=arguments):
+            return _cut(f"tool {tool}: requested with {_json(arguments)}")
+        case ev.ToolCallDenied(tool=tool, reason=reason):
+            return _cut(f"tool {tool}: denied, {reason}")
+        case ev.ToolCallRejected(tool=tool, error=error):
+            return _cut(f"tool {tool}: rejected, {error}")
+        case ev.ToolCallSucceeded(tool=tool, result=result):
+            return _cut(f"tool {tool}: succeeded with {_json(result)}")
+        case ev.ToolCallFailed(tool=tool, error_code=code):
+            return _cut(f"tool {tool}: failed {code}")
+        case ev.ToolCallTimedOut(tool=tool):
+            return _cut(f"tool {tool}: timed out")
+        case ev.ToolOutcomeUnknown(tool=tool):
+            return _cut(f"tool {tool}: outcome unknown")
+        case ev.RunCompleted(answer=answer):
+            return _cut(f"run completed: {_json(answer)}")
+        case ev.RunTerminated(reason=reason):
+            return _cut(f"run terminated: {reason}")
+        case ev.RunFailed(error=error):  # the error is not compared, but says why
+            return _cut(f"run failed: {error}")
+    return type(event).__name__
+
+
+def describe_fingerprint(step: Step) -> str:
+    """All that was compared of a step, for two steps whose cut words are the same."""
+    return _json(list(step.fingerprint), cut=False)
+
+
+def _json(value: Any, *, cut: bool = True) -> str:
+    text = msgspec.json.encode(value, order="sorted", enc_hook=repr).decode()
+    return _cut(text) if cut else text
+
+
+def _arguments(arguments: Any) -> str:
+    """A call's arguments as the model sent them (JSON text, usually)."""
+    if isinstance(arguments, str):
+        with contextlib.suppress(msgspec.DecodeError):
+            return _json(msgspec.json.decode(arguments))
+        return arguments
+    return _json(arguments)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+
+
+def _steps(events: Sequence[ev.LedgerEvent]) -> list[tuple[int, Step]]:
+    """The compared steps of a run with their events' versions."""
     return [
-        fingerprint(e) for e in events if e.stream == "run" and not isinstance(e, EFFECTS + PAUSES)
+        (e.originator_version, Step.of(e))
+        for e in events
+        if e.stream == "run" and not isinstance(e, EFFECTS + PAUSES)
     ]
+
+
+def compare(
+    recorded: Sequence[ev.LedgerEvent], replayed: Sequence[ev.LedgerEvent]
+) -> list[Difference]:
+    """Where the replay's steps differ from the record's, aligned as a diff: a step one side
+    inserted does not shift the rest into differences."""
+    expected, got = _steps(recorded), [s for _, s in _steps(replayed)]
+    keys = [
+        [msgspec.json.encode(s.fingerprint, order="sorted", enc_hook=repr) for s in steps]
+        for steps in ([s for _, s in expected], got)
+    ]
+    matcher = difflib.SequenceMatcher(None, keys[0], keys[1], autojunk=False)
+    differences: list[Difference] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        after = expected[i2 - 1][0] if i2 > 0 else 1  # 1: RunStarted
+        for k in range(max(i2 - i1, j2 - j1)):
+            i, j = i1 + k, j1 + k
+            if i < i2:
+                version, step = expected[i]
+                differences.append(Difference(version, step, got[j] if j < j2 else None))
+            else:
+                differences.append(Difference(after, None, got[j]))
+    return differences
 
 
 def replay_run(
@@ -104,19 +253,13 @@ def replay_run(
         )
     finally:
         runtime.close()
-    expected, got = _steps(list(recorded.events)), _steps(runtime.produced)
-    differences = [
-        f"step {i + 1}: recorded {a!r}, replay {b!r}"
-        for i, (a, b) in enumerate(zip(expected, got, strict=False))
-        if a != b
-    ]
-    if len(expected) != len(got):
-        differences.append(f"recorded {len(expected)} steps, replay produced {len(got)}")
+    differences = compare(recorded.events, runtime.produced)
     return ReplayReport(
         agent_id=agent_id,
         run_no=run_no,
         run_id=str(run_id),
         matched=not differences,
-        compared=len(expected),
+        compared=len(_steps(recorded.events)),
+        produced=len(_steps(runtime.produced)),
         differences=differences,
     )

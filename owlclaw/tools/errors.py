@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -30,6 +30,15 @@ class Parked(Exception):
         self.others_go_on = others_go_on
         """The other calls of the same model message still run (sub-agents started by one
         message run side by side); an approval stops the message where it is."""
+
+
+class Stopped(Exception):
+    """Replay only: the recorded run's process stopped while this call ran (the record has
+    RunInterrupted before its outcome). The replay goes on as the resumed run did."""
+
+    def __init__(self, arguments: dict[str, Any]):
+        super().__init__("the recorded run stopped while the call ran")
+        self.arguments = arguments
 
 
 def invalid_arguments(message: str) -> ToolError:

@@ -211,7 +211,8 @@ def test_schedule_then_replay(tour: Tour, scheduling_run: dict[str, Any]) -> Non
     assert "replay matches" in replay.stdout
     before_escalate = tour("replay", "my-agent", "1", "--verify")  # today's code has one more tool
     assert before_escalate.returncode == 1
-    assert "DIFFERS step 1" in before_escalate.stdout and "escalate" in before_escalate.stdout
+    assert "DIFFERS step 2 (VisibleToolsResolved)" in before_escalate.stdout  # as listed
+    assert "escalate" in before_escalate.stdout
 
 
 def test_trigger_without_wait_returns_the_accepted_run(tour: Tour) -> None:

@@ -1,0 +1,105 @@
+"""How ``replay --verify`` lines a replay up with its record (numbered as the listing numbers
+the recorded events), and how the recording tells which executions of a call a stop cut off."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from events import catalog as ev
+from owlclaw.llm.replay import RecordedRun
+from owlclaw.runtime.verify import compare
+
+AT = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+
+
+def stream(*steps: tuple[type[ev.LedgerEvent], dict[str, Any]]) -> list[ev.LedgerEvent]:
+    """Events of one run stream, versions from 1 as the ledger numbers them."""
+    run_id = uuid.uuid4()
+    return [
+        kind(originator_id=run_id, originator_version=n, timestamp=AT, **fields)
+        for n, (kind, fields) in enumerate(steps, 1)
+    ]
+
+
+def calls(*names: str) -> tuple[type[ev.LedgerEvent], dict[str, Any]]:
+    tool_calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": '{"s": "A"}'}}
+        for i, n in enumerate(names, 1)
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    return (ev.LLMResponded, {"model": "m", "message": message})
+
+
+START = (ev.RunStarted, {"agent_id": "a", "run_no": 1, "trigger": "webhook"})
+VISIBLE = (ev.VisibleToolsResolved, {"tools": ["quote"]})
+REQUESTED = (ev.ToolCallRequested, {"call_id": "c1", "tool": "quote", "arguments": {"s": "A"}})
+STOPPED = (ev.RunInterrupted, {"reason": "the process running it stopped"})
+RESUMED = (ev.RunResumed, {"from_version": 4})
+UNKNOWN = (ev.ToolOutcomeUnknown, {"call_id": "c1", "tool": "quote", "reason": "stopped"})
+ANSWER = (ev.LLMResponded, {"model": "m", "message": {"role": "assistant", "content": "ok"}})
+DONE = (ev.RunCompleted, {"answer": "ok"})
+
+
+def test_a_different_step_shows_both_sides_under_the_recorded_events_version() -> None:
+    recorded = stream(START, VISIBLE, calls("quote"), REQUESTED, STOPPED, RESUMED, UNKNOWN, DONE)
+    failed = {"call_id": "c1", "tool": "quote", "error": "?", "error_code": "OUTCOME_UNKNOWN"}
+    replayed = stream(START, VISIBLE, calls("quote"), REQUESTED, (ev.ToolCallFailed, failed), DONE)
+    [difference] = compare(recorded, replayed)
+    assert difference.step == 7  # the listing's number of the ToolOutcomeUnknown
+    assert str(difference) == (
+        "step 7 (ToolOutcomeUnknown)\n"
+        "  recorded: tool quote: outcome unknown\n"
+        "  replay:   tool quote: failed OUTCOME_UNKNOWN"
+    )
+
+
+def test_a_step_only_one_side_took_is_one_difference_not_a_shift_of_the_rest() -> None:
+    succeeded = (ev.ToolCallSucceeded, {"call_id": "c1", "tool": "quote", "result": {"p": 1}})
+    recorded = stream(START, VISIBLE, calls("quote"), REQUESTED, succeeded, ANSWER, DONE)
+    rejected = (ev.ToolCallRejected, {"call_id": "c0", "tool": "quote", "error": "bad s"})
+    replayed = stream(START, VISIBLE, calls("quote"), rejected, REQUESTED, succeeded, ANSWER, DONE)
+    [extra] = compare(recorded, replayed)
+    assert (extra.step, extra.recorded) == (3, None)
+    assert str(extra).splitlines() == [
+        "after step 3: a step the record does not have (ToolCallRejected)",
+        "  recorded: (no such step)",
+        "  replay:   tool quote: rejected, bad s",
+    ]
+    [missing] = compare(replayed, recorded)
+    assert (missing.step, missing.replay) == (4, None)
+    assert missing.recorded is not None and missing.recorded.kind == "ToolCallRejected"
+
+
+def test_steps_whose_words_are_cut_alike_show_all_that_was_compared() -> None:
+    long = "x" * 400
+    recorded = stream(START, (ev.RunCompleted, {"answer": long + "a"}))
+    replayed = stream(START, (ev.RunCompleted, {"answer": long + "b"}))
+    [difference] = compare(recorded, replayed)
+    recorded_side, replay_side = str(difference).splitlines()[1:]
+    assert recorded_side.endswith('a"]') and replay_side.endswith('b"]')
+
+
+def test_the_executions_of_a_call_a_stop_cut_off() -> None:
+    decided = (ev.DecisionLogged, {"decision_type": "other", "reasoning": "r", "call_id": "c1"})
+    succeeded = (ev.ToolCallSucceeded, {"call_id": "c1", "tool": "quote", "result": 1})
+    run_again = RecordedRun(
+        uuid.uuid4(),
+        stream(START, calls("quote"), REQUESTED, STOPPED, RESUMED, UNKNOWN, decided, succeeded),
+    )
+    [stopped, again] = run_again.executions("c1")
+    assert stopped is None and isinstance(again, ev.ToolCallSucceeded)
+
+    # not run again: a later stop is another step's
+    second = (ev.ToolCallRequested, {"call_id": "c2", "tool": "quote", "arguments": {}})
+    not_again = RecordedRun(
+        uuid.uuid4(),
+        stream(START, calls("quote"), REQUESTED, STOPPED, RESUMED, UNKNOWN, ANSWER, STOPPED),
+    )
+    assert not_again.executions("c1") == [None]
+    later = RecordedRun(
+        uuid.uuid4(), stream(START, calls("quote"), REQUESTED, succeeded, second, STOPPED)
+    )
+    assert [type(e) for e in later.executions("c1")] == [ev.ToolCallSucceeded]
+    assert later.executions("c2") == [None] and later.executions("c3") == []
