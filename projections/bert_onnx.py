@@ -26,16 +26,17 @@ OUTPUT = "embedding"
 
 
 class _Graph:
-    """Nodes and initializers, each node's output named after its position."""
+    """Nodes and initializers added to ``model``'s graph in place (one copy of the weights),
+    each node's output named after its position."""
 
-    def __init__(self, weights: Mapping[str, np.ndarray]):
+    def __init__(self, weights: Mapping[str, np.ndarray], model: onnx.ModelProto):
         self.weights = weights
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
+        self.graph = model.graph
 
     def const(self, value: Any, dtype: type = np.float32) -> str:
-        name = f"c{len(self.initializers)}"
-        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        name = f"c{len(self.graph.initializer)}"
+        tensor = numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+        self.graph.initializer.add().CopyFrom(tensor)
         return name
 
     def weight(self, key: str, transpose: bool = False) -> str:
@@ -43,8 +44,10 @@ class _Graph:
         return self.const(np.ascontiguousarray(array.T if transpose else array))
 
     def op(self, op_type: str, *inputs: str, **attributes: Any) -> str:
-        name = f"n{len(self.nodes)}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [name], **attributes))
+        name = f"n{len(self.graph.node)}"
+        self.graph.node.add().CopyFrom(
+            helper.make_node(op_type, list(inputs), [name], **attributes)
+        )
         return name
 
     def linear(self, x: str, prefix: str) -> str:
@@ -69,7 +72,8 @@ def bert_sentence_encoder(weights: Mapping[str, np.ndarray], config: Mapping[str
         raise ValueError("only BERT with GELU and absolute positions is supported")
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     eps = float(config["layer_norm_eps"])
-    g = _Graph(weights)
+    model = helper.make_model(onnx.GraphProto(), opset_imports=[helper.make_opsetid("", OPSET)])
+    g = _Graph(weights, model)
     ids, mask = "input_ids", "attention_mask"
 
     tokens = g.op("Squeeze", g.op("Shape", ids, start=1, end=2), g.const([0], np.int64))
@@ -113,17 +117,13 @@ def bert_sentence_encoder(weights: Mapping[str, np.ndarray], config: Mapping[str
     summed = g.op("ReduceSum", g.op("Mul", x, weight), g.const([1], np.int64), keepdims=0)
     count = g.op("ReduceSum", weight, g.const([1], np.int64), keepdims=0)
     mean = g.op("Div", summed, g.op("Max", count, g.const(1e-9)))
-    g.nodes.append(helper.make_node("LpNormalization", [mean], [OUTPUT], axis=1, p=2))
-
-    graph = helper.make_graph(
-        g.nodes,
-        "bert_sentence_encoder",
-        [
-            helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "tokens"]),
-            helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "tokens"]),
-        ],
-        [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", hidden])],
-        g.initializers,
+    g.graph.node.add().CopyFrom(helper.make_node("LpNormalization", [mean], [OUTPUT], axis=1, p=2))
+    g.graph.name = "bert_sentence_encoder"
+    g.graph.input.extend(
+        helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"])
+        for name in (ids, mask)
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    g.graph.output.append(
+        helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", hidden])
+    )
     return bytes(model.SerializeToString())
