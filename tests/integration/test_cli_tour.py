@@ -183,7 +183,7 @@ def test_the_server_embeds_through_the_nodes_embedding_actor(tour: Tour, first_r
     assert tour.server is not None
     maps = Path(f"/proc/{tour.server.pid}/maps").read_text()
     assert "site-packages/ray/" in maps  # the check can see a loaded library
-    assert "libtorch" not in maps
+    assert "site-packages/onnxruntime/" not in maps
 
 
 def test_a_capability_added_to_handlers_is_visible_to_the_next_run(

