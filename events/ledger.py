@@ -34,7 +34,7 @@ from events.group_commit import GroupCommit
 from events.hashchain import GENESIS_HASH, Row, VerifyReport, row_hash
 from events.heads import ANCHOR_STREAM_ID, Anchor, anchor_digest, anchored_heads
 from events.memory_recorder import InMemoryRecorder
-from events.recorder import OwlClawApplicationRecorder, postgres_env
+from events.recorder import OwlClawApplicationRecorder, drop_dead_connections, postgres_env
 
 MAX_REBASES = 10
 REGISTER_BATCH = 1000
@@ -211,7 +211,7 @@ class Ledger:
                 f"this writer's earlier append failed ({e})"
             ) from e
         except (PersistenceError, OSError) as e:
-            raise LedgerUnavailable(
+            raise self._unavailable(
                 f"append of {len(events)} event(s) failed, database unreachable: {e}",
                 committed=self._was_committed(events),
             ) from e
@@ -325,6 +325,13 @@ class Ledger:
         last = events[-1]
         return self._recorder.has_event_once(last.originator_id, last.originator_version)
 
+    def _unavailable(self, message: str, committed: bool | None = None) -> LedgerUnavailable:
+        """The database did not answer: the pool's dead connections go now, so the caller's
+        next try gets a live one once the server is back (``drop_dead_connections``)."""
+        if isinstance(self._recorder, OwlClawApplicationRecorder):
+            drop_dead_connections(self._recorder.datastore)
+        return LedgerUnavailable(message, committed)
+
     # --- agents and runs ----------------------------------------------------------------------
 
     def register_agent(self, agent_id: str, app_dir: str = "", **sub_agent: Any) -> Agent:
@@ -400,7 +407,7 @@ class Ledger:
         except LedgerDecodeError as e:
             raise LedgerReadError(e, None) from e
         except PersistenceError as e:
-            raise LedgerUnavailable(f"cannot load agent {agent_id!r}: {e}") from e
+            raise self._unavailable(f"cannot load agent {agent_id!r}: {e}") from e
         assert isinstance(agent, Agent)
         return agent
 
@@ -488,7 +495,7 @@ class Ledger:
                 inclusive_of_start=False,
             )
         except PersistenceError as e:
-            raise LedgerUnavailable(f"cannot read the ledger: {e}") from e
+            raise self._unavailable(f"cannot read the ledger: {e}") from e
         return [LoggedEvent(n.id, self._decode(n, n.id)) for n in notifications]
 
     def agent_ids(self) -> list[str]:
@@ -510,7 +517,7 @@ class Ledger:
         try:
             return self._recorder.max_committed_notification_id() or 0
         except PersistenceError as e:
-            raise LedgerUnavailable(f"cannot read the ledger: {e}") from e
+            raise self._unavailable(f"cannot read the ledger: {e}") from e
 
     def subscribe(self, after: int = 0) -> Generator[LoggedEvent]:
         """Follow the log from ``after``, woken by LISTEN/NOTIFY; runs until closed."""
@@ -547,7 +554,7 @@ class Ledger:
         try:
             heads = self._recorder.stream_heads(list(set(streams)))
         except PersistenceError as e:  # every caller of the group gets it
-            raise LedgerUnavailable(f"cannot look up stream heads: {e}") from e
+            raise self._unavailable(f"cannot look up stream heads: {e}") from e
         return [heads.get(s) for s in streams]
 
     def event_hashes(self, keys: Sequence[tuple[UUID, int]]) -> dict[tuple[UUID, int], bytes]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 from uuid import UUID
 
@@ -659,6 +659,16 @@ def schema_lock(datastore: PostgresDatastore) -> Iterator[None]:
             yield
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+
+
+def drop_dead_connections(datastore: PostgresDatastore) -> None:
+    """Check every idle connection of the datastore's pool and replace the dead ones: after a
+    call met a dead connection. A restarted server leaves all of them dead, and the pool hands
+    out one at a time, so without this each fails one more call of this process long after the
+    server is back (a timer delivery retried 4 times met 4 of them). A round trip per idle
+    connection, on failure only."""
+    with suppress(Exception):  # a pool closed meanwhile: nothing to check
+        datastore.pool.check()
 
 
 def connect_kwargs(datastore: PostgresDatastore) -> dict[str, Any]:

@@ -5,7 +5,9 @@ Hatchet's ticker polls its one-off schedules every 5 s for those due in the next
 schedule due sooner than ``LEAD`` could be seen only after its time: those stay on the fast path,
 the built-in worker that every timer service runs next to Hatchet (``holds``). Hatchet may
 deliver a fire twice; the agent deduplicates by (schedule id, fire time). A failed delivery is
-retried by Hatchet itself up to the task's ``retries``.
+retried by Hatchet itself up to the task's ``retries``, with exponential backoff (2, 4, 8 s... up
+to ``BACKOFF_MAX_S``), so that retries outlast a restart of OwlClaw's database, which is what
+fails a delivery.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ CRON_FIRE_TIME = "hatchet__cron_scheduled_at"
 LEAD = timedelta(seconds=8)
 """A one-off due at least this far ahead is held by Hatchet: the ticker's 5 s look-ahead, with
 margin for a poll delayed under load (its polls never overlap: a slow one pushes the next)."""
+BACKOFF_FACTOR = 2.0
+"""The engine waits BACKOFF_FACTOR ** n seconds before the n-th retry of a failed delivery (2, 4,
+8 s with the default 3 retries: the last one 14 s after the first failure)."""
+BACKOFF_MAX_S = 60
 
 
 class HatchetBackend:
@@ -88,10 +94,16 @@ def fire_of(
 def fire_task(
     hatchet: Hatchet, deliver: Deliver, retry: RetryPolicy | None = None, grace: timedelta = GRACE
 ) -> Any:
-    """The Hatchet task that receives fires; Hatchet retries it on failure."""
+    """The Hatchet task that receives fires; Hatchet retries it on failure, with backoff."""
     retries = (retry or RetryPolicy()).max_retries
 
-    @hatchet.task(name=TASK, retries=retries, input_validator=EmptyModel)
+    @hatchet.task(
+        name=TASK,
+        retries=retries,
+        backoff_factor=BACKOFF_FACTOR,
+        backoff_max_seconds=BACKOFF_MAX_S,
+        input_validator=EmptyModel,
+    )
     async def owlclaw_timer_fire(task_input: EmptyModel, ctx: Context) -> dict[str, Any]:
         raw = task_input.model_dump()
         fire = fire_of(raw, dict(ctx.additional_metadata or {}), datetime.now(UTC), grace)

