@@ -304,9 +304,11 @@ class MemoryStore:
 
     CANDIDATES_PER_RESULT = 4
 
-    def __init__(self, view: MemoryView, *, half_life_days: float = 30.0):
+    def __init__(self, view: MemoryView, *, half_life_days: float = 30.0, wait_s: float = 1.0):
         self.view = view
         self.half_life_seconds = half_life_days * 86400.0
+        self.wait_s = wait_s
+        """How long a recall waits for the view to absorb ``after_position``, unless told."""
 
     def recall(
         self,
@@ -315,14 +317,15 @@ class MemoryStore:
         limit: int = 5,
         *,
         after_position: int | None = None,
-        timeout: float = 1.0,
+        timeout: float | None = None,
         now: datetime | None = None,
         min_similarity: float | None = None,
     ) -> RecallResult:
         """Memories of ``agent_id`` most relevant to ``query``.
 
-        ``after_position``: wait (at most ``timeout`` s) until the view has absorbed that log
-        position, so a memory remembered earlier in the same run is found.
+        ``after_position``: wait (at most ``timeout`` s, by default the store's ``wait_s``) until
+        the view has absorbed that log position, so a memory remembered earlier in the same run
+        is found.
         ``min_similarity``: leave out memories less similar to the query than this (the
         relevance floor), however few remain.
         """
@@ -330,7 +333,8 @@ class MemoryStore:
             raise ValueError(f"limit must be between {MIN_LIMIT} and {MAX_LIMIT}, got {limit}")
         warning = None
         try:
-            if after_position is not None and not self.wait_for(after_position, timeout):
+            wait_s = self.wait_s if timeout is None else timeout
+            if after_position is not None and not self.wait_for(after_position, wait_s):
                 warning = f"memory index has not reached log position {after_position} yet"
             rows = self._nearest(agent_id, query, limit * self.CANDIDATES_PER_RESULT)
         except (psycopg.Error, PersistenceError, EmbeddingUnavailable) as e:

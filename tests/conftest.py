@@ -1,6 +1,10 @@
 """Shared fixtures: one embedded PostgreSQL for the whole session, a fresh database per use.
 
 With ``CI=true`` a missing real component is a failure; locally it is a clear skip.
+
+No Hypothesis example has a deadline: Hypothesis fails an example that takes longer than its
+deadline (200 ms unless a test sets one), which a loaded machine does to an example that is merely
+slow there, not wrong. No test depends on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, DatabaseUnavailable, open_database
@@ -18,6 +23,8 @@ from projections.embedders import LOCAL_MODEL, Embedder, EmbeddingUnavailable, e
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+settings.register_profile("owlclaw", deadline=None)  # over the loaded one (CI's, if in CI)
+settings.load_profile("owlclaw")
 
 
 def missing_component(what: str, why: object) -> None:

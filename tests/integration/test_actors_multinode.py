@@ -21,6 +21,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.runtime.loop import RunResult
 from tests.conftest import missing_component
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 TERMINAL = {c.__name__ for c in ev.TERMINAL_RUN_EVENTS}
@@ -94,24 +95,19 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         assert set(placed.values()) == {head_id, worker.node_id}  # agents on both nodes
         for agent_id in agents:  # activated (litellm imported) before the runs start
             ray.get(directories[home[agent_id]].handle(agent_id).activate.remote(agent_id))
+        doomed = [  # the worker's agents' processes, asked now: the kill follows the starts
+            ray.get(directories[home[a]].handle(a).pid.remote())
+            for a in agents
+            if placed[a] == worker.node_id
+        ]
         run_ids = {a: asyncio.run(directories[home[a]].submit(a, "webhook")) for a in agents}
 
         def started(run_id: str) -> bool:
             events = ledger.stream(uuid.UUID(run_id))
             return any(isinstance(e, ev.DecisionLogged) for e in events)
 
-        deadline = time.monotonic() + 60
-        while not all(started(r) for r in run_ids.values()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        killed_at = _kill(  # the worker node dies with its agents mid-run
-            nodes,
-            worker,
-            [  # its agents' processes, wherever Ray parented them
-                ray.get(directories[home[a]].handle(a).pid.remote())
-                for a in agents
-                if placed[a] == worker.node_id
-            ],
-        )
+        wait_for(lambda: all(started(r) for r in run_ids.values()), "every run's first step")
+        killed_at = _kill(nodes, worker, doomed)  # the worker node dies with its agents mid-run
 
         async def results() -> list[RunResult]:
             waits = (directories[home[a]].result(a, r) for a, r in run_ids.items())

@@ -17,6 +17,7 @@ from events.aggregates import Run, agent_stream_id
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.runtime import app_code
 from owlclaw.runtime.app_code import EXIT_GRACE_S, STARTUP_S
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime, RunResult
@@ -197,7 +198,7 @@ def test_rate_limit_windows_survive_passivation_and_a_restart(
     ],
 )
 def test_an_app_whose_code_hangs_or_raises_at_import_fails_alone_and_loads_once_fixed(
-    ledger: Ledger, tmp_path: Path, statement: str, error: str
+    ledger: Ledger, tmp_path: Path, statement: str, error: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Activation returns within the time limit with AppLoadFailed recorded; meanwhile another
     agent of the host completes a run; the broken agent's runs fail at once naming the app; a
@@ -209,25 +210,35 @@ def test_an_app_whose_code_hangs_or_raises_at_import_fails_alone_and_loads_once_
     ledger.register_agent("healthy")
     limits = RuntimeConfig(models=("scripted/host-answer",), app_load_timeout_s=3.0)
     register_script("host-answer", [{"content": "done"}])
+    probed: list[str] = []
+    probe = app_code.probe
 
-    async def scenario() -> tuple[float, bool, list[RunResult]]:
+    def counted(path: Path, source: str, timeout_s: float) -> None:
+        probed.append(source)
+        probe(path, source, timeout_s)
+
+    monkeypatch.setattr(app_code, "probe", counted)
+
+    async def scenario() -> tuple[float, bool, list[RunResult], list[int]]:
         host = AgentHost(ledger, OwlClawConfig(runtime=limits))
         activating = asyncio.create_task(host.activate("looper"))
         healthy = await host.result("healthy", await host.submit("healthy", "webhook"))
         looper_was_loading = not activating.done()
         activation_ms = await activating
+        probes = [len(probed)]
         results = [healthy, await host.result("looper", await host.submit("looper", "webhook"))]
+        probes.append(len(probed))
         handlers.write_text(handlers.read_text().replace(statement, ""))
         results.append(await host.result("looper", await host.submit("looper", "webhook")))
         await host.close()
-        return activation_ms, looper_was_loading, results
+        return activation_ms, looper_was_loading, results, probes
 
-    activation_ms, looper_was_loading, (healthy, failed, fixed) = asyncio.run(scenario())
+    activation_ms, looper_was_loading, (healthy, failed, fixed), probes = asyncio.run(scenario())
     assert activation_ms < (STARTUP_S + 3.0 + EXIT_GRACE_S) * 1000  # bounded, never wedged
     assert healthy.status == "completed"
     assert looper_was_loading or "raise" in statement  # a hang: the other agent ran meanwhile
     assert (failed.status, fixed.status) == ("failed", "completed")
-    assert failed.duration_ms < 1000  # no second probe: the recorded error, at once
+    assert probes == [1, 1]  # the failed run: the recorded error, without a second probe
     [run_failed] = [
         e for e in ledger.stream(uuid.UUID(failed.run_id)) if isinstance(e, ev.RunFailed)
     ]

@@ -45,7 +45,6 @@ DECIDE = {"name": "log_decision", "arguments": {"reasoning": "ok", "decision_typ
 SCRIPTS: dict[str, Any] = {
     "answer": {"steps": [{"content": "done"}]},
     "one_tool": {"steps": [{"tool_calls": [DECIDE]}]},
-    "slow": {"steps": [], "latency_s": 1.0},
     "paced": {
         "steps": [
             {"tool_calls": [DECIDE]},
@@ -58,19 +57,45 @@ SCRIPTS: dict[str, Any] = {
         ],
         "latency_s": 0.7,
     },
-    "resume": {"steps": [{"tool_calls": [DECIDE]}, {"content": "recovered"}]},
-    "wait_outside": {
-        "steps": [{"tool_calls": [{"name": "wait_outside", "arguments": {"seconds": 6}}]}]
+    "held": {
+        "steps": [
+            {"tool_calls": [{"name": "hold", "arguments": {}}]},
+            {
+                "tool_calls": [
+                    {"name": "schedule_once", "arguments": {"delay_seconds": 60, "focus": "x"}}
+                ]
+            },
+            {"content": "scheduled"},
+        ],
     },
+    "resume": {"steps": [{"tool_calls": [DECIDE]}, {"content": "recovered"}]},
+    "wait_outside": {"steps": [{"tool_calls": [{"name": "wait_outside", "arguments": {}}]}]},
     "block_outside": {
         "steps": [
-            {"tool_calls": [{"name": "block_outside", "arguments": {"seconds": 30}}]},
+            {"tool_calls": [{"name": "block_outside", "arguments": {}}]},
             {"content": "gave up waiting"},
         ]
     },
 }
+HELD_HANDLERS = """
+import asyncio
+from pathlib import Path
+
+from owlclaw import Registry
+
+registry = Registry()
+
+
+@registry.capability("Wait for the market to open.")
+async def hold() -> dict[str, bool]:
+    while not Path({released!r}).exists():  # the run goes on when the test says so
+        await asyncio.sleep(0.05)
+    return {{"open": True}}
+"""
+
 SLOW_HANDLERS = """
 import asyncio
+from pathlib import Path
 
 from owlclaw import Registry
 
@@ -78,13 +103,15 @@ registry = Registry()
 
 
 @registry.capability("Wait on a slow outside system.")
-async def wait_outside(seconds: float) -> dict[str, float]:
-    await asyncio.sleep(seconds)
-    return {"waited": seconds}
+async def wait_outside() -> dict[str, bool]:
+    while not Path({answered!r}).exists():  # the outside system answers when the test says so
+        await asyncio.sleep(0.05)
+    return {{"answered": True}}
 """
 
 BLOCKING_HANDLERS = """
 import time
+from pathlib import Path
 
 from owlclaw import Registry
 
@@ -92,10 +119,19 @@ registry = Registry()
 
 
 @registry.capability("Call a slow outside system with a blocking client.", timeout_s=4)
-def block_outside(seconds: float) -> dict[str, float]:
-    time.sleep(seconds)
-    return {"waited": seconds}
+def block_outside() -> dict[str, bool]:
+    deadline = time.monotonic() + 120
+    while not Path({answered!r}).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # blocks its thread until the test lets it answer
+    Path({returned!r}).touch()
+    return {{"answered": True}}
 """
+
+
+def settled(ledger: Ledger, run_id: str) -> Callable[[], bool]:
+    """A condition: the run has recorded an outcome of a tool call (or ended)."""
+    outcomes = ev.ToolCallSucceeded | ev.ToolCallFailed | ev.ToolCallTimedOut | ev.RunEnded
+    return lambda: any(isinstance(e, outcomes) for e in ledger.stream(uuid.UUID(run_id)))
 
 
 @dataclass
@@ -389,15 +425,23 @@ def test_an_interrupted_run_resumes_first_then_runs_accepted_before_the_crash(
 def test_a_second_writer_fences_the_host_and_the_streams_never_fork(setting: Setting) -> None:
     """While the host runs run 1, another writer queues run 2 on the agent's stream: the host's
     next commit that touches the agent loses, run 1 ends at its last good commit, and run 2
-    is executed once the host next activates the agent."""
+    is executed once the host next activates the agent. Run 1 waits in a tool call until the
+    other writer has queued run 2 (not for a model's latency that a slow machine could outlast):
+    its schedule_once comes after."""
     ledger, agent_id = setting.ledger, unique("fenced")
-    setting.register(agent_id, "paced")
+    released = setting.apps / agent_id / "released"
+    app = make_app(setting.apps / agent_id, config='[agent]\nmodels = ["scripted/held"]\n')
+    (app / "handlers.py").write_text(HELD_HANDLERS.format(released=str(released)))
+    ledger.register_agent(agent_id, str(app))
     intruder = AgentRuntime(ledger, agent_id, models=["scripted/answer"])
 
     async def scenario(agents: Agents) -> tuple[str, str, str]:
         first = await agents.submit(agent_id, "webhook", focus="first")
-        await until(recorded(ledger, first, ev.DecisionLogged))
-        second, _ = await intruder.submit("webhook", "from another writer")
+        try:
+            await until(recorded(ledger, first, ev.ToolCallRequested))
+            second, _ = await intruder.submit("webhook", "from another writer")
+        finally:
+            released.touch()
         assert (await agents.result(agent_id, first)).status == "failed"
         return first, str(second), (await agents.result(agent_id, str(second))).status
 
@@ -452,21 +496,24 @@ def test_what_the_host_accepts_during_a_run_queues_behind_it_and_breaks_nothing(
 def test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_on(
     setting: Setting,
 ) -> None:
+    """The first run waits in a tool call until the test has cancelled it (the next one then
+    finds the call answered at once): it is still running when cancelled, on any machine."""
     ledger, agent_id = setting.ledger, unique("cancel")
-    setting.register(agent_id, "slow")
+    released = setting.apps / agent_id / "released"
+    app = make_app(setting.apps / agent_id, config='[agent]\nmodels = ["scripted/held"]\n')
+    (app / "handlers.py").write_text(HELD_HANDLERS.format(released=str(released)))
+    ledger.register_agent(agent_id, str(app))
 
     async def scenario(agents: Agents) -> tuple[bool, str, str]:
         slow = await agents.submit(agent_id, "webhook", focus="slow")
         after = await agents.submit(agent_id, "webhook", focus="next")
-        deadline = time.monotonic() + 30
-        while (await agents.status(agent_id)).agents.get(agent_id, None) is None or (
-            await agents.status(agent_id)
-        ).agents[agent_id].running != slow:
-            assert time.monotonic() < deadline, "the run never showed as running"
-            await asyncio.sleep(0.02)
-        activity = (await agents.status(agent_id)).agents[agent_id]
-        assert activity.queued == 1  # the next run waits behind it
-        cancelled = await agents.cancel(agent_id, slow)
+        try:
+            await until(recorded(ledger, slow, ev.ToolCallRequested))  # inside its tool call
+            activity = (await agents.status(agent_id)).agents[agent_id]
+            assert activity.running == slow and activity.queued == 1  # the next waits behind
+            cancelled = await agents.cancel(agent_id, slow)
+        finally:
+            released.touch()
         first, second = await agents.result(agent_id, slow), await agents.result(agent_id, after)
         return cancelled, first.status, second.status
 
@@ -488,8 +535,11 @@ def test_an_idle_agent_is_passivated_and_reactivated_from_the_ledger(setting: Se
             assert time.monotonic() < deadline, "never passivated"
             await asyncio.sleep(0.05)
         before = await agents.status(agent_id)
-        result = await agents.result(agent_id, await agents.submit(agent_id, "webhook"))
+        run_id = await agents.submit(agent_id, "webhook")
+        # Counted before the result: the run may end and the agent passivate again before a
+        # result call reaches a Ray host, which then answers it from the ledger (an activation)
         after = await agents.status(agent_id)
+        result = await agents.result(agent_id, run_id)
         return before.passivations, after.activations - before.activations, result.status
 
     passivations, reactivations, status = hosted(setting, scenario, idle_s=0.3)
@@ -500,66 +550,76 @@ def test_an_idle_agent_is_passivated_and_reactivated_from_the_ledger(setting: Se
 def test_a_trigger_is_accepted_at_once_while_another_agent_of_the_host_waits_on_a_tool(
     setting: Setting,
 ) -> None:
+    """The busy agent's tool waits until the test answers it, which it does only once the free
+    agent's trigger was accepted (twice: the retry) and its run completed: accepting does not
+    wait for another agent's tool call, however slow the machine."""
     ledger = setting.ledger
     busy, free = unique("busy"), unique("free")
+    answered = setting.apps / busy / "answered"
     app = make_app(setting.apps / busy, config='[agent]\nmodels = ["scripted/wait_outside"]\n')
-    (app / "handlers.py").write_text(SLOW_HANDLERS)
+    (app / "handlers.py").write_text(SLOW_HANDLERS.format(answered=str(answered)))
     ledger.register_agent(busy, str(app))
     setting.register(free, "answer")
 
-    async def scenario(agents: Agents) -> tuple[float, str, str, int]:
+    async def scenario(agents: Agents) -> tuple[bool, str, str, int]:
         await agents.activate(busy)
         await agents.activate(free)
         waiting = await agents.submit(busy, "webhook")
-
-        await until(recorded(ledger, waiting, ev.ToolCallRequested))
-        began = time.perf_counter()
-        accepted = await agents.submit(free, "webhook", idempotency_key="retry-me")
-        took = time.perf_counter() - began
-        retried = await agents.submit(free, "webhook", idempotency_key="retry-me")
-        done = await agents.result(free, accepted)
-        assert not (await asyncio.to_thread(ledger.load_run, uuid.UUID(waiting))).state.ended
+        try:
+            await until(recorded(ledger, waiting, ev.ToolCallRequested))
+            accepted = await agents.submit(free, "webhook", idempotency_key="retry-me")
+            retried = await agents.submit(free, "webhook", idempotency_key="retry-me")
+            done = await agents.result(free, accepted)
+            still_waiting = not await asyncio.to_thread(settled(ledger, waiting))
+        finally:
+            answered.touch()
         slow = await agents.result(busy, waiting)
         assert slow.status == "completed" and slow.tools_called == ["wait_outside"]
         queued = [
             e for e in ledger.stream(ledger.load_agent(free).id) if isinstance(e, ev.RunQueued)
         ]
         assert retried == accepted
-        return took, done.status, slow.status, len(queued)
+        return still_waiting, done.status, slow.status, len(queued)
 
-    took, free_status, busy_status, free_queued = hosted(setting, scenario)
-    assert took < 1.0, f"accepting took {took:.2f} s"
+    still_waiting, free_status, busy_status, free_queued = hosted(setting, scenario)
+    assert still_waiting, "the free agent's trigger waited for the busy agent's tool call"
     assert (free_status, busy_status, free_queued) == ("completed", "completed", 1)
 
 
 def test_a_blocking_sync_tool_times_out_while_another_agent_of_the_host_completes_runs(
     setting: Setting,
 ) -> None:
-    """A sync capability blocks in its thread for 30 s (its timeout is 4 s): the host's event loop
-    goes on, another agent's runs end before the timeout, and the call records ToolCallTimedOut
-    and the blocked agent's run goes on with the model."""
+    """A sync capability blocks its thread until the test lets it answer (its timeout is 4 s):
+    the host's event loop goes on, another agent's runs end while it still blocks, the call
+    records ToolCallTimedOut and the blocked agent's run goes on with the model. It is let go
+    only after its timeout was recorded, so no step depends on the speed of the machine."""
     ledger = setting.ledger
     blocked, free = unique("blocked"), unique("free")
+    answered, returned = setting.apps / blocked / "answered", setting.apps / blocked / "returned"
     app = make_app(setting.apps / blocked, config='[agent]\nmodels = ["scripted/block_outside"]\n')
-    (app / "handlers.py").write_text(BLOCKING_HANDLERS)
+    handlers = BLOCKING_HANDLERS.format(answered=str(answered), returned=str(returned))
+    (app / "handlers.py").write_text(handlers)
     ledger.register_agent(blocked, str(app))
     setting.register(free, "answer")
 
-    async def scenario(agents: Agents) -> tuple[list[str], str]:
+    async def scenario(agents: Agents) -> tuple[list[str], bool, str]:
         await agents.activate(blocked)
         await agents.activate(free)
         waiting = await agents.submit(blocked, "webhook")
+        try:
+            await until(recorded(ledger, waiting, ev.ToolCallRequested))
+            statuses = []
+            for _ in range(2):
+                accepted = await agents.submit(free, "webhook")
+                statuses.append((await agents.result(free, accepted)).status)
+            still_blocked = not returned.exists()  # the free agent did not wait for it
+            await until(recorded(ledger, waiting, ev.ToolCallTimedOut))
+        finally:
+            answered.touch()
+        return statuses, still_blocked, (await agents.result(blocked, waiting)).status
 
-        await until(recorded(ledger, waiting, ev.ToolCallRequested))
-        statuses = []
-        for _ in range(2):
-            accepted = await agents.submit(free, "webhook")
-            statuses.append((await agents.result(free, accepted)).status)
-        timed_out = recorded(ledger, waiting, ev.ToolCallTimedOut)
-        assert not await asyncio.to_thread(timed_out), "the free agent waited for the blocked one"
-        return statuses, (await agents.result(blocked, waiting)).status
-
-    statuses, blocked_status = hosted(setting, scenario)
+    statuses, still_blocked, blocked_status = hosted(setting, scenario)
+    assert still_blocked, "the free agent waited for the blocked one"
     assert statuses == ["completed", "completed"] and blocked_status == "completed"
     [run_id] = ledger.list_runs(blocked)
     [timeout] = [e for e in ledger.stream(run_id) if isinstance(e, ev.ToolCallTimedOut)]

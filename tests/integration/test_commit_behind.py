@@ -96,8 +96,9 @@ def test_recall_while_its_request_commits_behind_finds_the_last_runs_memory(
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     try:
+        recall = MemoryStore(view, wait_s=60)  # up to 60 s for the view, not the default 1 s
         runtime = AgentRuntime(
-            ledger, f"recall-{uuid.uuid4().hex[:6]}", models=["x"], memory=MemoryStore(view)
+            ledger, f"recall-{uuid.uuid4().hex[:6]}", models=["x"], memory=recall
         )
         run_script(
             runtime,

@@ -125,4 +125,4 @@ def test_the_server_stops_promptly_while_a_live_run_page_is_open(
     page.locator(".step.parked").wait_for()  # the stream stays open: the run has not ended
     started = time.monotonic()
     served.stop_service()
-    assert time.monotonic() - started < 15  # not aiohttp's 60 s wait for open handlers
+    assert time.monotonic() - started < 40  # not aiohttp's 60 s wait for open handlers

@@ -137,8 +137,8 @@ def test_recall_right_after_remember_sees_it(ledger: Ledger, view: MemoryView) -
     runner = ProjectionRunner(ledger, view).start()
     try:
         position = remember(ledger, agent, ["The broker API rate-limits at 10 requests/s"])
-        result = MemoryStore(view).recall(
-            "quick", "broker rate limit", after_position=position, timeout=5
+        result = MemoryStore(view).recall(  # returns once the view has it: at most 30 s
+            "quick", "broker rate limit", after_position=position, timeout=30
         )
         assert result.warning is None
         assert [m.content for m in result.memories] == [
@@ -172,14 +172,14 @@ def test_recall_finds_memories_when_embedding_the_query_outlasts_the_idle_timeou
         port=env["POSTGRES_PORT"],
         user=env["POSTGRES_USER"],
         password=env["POSTGRES_PASSWORD"],
-        idle_in_transaction_session_timeout=0.3,
+        idle_in_transaction_session_timeout=1.0,  # what the view does between statements fits
     )
     try:
         view = MemoryView(impatient, embedder=local_embedder)
         view.create_table()
         remember(ledger, ledger.register_agent("slow"), [LESSON])
         ProjectionRunner(ledger, view).catch_up()
-        view.embedder = SlowToLoad(local_embedder, load_s=0.6)
+        view.embedder = SlowToLoad(local_embedder, load_s=1.5)
         result = MemoryStore(view).recall("slow", "market rebound after a drop")
     finally:
         impatient.close()
@@ -323,8 +323,11 @@ def test_time_decay_ranks_the_newer_of_two_equally_similar_memories_first(
     time.sleep(0.3)
     remember(ledger, agent, ["Stops below the opening range protect capital"], tags=["new"])
     ProjectionRunner(ledger, view).catch_up()
+    newer = max(m.created_at for m in MemoryStore(view).recall("decay", "stops", 2).memories)
     fast_decay = MemoryStore(view, half_life_days=0.2 / 86400)  # half-life of 0.2 s
-    memories = fast_decay.recall("decay", "where to put stops", limit=2).memories
+    # As of the newer one's creation: ages of zero and the 0.3 s (or more) between them,
+    # however long catching up took here (ages of a few seconds round both relevances to 0)
+    memories = fast_decay.recall("decay", "where to put stops", limit=2, now=newer).memories
     assert [m.tags for m in memories] == [["new"], ["old"]]
     assert memories[0].similarity == memories[1].similarity
     assert memories[0].relevance > memories[1].relevance

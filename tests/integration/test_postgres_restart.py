@@ -28,6 +28,9 @@ from tests.cli import free_port, owlclaw, owlclaw_json, user_env
 pytestmark = pytest.mark.integration
 
 FOCUS = "after the restart"
+AHEAD_S = 20
+"""When the schedule is due: after the trigger, the `owlclaw schedules` calls that see it
+registered (about 1.5 s each here) and the stop of PostgreSQL, on a loaded machine too."""
 SCRIPT = {
     "cases": [
         {
@@ -37,11 +40,11 @@ SCRIPT = {
                     "tool_calls": [
                         {
                             "name": "schedule_once",
-                            "arguments": {"delay_seconds": 8, "focus": FOCUS},
+                            "arguments": {"delay_seconds": AHEAD_S, "focus": FOCUS},
                         }
                     ]
                 },
-                {"content": "I will look again in 8 seconds."},
+                {"content": f"I will look again in {AHEAD_S} seconds."},
             ],
         }
     ],

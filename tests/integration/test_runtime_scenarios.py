@@ -26,7 +26,8 @@ def test_scenario_2_remember_then_recall_in_a_later_run(
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     try:
-        runtime = AgentRuntime(ledger, "trader", models=["scripted/none"], memory=MemoryStore(view))
+        recall = MemoryStore(view, wait_s=60)  # the view absorbs the lesson: at most 60 s
+        runtime = AgentRuntime(ledger, "trader", models=["scripted/none"], memory=recall)
         lesson = "After sharp drop, rebound signals accurate within 2h"
         run_script(
             runtime,

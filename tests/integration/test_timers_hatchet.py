@@ -137,6 +137,11 @@ def plan(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> None:
     runtime.close()
 
 
+AHEAD_S = 15
+"""How far ahead a one-off is planned for Hatchet to hold it: LEAD (8 s) and 7 s for planning and
+registering it on a loaded machine (10 s left it 2 s)."""
+
+
 def register(ledger: Ledger, hatchet: Any) -> TimersView:
     view = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
     view.create_table()
@@ -173,18 +178,24 @@ def test_a_fire_due_right_after_an_engine_restart_arrives_on_time(
     First in the module, so its restart and wait pass while the cron's minutes do. A minute
     boundary within the restart may go unfired: the cron's first fire is then the next one."""
     engine.restart()
-    plan(ledger, "h-restart", "schedule_once", delay_seconds=10, focus="after the restart")
+    plan(ledger, "h-restart", "schedule_once", delay_seconds=AHEAD_S, focus="after the restart")
     register(ledger, hatchet)
     assert [r.backend for r in events_of(ledger, "h-restart", ev.ScheduleRegistered)] == ["hatchet"]
     assert wait_until(lambda: bool(events_of(ledger, "h-restart", ev.TimerFired)), 60)
     [fired] = events_of(ledger, "h-restart", ev.TimerFired)
-    assert fired.timestamp - fired.fire_time < timedelta(seconds=3)
+    assert fired.timestamp - fired.fire_time < timedelta(seconds=10)  # not the 22-31 s
 
 
 def test_schedule_once_fires_through_hatchet(
     ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
 ) -> None:
-    plan(ledger, "h-trader", "schedule_once", delay_seconds=10, focus="check entry opportunities")
+    plan(
+        ledger,
+        "h-trader",
+        "schedule_once",
+        delay_seconds=AHEAD_S,
+        focus="check entry opportunities",
+    )
     register(ledger, hatchet)
     [registered] = events_of(ledger, "h-trader", ev.ScheduleRegistered)
     assert registered.backend == "hatchet"
@@ -200,7 +211,7 @@ def test_schedule_once_fires_through_hatchet(
 def test_cancelled_before_the_fire_never_runs(
     ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
 ) -> None:
-    plan(ledger, "h-cancel", "schedule_once", delay_seconds=10, focus="never")
+    plan(ledger, "h-cancel", "schedule_once", delay_seconds=AHEAD_S, focus="never")
     register(ledger, hatchet)
     # Held by the engine: a one-off due within the lead stays on the built-in fast path, which
     # no worker serves in this module, so it could not fire whatever the cancel did.

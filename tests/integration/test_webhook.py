@@ -48,8 +48,9 @@ PLAN_THEN_ANSWER = {
                     "tool_calls": [
                         {
                             "name": "schedule_once",
-                            # beyond the 8 s lead below which Hatchet holds no timer
-                            "arguments": {"delay_seconds": 10, "focus": "fired"},
+                            # beyond the 8 s lead below which Hatchet holds no timer, with
+                            # 7 s for the served timers view to register it on a loaded machine
+                            "arguments": {"delay_seconds": 15, "focus": "fired"},
                         }
                     ]
                 },

@@ -44,5 +44,5 @@ def test_a_subscription_sees_an_append_made_while_it_starts() -> None:
             follower.start()
             identity(agent, head)
             ledger.append(agent)
-            follower.join(timeout=2)
+            follower.join(timeout=30)  # at once when delivered; a lost append fails after 30 s
             assert received == [head + 1]

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from owlclaw.runtime.serial import SerialExecutor
+from tests.waiting import wait_for
 
 
 class Lane:
@@ -92,12 +93,22 @@ def test_shutdown_waits_for_what_was_submitted_and_refuses_more() -> None:
 
 
 def test_shutdown_with_cancel_futures_cancels_what_has_not_started() -> None:
+    """The first call runs until the rest are cancelled (not for a fixed while): the order of
+    events is the test's, whatever the speed of the machine."""
     release = threading.Event()
     with ThreadPoolExecutor(1) as pool:
         serial = SerialExecutor(pool)
-        first = serial.submit(release.wait, 10)
+        first = serial.submit(release.wait, 60)
+        wait_for(first.running, "the first call to start")
         rest = [serial.submit(lambda: "never") for _ in range(3)]
-        threading.Timer(0.05, release.set).start()
+
+        def release_once_cancelled() -> None:
+            deadline = time.monotonic() + 30  # if they never are, the first call returns anyway
+            while not all(f.cancelled() for f in rest) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            release.set()
+
+        threading.Thread(target=release_once_cancelled).start()
         serial.shutdown(wait=True, cancel_futures=True)
         assert first.result(timeout=10) is True
         assert all(f.cancelled() for f in rest)
