@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from owlclaw.struct_errors import describe
+from owlclaw.struct_errors import describe, error_path
 
 ENV_PREFIX = "OWLCLAW_"
 
@@ -247,5 +247,10 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
     try:
         return msgspec.convert(raw, OwlClawConfig, strict=False)
     except msgspec.ValidationError as e:
-        where = toml_path if toml_path.is_file() else "the OWLCLAW_* variables"
+        variables = {
+            keys: ENV_PREFIX + suffix
+            for suffix, keys in ENV_FIELDS.items()
+            if environ.get(ENV_PREFIX + suffix)
+        }
+        where = variables.get(error_path(e)) or toml_path
         raise ConfigError(f"{where}: {describe(e, OwlClawConfig, raw)}") from e

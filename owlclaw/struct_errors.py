@@ -32,6 +32,13 @@ def unknown_name(kind: str, name: str, known: Iterable[str]) -> str:
     return f"unknown {kind} {name!r}{nearest(name, names)}; known: {', '.join(names) or 'none'}"
 
 
+def error_path(error: msgspec.ValidationError) -> tuple[str, ...]:
+    """The keys of the path msgspec names (``$.server.port`` -> ("server", "port"))."""
+    parsed = _AT.match(str(error))
+    assert parsed is not None  # the pattern matches any text
+    return tuple(m["key"] for m in _STEP.finditer(parsed["path"] or "") if m["key"] is not None)
+
+
 def describe(
     error: msgspec.ValidationError,
     root: type[Any],

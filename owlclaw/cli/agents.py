@@ -187,21 +187,21 @@ def trigger(
             agent, focus, data, idempotency_key=idempotency_key or uuid.uuid4().hex
         )
     run_id = accepted["run_id"]
+    if no_wait:
+        if as_json:
+            print_json(accepted)
+        else:
+            out.print(f"accepted run {run_id} of {agent}")
+        return
     with open_ledger(config) as (_, led):
-        events = [] if no_wait else _follow(led, run_id, timeout, show=not as_json)
-        warning = led.load_agent(agent).state.app_warning
+        events = _follow(led, run_id, timeout, show=not as_json)
+        warning = led.load_agent(agent).state.app_warning  # as the run found its app
     if warning is not None:
         err.print(
             f"[yellow]warning:[/] {agent} runs its previous code: {escape(warning)}",
             highlight=False,
             soft_wrap=True,
         )
-    if no_wait:
-        if as_json:
-            print_json(accepted | {"app_warning": warning})
-        else:
-            out.print(f"accepted run {run_id} of {agent}")
-        return
     status = _parked_status(events) or type(events[-1]).__name__.removeprefix("Run").lower()
     if as_json:
         print_json(

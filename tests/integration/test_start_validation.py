@@ -67,7 +67,10 @@ def test_a_valid_app_with_governance_and_handlers_still_starts(tmp_path: Path) -
         tmp_path / "trader",
         config="[governance.rate_limits.place_order]\ncalls = 2\nper_seconds = 60\n",
     )
-    (trader / "handlers.py").write_text(REGISTRY)
+    (trader / "handlers.py").write_text(
+        REGISTRY + '@registry.capability("Place an order.")\n'
+        "def place_order(symbol: str) -> str:\n    return symbol\n"
+    )
     server, log = start_run(env, tmp_path, "trader")
     try:
         assert server.poll() is None, log.read_text()
