@@ -59,7 +59,7 @@ def foreign_cluster() -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-        env=os.environ | {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"},
+        env=os.environ | {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},  # it too on loopback only
     )
     try:
         deadline = time.monotonic() + 120
