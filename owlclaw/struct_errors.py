@@ -69,13 +69,16 @@ def describe(
 def _where(path: list[str], toml: bool, table: bool) -> str:
     """Where a problem is: ``[runtime] hosts``, ``[governance] rate_limits.notify.calls``,
     ``[runtime]`` (a ``table``), a top-level key alone; ``steps[0].tool_calls`` outside TOML."""
-    dotted = "".join(k if k.startswith("[") else f".{k}" for k in path).lstrip(".")
     if not toml:
-        return dotted
+        return _dotted(path)
     if len(path) == 1:
         return f"[{path[0]}]" if table else path[0]
-    rest = "".join(k if k.startswith("[") else f".{k}" for k in path[1:]).lstrip(".")
-    return f"[{path[0]}] {rest}"
+    return f"[{path[0]}] {_dotted(path[1:])}"
+
+
+def _dotted(keys: list[str]) -> str:
+    """``steps[0].tool_calls``: keys joined by dots, list indices attached."""
+    return "".join(k if k.startswith("[") else f".{k}" for k in keys).lstrip(".")
 
 
 def _walk(info: mi.Type, raw: Any, path: str) -> tuple[list[str], mi.Type]:
