@@ -18,8 +18,9 @@ MAX_CONNECTIONS = 400
 """The embedded server's ``max_connections`` (PostgreSQL's default, 100, is what ran out)."""
 RESERVED = 10
 """Left free: ``superuser_reserved_connections`` (3) and an operator's psql or pg_dump."""
-OWN_CONNECTIONS = 5
-"""Connections an OwlClaw process opens outside its ledger pool (LISTEN of feeds, projections)."""
+OWN_CONNECTIONS = 6
+"""Connections an OwlClaw process opens outside its ledger pool (LISTEN of feeds, projections,
+a server's serving locks)."""
 PER_OWLCLAW_PROCESS = CONNECTIONS + OWN_CONNECTIONS
 
 

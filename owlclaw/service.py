@@ -38,6 +38,7 @@ from owlclaw.runtime.approvals import (
 )
 from owlclaw.runtime.loop import RunResult
 from owlclaw.runtime.subagents import watch_subagents
+from owlclaw.serving_locks import ServingLocks, server_name
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
@@ -53,6 +54,8 @@ HATCHET_DATABASE = "owlclaw_hatchet"
 EXPIRY_CHECK_S = 5.0
 """How often served agents' pending approvals are checked for their expiry."""
 WORKER_START_S = 60.0
+LOCK_CHECK_S = 5.0
+"""How often the serving locks' connection is checked (and the locks taken again)."""
 V = TypeVar("V", bound=View)
 
 
@@ -90,6 +93,7 @@ class Service:
         """Every part started: the webhook answers 503 until then."""
         self._hatchet_worker: subprocess.Popen[bytes] | None = None
         self._warming: asyncio.Task[list[list[float]]] | None = None
+        self._locks: ServingLocks | None = None
         self.views: list[View] = []
         """The projections' views this service keeps current (read by the console)."""
 
@@ -101,6 +105,9 @@ class Service:
         self.ledger = Ledger(
             self.database.url, snapshot_interval=self.config.ledger.snapshot_interval
         )
+        self._locks = self._serving_locks(self.database)
+        await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
+        self.supervisor.start("serving-locks", self._hold_locks)
         self.metrics.position = await asyncio.to_thread(self.ledger.head)
         self.supervisor.start_thread("metrics", functools.partial(self.metrics.follow, self.ledger))
         for agent_id, app in self.apps.items():
@@ -164,8 +171,28 @@ class Service:
 
             disconnect()
         await engine_stopped
+        if self._locks is not None:
+            self._locks.release()
         if self.ledger is not None:
             self.ledger.close()
+
+    def _serving_locks(self, database: Database) -> ServingLocks:
+        """The served agents' locks, shared by the servers of one configured Ray cluster."""
+        shared = self.config.ray_address is not None and self.config.runtime.placement != "local"
+        server = self.config.server
+        name = server_name(server.host, server.port, self.config.ray_address if shared else None)
+        return ServingLocks(database.url, name, list(self.apps), shared=shared)
+
+    async def _hold_locks(self, stop: asyncio.Event) -> None:
+        """Every ``LOCK_CHECK_S``, check the locks' connection, taking them again after a
+        database restart (one that another server took meanwhile fails this worker, which
+        ``owlclaw status`` shows)."""
+        assert self._locks is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), LOCK_CHECK_S)
+                return
+            await asyncio.to_thread(self._locks.check)
 
     def _stop_engine(self) -> None:
         """The engine's clean stop takes ~5 s (Hatchet waits out its partitioner's heartbeat):
@@ -210,7 +237,8 @@ class Service:
 
     def _timers(self) -> tuple[TimerWorker, ProjectionRunner]:
         assert self.ledger is not None
-        return start_timers(self.ledger, self.config, self._timer_backend(), self.fire)
+        backend = self._timer_backend()
+        return start_timers(self.ledger, self.config, backend, self.fire, served=list(self.apps))
 
     def _timer_backend(self) -> TimerBackend:
         if self.config.timers.backend != "hatchet":
@@ -248,6 +276,7 @@ class Service:
         runtime = self.config.runtime
         env = {**env, "OWLCLAW_PLACEMENT": runtime.placement, "OWLCLAW_HOSTS": str(runtime.hosts)}
         command = [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"]
+        command += [f"--agent={agent_id}" for agent_id in self.apps]
         if self.config.runtime.placement == "local":
             command.append("--via-server")  # the agents' one writer is this process
             server = self.config.server
@@ -334,6 +363,7 @@ class Service:
         return await self.agents.result(agent_id, run_id)
 
     async def fire(self, fire: TimerFire) -> FireOutcome:
+        self.served(fire.agent_id)
         return await self.agents.fire(fire)
 
     async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:

@@ -103,36 +103,56 @@ def handles_errors(fn: F) -> F:
 
 def explain(e: Exception) -> None:
     """Exit with the line, hint and code for an expected failure; return for anything else."""
-    from owlclaw.app import AppError, AppNotFound
     from owlclaw.client import ServerNotReady, ServerRefused, ServerUnavailable
-    from owlclaw.timers.hatchet_engine import HatchetUnavailable
 
-    if isinstance(e, ConfigError):
-        fail(str(e), "fix owlclaw.toml or the OWLCLAW_* variable named above", EXIT_CONFIG)
-    if isinstance(e, DatabaseUnavailable | LedgerUnavailable):
-        fail(str(e), "is PostgreSQL running? check OWLCLAW_DATABASE_URL", EXIT_DATABASE)
     if isinstance(e, OSError) and e.errno == errno.EADDRINUSE:
         fail(f"the server's address is taken: {e}", "set OWLCLAW_SERVER_PORT", EXIT_USAGE)
-    if isinstance(e, HatchetUnavailable):
-        fail(str(e), "set HATCHET_CLIENT_* or timers.backend = builtin", EXIT_DATABASE)
-    if isinstance(e, AppNotFound):
-        fail(str(e), "create one with `owlclaw init PATH`", EXIT_NOT_FOUND)
-    if isinstance(e, AppError):
-        fail(str(e), "fix the app directory named above", EXIT_CONFIG)
     if isinstance(e, ServerUnavailable):
         starting = isinstance(e, ServerNotReady)
         hint = "see `owlclaw run`'s output, or wait longer (--wait-ready)" if starting else None
         fail(str(e), hint or "start the agent's server with `owlclaw run APP`", EXIT_NO_SERVER)
-    if isinstance(e, ServerRefused) and e.code == "unknown_agent":
-        fail(str(e), "`owlclaw status` lists the served agents", EXIT_NOT_FOUND)
-    if isinstance(e, ServerRefused) and e.code == "unauthorized":
-        fail(str(e), "set OWLCLAW_SERVER_TOKEN to the server's token", EXIT_UNAUTHORIZED)
     if isinstance(e, ServerRefused):
-        fail(str(e), "check the request", EXIT_USAGE)
+        hint, code = REFUSALS.get(e.code, ("check the request", EXIT_USAGE))
+        fail(str(e), hint, code)
     if isinstance(e, KeyError) and isinstance(e, LedgerError):
         fail(str(e), "list what exists with `owlclaw status`", EXIT_NOT_FOUND)
-    if isinstance(e, LedgerError):
-        fail(str(e), "run `owlclaw verify` to check the ledger", EXIT_FAILED)
+    for kinds, hint, code in _failures():
+        if isinstance(e, kinds):
+            fail(str(e), hint, code)
+
+
+REFUSALS = {
+    "unknown_agent": ("`owlclaw status` lists the served agents", EXIT_NOT_FOUND),
+    "unauthorized": ("set OWLCLAW_SERVER_TOKEN to the server's token", EXIT_UNAUTHORIZED),
+}
+"""A server's refusals by code: the hint and exit code."""
+
+
+def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str, int]]:
+    """Expected failures by type, first match wins: the hint and exit code (imported here:
+    most commands never meet most of them)."""
+    from owlclaw.app import AppError, AppNotFound
+    from owlclaw.serving_locks import AlreadyServed
+    from owlclaw.timers.hatchet_engine import HatchetUnavailable
+
+    return [
+        (ConfigError, "fix owlclaw.toml or the OWLCLAW_* variable named above", EXIT_CONFIG),
+        (
+            (DatabaseUnavailable, LedgerUnavailable),
+            "is PostgreSQL running? check OWLCLAW_DATABASE_URL",
+            EXIT_DATABASE,
+        ),
+        (
+            AlreadyServed,
+            "stop that server first (servers that join one Ray cluster, OWLCLAW_RAY_ADDRESS,"
+            " may serve the same agents)",
+            EXIT_USAGE,
+        ),
+        (HatchetUnavailable, "set HATCHET_CLIENT_* or timers.backend = builtin", EXIT_DATABASE),
+        (AppNotFound, "create one with `owlclaw init PATH`", EXIT_NOT_FOUND),
+        (AppError, "fix the app directory named above", EXIT_CONFIG),
+        (LedgerError, "run `owlclaw verify` to check the ledger", EXIT_FAILED),
+    ]
 
 
 @contextmanager

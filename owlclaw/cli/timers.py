@@ -39,13 +39,18 @@ def timers_hatchet_worker(
             help="deliver to the `owlclaw run` server that hosts the agents (local placement)",
         ),
     ] = False,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option(help="deliver only this agent's fires (repeat it; default: every agent's)"),
+    ] = None,
 ) -> None:
-    """Receive Hatchet's timer fires and deliver them to the agents (HATCHET_CLIENT_* env)."""
+    """Receive Hatchet's timer fires and deliver them to the agents (HATCHET_CLIENT_* env);
+    with --agent, the other agents' fires go back to the built-in timers of their server."""
     from owlclaw.timers.serve import hatchet_worker
 
     config = load_config()
     try:
         with open_ledger(config) as (_, led):
-            hatchet_worker(led, config, via_server=via_server)
+            hatchet_worker(led, config, via_server=via_server, served=agent)
     except SystemExit as stopped:  # how Hatchet's worker ends once it has stopped on a signal
         exit_served(int(stopped.code or 0))

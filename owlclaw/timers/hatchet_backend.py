@@ -12,6 +12,8 @@ fails a delivery.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -92,9 +94,15 @@ def fire_of(
 
 
 def fire_task(
-    hatchet: Hatchet, deliver: Deliver, retry: RetryPolicy | None = None, grace: timedelta = GRACE
+    hatchet: Hatchet,
+    deliver: Deliver,
+    retry: RetryPolicy | None = None,
+    grace: timedelta = GRACE,
+    hand_back: Callable[[TimerFire], bool] = lambda _: False,
 ) -> Any:
-    """The Hatchet task that receives fires; Hatchet retries it on failure, with backoff."""
+    """The Hatchet task that receives fires; Hatchet retries it on failure, with backoff.
+    A fire of an agent this worker does not serve goes to ``hand_back`` instead (it answers
+    whether it took it: ``TimersView.hand_back``), not to another server's agent."""
     retries = (retry or RetryPolicy()).max_retries
 
     @hatchet.task(
@@ -107,6 +115,8 @@ def fire_task(
     async def owlclaw_timer_fire(task_input: EmptyModel, ctx: Context) -> dict[str, Any]:
         raw = task_input.model_dump()
         fire = fire_of(raw, dict(ctx.additional_metadata or {}), datetime.now(UTC), grace)
+        if await asyncio.to_thread(hand_back, fire):
+            return {"key": fire.key, "outcome": "handed back", "run_id": None}
         outcome = await deliver(fire)
         return {"key": fire.key, "outcome": outcome.kind, "run_id": outcome.run_id}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Collection
 from datetime import timedelta
 
 from events import Ledger
@@ -57,12 +58,17 @@ def _backend(config: OwlClawConfig) -> TimerBackend:
 
 
 def start_timers(
-    ledger: Ledger, config: OwlClawConfig, backend: TimerBackend, deliver: Deliver
+    ledger: Ledger,
+    config: OwlClawConfig,
+    backend: TimerBackend,
+    deliver: Deliver,
+    served: Collection[str] | None = None,
 ) -> tuple[TimerWorker, ProjectionRunner]:
     """The timer projection's runner (it registers schedules with ``backend``, after moving
-    timers other backends hold) and the worker that fires built-in timers to ``deliver``;
-    neither is running yet: the caller supervises ``runner.serve`` and ``worker.run``."""
-    view = TimersView(ledger.datastore, backend=backend, ledger=ledger)
+    timers other backends hold) and the worker that fires the ``served`` agents' built-in
+    timers (None: every agent's) to ``deliver``; neither is running yet: the caller supervises
+    ``runner.serve`` and ``worker.run``."""
+    view = TimersView(ledger.datastore, backend=backend, ledger=ledger, served=served)
     view.create_table()
     view.adopt()
     runner = ProjectionRunner(ledger, view)
@@ -98,8 +104,15 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
     asyncio.run(main())
 
 
-def hatchet_worker(ledger: Ledger, config: OwlClawConfig, *, via_server: bool = False) -> None:
-    """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals).
+def hatchet_worker(
+    ledger: Ledger,
+    config: OwlClawConfig,
+    *,
+    via_server: bool = False,
+    served: Collection[str] | None = None,
+) -> None:
+    """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals) to the
+    ``served`` agents (None: every agent); it hands the others' fires back (``hand_back``).
 
     A delivery holds one of the worker's slots until the agent's verdict (TimerFired) is
     committed, never for the run, which goes on in the agent's mailbox. With ``shared``
@@ -115,7 +128,10 @@ def hatchet_worker(ledger: Ledger, config: OwlClawConfig, *, via_server: bool = 
         asyncio.run(start_hosts(agents, config))
         deliver = agents.fire
     retry = RetryPolicy(max_retries=config.timers.max_retries)
-    task = fire_task(hatchet, deliver, retry, timedelta(seconds=config.timers.misfire_grace_s))
+    grace = timedelta(seconds=config.timers.misfire_grace_s)
+    backend = HatchetBackend(hatchet)
+    view = TimersView(ledger.datastore, backend=backend, ledger=ledger, served=served)
+    task = fire_task(hatchet, deliver, retry, grace, hand_back=view.hand_back)
     hatchet.worker("owlclaw-timers", slots=config.timers.hatchet_slots, workflows=[task]).start()
 
 

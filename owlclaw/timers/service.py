@@ -10,6 +10,7 @@ backend that is unreachable degrades to the built-in one: the schedule is never 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
@@ -21,6 +22,7 @@ from events import Ledger
 from events import catalog as ev
 from events.catalog import LedgerEvent
 from events.ledger import LoggedEvent
+from owlclaw.timers.fires import TimerFire
 from projections.schedules import next_fire, next_fire_if_any
 from projections.sqlvalues import text
 from projections.view import View
@@ -82,9 +84,13 @@ class TimersView(View):
         rebuilding: bool = False,
         backend: TimerBackend | None = None,
         ledger: Ledger | None = None,
+        served: Collection[str] | None = None,
     ):
         self.backend: TimerBackend = backend or BuiltinBackend()
         self.ledger = ledger
+        self.served = None if served is None else sorted(served)
+        """The agents whose timers this service fires (None: every agent). The others' timers
+        stay built-in rows that no worker here claims, for the server that serves them."""
         """Where ScheduleRegistered is recorded after each batch (None: not recorded)."""
         self._registered: list[tuple[str, str, str, str]] = []
         super().__init__(datastore, rebuilding=rebuilding)
@@ -129,7 +135,7 @@ class TimersView(View):
             "misfire": e.misfire,
             "catch_up_window_s": e.catch_up_window_s,
         }
-        backend = self.backend if self.backend.holds(row, datetime.now(UTC)) else BuiltinBackend()
+        backend = self.backend if self._holds(row, datetime.now(UTC)) else BuiltinBackend()
         try:
             backend_id = backend.register(row)
         except Exception as error:
@@ -184,7 +190,7 @@ class TimersView(View):
             for row in rows:
                 if row["kind"] == "cron" and self.backend.name == BUILTIN:
                     row["next_fire_at"] = next_fire(row["cron"], now)
-                if not self.backend.holds(row, now):
+                if not self._holds(row, now):
                     continue
                 try:
                     backend_id = self.backend.register(row)
@@ -205,16 +211,55 @@ class TimersView(View):
         self.committed([])
         return moved
 
+    def hand_back(self, fire: TimerFire) -> bool:
+        """Give a fire of an agent not served here (from an engine that holds its timer) back
+        to the built-in rows, due at its fire time, for the server that serves the agent: it
+        fires it from there (and moves the timer to its own backend when it starts, ``adopt``).
+        False for a served agent's fire, which is delivered here."""
+        if self.served is None or fire.agent_id in self.served:
+            return False
+        with self.datastore.transaction(commit=True) as curs:
+            row = curs.execute(
+                self.sql("SELECT * FROM {timers} WHERE schedule_id = %s FOR UPDATE"),
+                (fire.schedule_id,),
+            ).fetchone()
+            if row is None or row["backend"] == BUILTIN:
+                return True  # cancelled, or handed back by an earlier delivery of this fire
+            curs.execute(
+                self.sql(
+                    "UPDATE {timers} SET backend = %s, backend_id = schedule_id,"
+                    " next_fire_at = %s, leased_until = NULL, attempts = 0"
+                    " WHERE schedule_id = %s"
+                ),
+                (BUILTIN, fire.fire_time, fire.schedule_id),
+            )
+        log.warning("fire %s: agent %s is not served here, handed back", fire.key, fire.agent_id)
+        try:
+            self.backend.cancel(row["backend_id"], row["kind"])
+        except Exception as error:  # the agent deduplicates any fire that still comes
+            log.warning("could not cancel %s in %s: %s", fire.schedule_id, row["backend"], error)
+        self._registered.append((fire.agent_id, fire.schedule_id, BUILTIN, fire.schedule_id))
+        self.committed([])
+        return True
+
+    def _holds(self, row: dict[str, Any], now: datetime) -> bool:
+        """Whether the backend gets the timer: never one of an agent not served here, which
+        any other service's engine could then fire to this one."""
+        served = self.served is None or row["agent_id"] in self.served
+        return served and self.backend.holds(row, now)
+
     def due(self, curs: Cursor[DictRow], now: datetime, lease: timedelta, limit: int) -> list[Any]:
-        """Claim built-in timers due at ``now`` (any number of workers: SKIP LOCKED + lease)."""
+        """Claim the served agents' built-in timers due at ``now`` (any number of workers:
+        SKIP LOCKED + lease)."""
         return curs.execute(
             self.sql(
                 "UPDATE {timers} t SET leased_until = %(until)s, attempts = t.attempts + 1"
                 " FROM (SELECT schedule_id FROM {timers} WHERE backend = 'builtin'"
                 "   AND next_fire_at <= %(now)s"
                 "   AND (leased_until IS NULL OR leased_until < %(now)s)"
+                "   AND (%(served)s::text[] IS NULL OR agent_id = ANY(%(served)s::text[]))"
                 "   ORDER BY next_fire_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d"
                 " WHERE t.schedule_id = d.schedule_id RETURNING t.*"
             ),
-            {"now": now, "until": now + lease, "limit": limit},
+            {"now": now, "until": now + lease, "limit": limit, "served": self.served},
         ).fetchall()

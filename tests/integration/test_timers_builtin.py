@@ -372,3 +372,81 @@ def test_killed_timer_service_loses_nothing_and_doubles_nothing(
     [missed] = [e for e in agent_events(ledger, "skipped") if isinstance(e, ev.TimerMissed)]
     assert missed.reason.startswith("skipped")
     assert [len(fired_runs(ledger, a)) for a in plans] == [1, 1, 0]
+
+
+def timer_rows(view: TimersView) -> list[dict[str, Any]]:
+    with view.datastore.transaction(commit=False) as curs:
+        return list(curs.execute(view.sql("SELECT * FROM {timers}")).fetchall())
+
+
+def test_a_worker_fires_only_the_agents_it_serves(ledger: Ledger) -> None:
+    """``owlclaw run APP`` fires its app's timers only: another agent's stay due, untouched, for
+    the server that serves it."""
+    view = TimersView(ledger.datastore, ledger=ledger, served=["trader"])
+    view.create_table()
+    schedule(ledger, "trader", "schedule_once", delay_seconds=60, focus="mine")
+    schedule(ledger, "stranger", "schedule_once", delay_seconds=60, focus="not mine")
+    ProjectionRunner(ledger, view).catch_up()
+    clock = Clock()
+    clock.now += timedelta(minutes=5)
+
+    def tick(view: TimersView) -> Callable[[Deliver], Awaitable[int]]:
+        return lambda deliver: TimerWorker(view, deliver, clock=clock).tick()
+
+    assert delivering(ledger, tick(view)) == 1
+    assert [e.focus for e in fired_runs(ledger, "trader")] == ["mine"]
+    assert fired_runs(ledger, "stranger") == []
+    assert delivering(ledger, tick(view)) == 0  # the stranger's timer is never claimed here
+    theirs = TimersView(ledger.datastore, ledger=ledger, served=["stranger"])
+    assert delivering(ledger, tick(theirs)) == 1
+    assert [e.focus for e in fired_runs(ledger, "stranger")] == ["not mine"]
+
+
+class HeldElsewhere:
+    """An external backend (as Hatchet is) that holds every timer; records its cancels."""
+
+    name = "engine"
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def holds(self, row: dict[str, Any], now: datetime) -> bool:
+        return True
+
+    def register(self, row: dict[str, Any]) -> str:
+        return f"engine-{row['schedule_id']}"
+
+    def cancel(self, backend_id: str, kind: str) -> None:
+        self.cancelled.append(backend_id)
+
+
+def test_an_engine_fire_of_an_agent_not_served_here_is_handed_back(ledger: Ledger) -> None:
+    """A server's engine worker that receives another agent's fire gives it back to the built-in
+    rows, due at that fire, and removes it from the engine: the agent's own server fires it."""
+    engine = HeldElsewhere()
+    registering = TimersView(ledger.datastore, ledger=ledger, backend=engine)
+    registering.create_table()
+    schedule(ledger, "stranger", "schedule_cron", cron_expression="*/5 * * * *", focus="sweep")
+    ProjectionRunner(ledger, registering).catch_up()
+    [row] = timer_rows(registering)
+    assert (row["backend"], row["backend_id"]) == ("engine", f"engine-{row['schedule_id']}")
+    fire_time = row["next_fire_at"]
+    fire = TimerFire("stranger", row["schedule_id"], fire_time)
+
+    here = TimersView(ledger.datastore, ledger=ledger, backend=engine, served=["trader"])
+    assert TimersView(ledger.datastore, ledger=ledger, backend=engine).hand_back(fire) is False
+    assert here.hand_back(fire) is True
+    assert here.hand_back(fire) is True  # a second delivery of the fire: nothing more to do
+    assert engine.cancelled == [f"engine-{row['schedule_id']}"]
+    [moved] = timer_rows(here)
+    assert (moved["backend"], moved["next_fire_at"]) == ("builtin", fire_time)
+    registered = [
+        e for e in agent_events(ledger, "stranger") if isinstance(e, ev.ScheduleRegistered)
+    ]
+    assert registered[-1].backend == "builtin"
+    clock = Clock()
+    clock.now = fire_time + timedelta(seconds=1)
+    theirs = TimersView(ledger.datastore, ledger=ledger, served=["stranger"])
+    handled = delivering(ledger, lambda d: TimerWorker(theirs, d, clock=clock).tick())
+    assert handled == 1
+    assert [e.focus for e in fired_runs(ledger, "stranger")] == ["sweep"]
