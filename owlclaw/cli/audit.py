@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from owlclaw.as_of import Moment, UnknownMoment, parse_moment
+from events.aggregates import ActiveSchedule
+from owlclaw.as_of import Moment, PastMemory, UnknownMoment, parse_moment
 from owlclaw.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -22,6 +23,7 @@ from owlclaw.cli.common import (
     print_json,
 )
 from owlclaw.config import load_config
+from projections.memory import Memory
 
 AS_OF_HELP = (
     "A past moment: an ISO-8601 time (UTC unless it names an offset) or a log position (@1234)."
@@ -89,19 +91,23 @@ def agent(
         f" withheld: {', '.join(state.withheld_tools) or '-'}",
         highlight=False,
     )
-    table = Table(title="schedules active then")
-    for column in ("schedule", "kind", "focus", "last fire"):
-        table.add_column(column)
-    for schedule_id, s in state.schedules.items():
-        last = s.last_fire_time.isoformat() if s.last_fire_time else "-"
-        table.add_row(schedule_id, s.cron or s.kind, s.focus, last)
-    out.print(table)
+    out.print(schedules_then_table(state.schedules))
     out.print(
         f"spent on {state.spent.day} up to then: {state.spent.tokens} tokens,"
         f" ${state.spent.cost_usd:.6f}; budget exceeded {len(state.budget_exceeded)} times;"
         f" approvals pending: {len(state.pending_approvals)}",
         highlight=False,
     )
+
+
+def schedules_then_table(schedules: dict[str, ActiveSchedule]) -> Table:
+    table = Table(title="schedules active then")
+    for column in ("schedule", "kind", "focus", "last fire"):
+        table.add_column(column)
+    for schedule_id, s in schedules.items():
+        last = s.last_fire_time.isoformat() if s.last_fire_time else "-"
+        table.add_row(schedule_id, s.cron or s.kind, s.focus, last)
+    return table
 
 
 def memory_as_of(
@@ -147,19 +153,27 @@ def memory_as_of(
         highlight=False,
     )
     if recalled is not None:
-        table = Table(title=f"{agent_id} recalls: {query!r}")
-        for column in ("relevance", "similarity", "decay", "when", "content"):
-            table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
-        for m in recalled:
-            table.add_row(
-                f"{m.relevance:.3f}",
-                f"{m.similarity:.3f}",
-                f"{m.decay:.3f}",
-                m.created_at.strftime("%Y-%m-%d %H:%M"),
-                m.content,
-            )
-        out.print(table)
-        return
+        out.print(recalled_then_table(f"{agent_id} recalls: {query!r}", recalled))
+    else:
+        out.print(memories_then_table(held))
+
+
+def recalled_then_table(title: str, recalled: list[Memory]) -> Table:
+    table = Table(title=title)
+    for column in ("relevance", "similarity", "decay", "when", "content"):
+        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+    for m in recalled:
+        table.add_row(
+            f"{m.relevance:.3f}",
+            f"{m.similarity:.3f}",
+            f"{m.decay:.3f}",
+            m.created_at.strftime("%Y-%m-%d %H:%M"),
+            m.content,
+        )
+    return table
+
+
+def memories_then_table(held: list[PastMemory]) -> Table:
     table = Table()
     for column in ("when", "memory", "embedding model", "tags", "content"):
         table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
@@ -172,7 +186,7 @@ def memory_as_of(
             ", ".join(p.tags),
             p.content,
         )
-    out.print(table)
+    return table
 
 
 @app.command()

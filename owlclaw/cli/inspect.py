@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from events import LoggedEvent
 from events.catalog import event_fields
 from events.heads import AnchorInvalid, read_anchor
 from owlclaw.chains import verify_agent
@@ -34,6 +35,8 @@ from owlclaw.runtime.subagents import SpawnNode, spawn_tree
 if TYPE_CHECKING:
     from owlclaw.audit.redecide import ReDecision
     from owlclaw.runtime.verify import ReplayReport
+    from projections.memory import Memory
+    from projections.runner import ProjectionStatus
 
 
 @app.command()
@@ -75,6 +78,18 @@ def ledger(
             }
         )
         return
+    out.print(ledger_table(agent, history))
+    if more:
+        out.print(
+            f"[yellow]{limit} events shown, more follow:[/] owlclaw ledger {escape(agent)}"
+            f" --after {next_after} (or --all)",
+            highlight=False,
+        )
+    if tree:
+        out.print(_tree(Tree(f"sub-agents of {agent}"), tree))
+
+
+def ledger_table(agent: str, history: list[LoggedEvent]) -> Table:
     table = Table(title=f"ledger of {agent}", show_lines=False)
     for column in ("pos", "stream", "ver", "event", "time", "data"):
         table.add_column(column, overflow="fold" if column == "data" else "ellipsis")
@@ -88,15 +103,7 @@ def ledger(
             e.timestamp.strftime("%H:%M:%S.%f")[:-3],
             summary(event_fields(e)),
         )
-    out.print(table)
-    if more:
-        out.print(
-            f"[yellow]{limit} events shown, more follow:[/] owlclaw ledger {escape(agent)}"
-            f" --after {next_after} (or --all)",
-            highlight=False,
-        )
-    if tree:
-        out.print(_tree(Tree(f"sub-agents of {agent}"), tree))
+    return table
 
 
 def _tree(branch: Tree, nodes: list[SpawnNode]) -> Tree:
@@ -382,19 +389,7 @@ def redecide_run(
     else:
         for note in report.drift:
             err.print(f"[yellow]context differs from the recording:[/] {escape(note)}")
-        table = Table(title=f"run {run_no} of {agent} re-decided by {model}")
-        for column in ("step", "recorded decision", "new decision", ""):
-            table.add_column(column, overflow="fold")
-        for s in report.steps:
-            new = str(s.candidate) if s.candidate is not None else f"({s.error})"
-            mark = "[green]same[/]" if s.same else "[red]different[/]"
-            table.add_row(
-                f"{s.step}{' (branch)' if s.branch else ''}",
-                escape(str(s.recorded) if s.recorded is not None else "-"),
-                escape(new),
-                mark,
-            )
-        out.print(table)
+        out.print(redecision_table(report))
         first = report.first_divergence
         if first is None:
             out.print(f"[green]no divergence[/]: {len(report.steps)} decisions as recorded")
@@ -407,6 +402,22 @@ def redecide_run(
             out.print(f"branch followed until: {escape(report.stopped)}")
     if report.first_divergence is not None:
         raise typer.Exit(EXIT_FAILED)
+
+
+def redecision_table(report: ReDecision) -> Table:
+    table = Table(title=f"run {report.run_no} of {report.agent_id} re-decided by {report.model}")
+    for column in ("step", "recorded decision", "new decision", ""):
+        table.add_column(column, overflow="fold")
+    for s in report.steps:
+        new = str(s.candidate) if s.candidate is not None else f"({s.error})"
+        mark = "[green]same[/]" if s.same else "[red]different[/]"
+        table.add_row(
+            f"{s.step}{' (branch)' if s.branch else ''}",
+            escape(str(s.recorded) if s.recorded is not None else "-"),
+            escape(new),
+            mark,
+        )
+    return table
 
 
 @app.command()
@@ -426,6 +437,10 @@ def schedules(
     if as_json:
         print_json(listing.rows)
         return
+    out.print(schedules_table(agent, listing.rows))
+
+
+def schedules_table(agent: str | None, rows: list[dict[str, Any]]) -> Table:
     table = Table(title="schedules" + (f" of {agent}" if agent else ""))
     columns = (
         "schedule",
@@ -439,7 +454,7 @@ def schedules(
     )
     for column in columns:
         table.add_column(column, overflow="fold" if column == "focus" else "ellipsis")
-    for r in listing.rows:
+    for r in rows:
         table.add_row(
             r["schedule_id"],
             r["agent_id"],
@@ -450,7 +465,7 @@ def schedules(
             str(r["misses"]),
             r["last_outcome"] or "-",
         )
-    out.print(table)
+    return table
 
 
 def first_line(error: str) -> str:
@@ -472,6 +487,21 @@ def projections_status(as_json: JsonOption = False) -> None:
     if as_json:
         print_json(statuses)
         return
+    out.print(projections_table(statuses))
+    parked = [p for s in statuses for p in s.parked]
+    if parked:
+        out.print("parked events (fix the cause, then `owlclaw projections retry NAME`):")
+    for p in parked:
+        out.print(
+            f"  {p.view} at log position {p.position}: {p.topic} {p.stream_id}@{p.version},"
+            f" {p.attempts} attempts, last {p.last_seen:%Y-%m-%d %H:%M:%S}\n"
+            f"    {escape(first_line(p.error))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def projections_table(statuses: list[ProjectionStatus]) -> Table:
     table = Table(title="projections")
     for column in ("name", "position", "head", "lag events", "lag seconds", "parked"):
         table.add_column(column, justify="left" if column == "name" else "right")
@@ -484,18 +514,7 @@ def projections_status(as_json: JsonOption = False) -> None:
             f"{s.lag_seconds:.3f}",
             str(s.parked_count),
         )
-    out.print(table)
-    parked = [p for s in statuses for p in s.parked]
-    if parked:
-        out.print("parked events (fix the cause, then `owlclaw projections retry NAME`):")
-    for p in parked:
-        out.print(
-            f"  {p.view} at log position {p.position}: {p.topic} {p.stream_id}@{p.version},"
-            f" {p.attempts} attempts, last {p.last_seen:%Y-%m-%d %H:%M:%S}\n"
-            f"    {escape(first_line(p.error))}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    return table
 
 
 @projections_app.command("retry")
@@ -626,21 +645,25 @@ def memory(
     if behind:
         err.print(f"[yellow]warning:[/] {behind}")
     if result is not None:
-        table = Table(title=f"{agent} recalls: {recall!r}")
-        for column in ("relevance", "similarity", "decay", "when", "tags", "content"):
-            table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
-        for m in result.memories:
-            table.add_row(
-                f"{m.relevance:.3f}",
-                f"{m.similarity:.3f}",
-                f"{m.decay:.3f}",
-                m.created_at.strftime("%Y-%m-%d %H:%M"),
-                ", ".join(m.tags),
-                m.content,
-            )
-        out.print(table)
+        out.print(recall_table(f"{agent} recalls: {recall!r}", result.memories))
         if result.warning:
             err.print(f"[yellow]warning:[/] {result.warning}")
     else:
         out.print(memory_md.read_text(encoding="utf-8"), markup=False, highlight=False)
     out.print(f"[dim]MEMORY.md: {memory_md}\narchive:   {archive}[/]")
+
+
+def recall_table(title: str, memories: list[Memory]) -> Table:
+    table = Table(title=title)
+    for column in ("relevance", "similarity", "decay", "when", "tags", "content"):
+        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+    for m in memories:
+        table.add_row(
+            f"{m.relevance:.3f}",
+            f"{m.similarity:.3f}",
+            f"{m.decay:.3f}",
+            m.created_at.strftime("%Y-%m-%d %H:%M"),
+            ", ".join(m.tags),
+            m.content,
+        )
+    return table

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -24,6 +24,9 @@ from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.inspection import bring_up_to_date
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.tool import Tool
+
+if TYPE_CHECKING:
+    from owlclaw.tools.stats import ToolStats
 
 
 @app.command()
@@ -136,6 +139,10 @@ def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
         return
     if behind:
         err.print(f"[yellow]warning:[/] {behind}")
+    print_stats_table(agent, stats, disabled)
+
+
+def print_stats_table(agent: str, stats: list[ToolStats], disabled: list[str]) -> None:
     table = Table(title=f"tools of {agent}")
     for column in ("tool", "calls", "ok", "errors", "timeouts", "p50 ms", "p95 ms", "truncated"):
         table.add_column(column, justify="left" if column in ("tool", "errors") else "right")
