@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from events.aggregates import ActiveSchedule
 from owlclaw.as_of import Moment, PastMemory, UnknownMoment, parse_moment
@@ -22,8 +23,8 @@ from owlclaw.cli.common import (
     out,
     print_json,
 )
+from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import load_config
-from projections.memory import Memory
 
 AS_OF_HELP = (
     "A past moment: an ISO-8601 time (UTC unless it names an offset) or a log position (@1234)."
@@ -101,12 +102,16 @@ def agent(
 
 
 def schedules_then_table(schedules: dict[str, ActiveSchedule]) -> Table:
-    table = Table(title="schedules active then")
-    for column in ("schedule", "kind", "focus", "last fire"):
-        table.add_column(column)
+    table = Table(
+        whole("schedule"),
+        whole("kind"),
+        whole("last fire"),
+        text("focus"),
+        title="schedules active then",
+    )
     for schedule_id, s in schedules.items():
-        last = s.last_fire_time.isoformat() if s.last_fire_time else "-"
-        table.add_row(schedule_id, s.cron or s.kind, s.focus, last)
+        last = s.last_fire_time.strftime("%Y-%m-%d %H:%M:%S") if s.last_fire_time else "-"
+        table.add_row(schedule_id, s.cron or s.kind, last, s.focus)
     return table
 
 
@@ -115,6 +120,7 @@ def memory_as_of(
 ) -> None:
     """``owlclaw memory AGENT --as-of T``: the memories held at T, rebuilt from the ledger."""
     from owlclaw.as_of import history_at, memories_at, recall_at
+    from owlclaw.cli.inspect import recall_table
     from projections.embedders import embedder_for
 
     moment = moment_of(as_of)
@@ -153,38 +159,21 @@ def memory_as_of(
         highlight=False,
     )
     if recalled is not None:
-        out.print(recalled_then_table(f"{agent_id} recalls: {query!r}", recalled))
+        out.print(recall_table(f"{agent_id} recalls: {query!r}", recalled))
     else:
         out.print(memories_then_table(held))
 
 
-def recalled_then_table(title: str, recalled: list[Memory]) -> Table:
-    table = Table(title=title)
-    for column in ("relevance", "similarity", "decay", "when", "content"):
-        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
-    for m in recalled:
-        table.add_row(
-            f"{m.relevance:.3f}",
-            f"{m.similarity:.3f}",
-            f"{m.decay:.3f}",
-            m.created_at.strftime("%Y-%m-%d %H:%M"),
-            m.content,
-        )
-    return table
-
-
 def memories_then_table(held: list[PastMemory]) -> Table:
-    table = Table()
-    for column in ("when", "memory", "embedding model", "tags", "content"):
-        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+    """The memories held, each one's tags under its content."""
+    table = Table(whole("when"), whole("memory"), text("embedding model"), text("content"))
     for p in held:
         model = p.embedding_model + ("" if p.embedding_model_recorded else " (configured)")
         table.add_row(
             p.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             str(p.memory_id)[:8],
             model,
-            ", ".join(p.tags),
-            p.content,
+            stacked(p.content, Text(f"tags: {', '.join(p.tags)}", "dim") if p.tags else None),
         )
     return table
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from uuid import UUID
 
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from events import LoggedEvent
@@ -27,8 +30,10 @@ from owlclaw.cli.common import (
     out,
     print_json,
     projections_app,
+    relative,
     summary,
 )
+from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import load_config
 from owlclaw.runtime.subagents import SpawnNode, spawn_tree
 
@@ -55,6 +60,7 @@ def ledger(
     with open_ledger() as (_, led):
         history = led.agent_history(agent, after, None if every else limit + 1)
         tree = spawn_tree(led, agent)
+        runs = {run_id: n for n, run_id in enumerate(led.load_agent(agent).run_ids(), 1)}
     more = len(history) > limit and not every
     if more:
         history = history[:limit]
@@ -78,7 +84,7 @@ def ledger(
             }
         )
         return
-    out.print(ledger_table(agent, history))
+    out.print(ledger_table(agent, history, runs))
     if more:
         out.print(
             f"[yellow]{limit} events shown, more follow:[/] owlclaw ledger {escape(agent)}"
@@ -89,19 +95,25 @@ def ledger(
         out.print(_tree(Tree(f"sub-agents of {agent}"), tree))
 
 
-def ledger_table(agent: str, history: list[LoggedEvent]) -> Table:
-    table = Table(title=f"ledger of {agent}", show_lines=False)
-    for column in ("pos", "stream", "ver", "event", "time", "data"):
-        table.add_column(column, overflow="fold" if column == "data" else "ellipsis")
+def ledger_table(agent: str, history: list[LoggedEvent], runs: Mapping[UUID, int]) -> Table:
+    """Each event's position and stream as ``--after``, ``replay`` and ``export`` take them
+    (``runs``: the run number of each run stream), its data folded under its type."""
+    table = Table(
+        whole("pos"),
+        whole("stream"),
+        whole("ver"),
+        whole("time"),
+        text("event"),
+        title=f"ledger of {agent}",
+    )
     for h in history:
         e = h.event
         table.add_row(
             str(h.position),
-            ("agent" if e.stream == "agent" else "run ") + " " + str(e.originator_id)[:8],
+            "agent" if e.stream == "agent" else f"run {runs[e.originator_id]}",
             str(e.originator_version),
-            type(e).__name__,
             e.timestamp.strftime("%H:%M:%S.%f")[:-3],
-            summary(event_fields(e)),
+            stacked(Text(type(e).__name__, "bold"), summary(event_fields(e))),
         )
     return table
 
@@ -405,9 +417,13 @@ def redecide_run(
 
 
 def redecision_table(report: ReDecision) -> Table:
-    table = Table(title=f"run {report.run_no} of {report.agent_id} re-decided by {report.model}")
-    for column in ("step", "recorded decision", "new decision", ""):
-        table.add_column(column, overflow="fold")
+    table = Table(
+        whole("step"),
+        text("recorded decision"),
+        text("new decision"),
+        whole(""),
+        title=f"run {report.run_no} of {report.agent_id} re-decided by {report.model}",
+    )
     for s in report.steps:
         new = str(s.candidate) if s.candidate is not None else f"({s.error})"
         mark = "[green]same[/]" if s.same else "[red]different[/]"
@@ -441,29 +457,22 @@ def schedules(
 
 
 def schedules_table(agent: str | None, rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="schedules" + (f" of {agent}" if agent else ""))
-    columns = (
-        "schedule",
-        "agent",
-        "kind",
-        "focus",
-        "next fire",
-        "status",
-        "misfires",
-        "last outcome",
+    """A schedule's agent under its id (unless ``agent`` names it), its next fire under its
+    cron, its backend and misfires under its status, its last outcome under its focus."""
+    table = Table(
+        whole("schedule"),
+        whole("fires"),
+        whole("status"),
+        text("focus"),
+        title="schedules" + (f" of {agent}" if agent else ""),
     )
-    for column in columns:
-        table.add_column(column, overflow="fold" if column == "focus" else "ellipsis")
     for r in rows:
+        next_fire, misses, last = r["next_fire_at"], r["misses"], r["last_outcome"]
         table.add_row(
-            r["schedule_id"],
-            r["agent_id"],
-            r["cron"] or r["kind"],
-            r["focus"],
-            r["next_fire_at"].strftime("%Y-%m-%d %H:%M:%S") if r["next_fire_at"] else "-",
-            f"{r['status']} ({r['backend'] or '-'})",
-            str(r["misses"]),
-            r["last_outcome"] or "-",
+            stacked(r["schedule_id"], None if agent else Text(r["agent_id"], "dim")),
+            stacked(r["cron"] or r["kind"], f"next {relative(next_fire)}" if next_fire else None),
+            stacked(r["status"], r["backend"], f"{misses} missed" if misses else None),
+            stacked(r["focus"], Text(f"last: {last}", "dim") if last else None),
         )
     return table
 
@@ -502,9 +511,14 @@ def projections_status(as_json: JsonOption = False) -> None:
 
 
 def projections_table(statuses: list[ProjectionStatus]) -> Table:
-    table = Table(title="projections")
-    for column in ("name", "position", "head", "lag events", "lag seconds", "parked"):
-        table.add_column(column, justify="left" if column == "name" else "right")
+    table = Table(
+        whole("name"),
+        *(
+            whole(c, right=True)
+            for c in ("position", "head", "lag events", "lag seconds", "parked")
+        ),
+        title="projections",
+    )
     for s in statuses:
         table.add_row(
             s.name,
@@ -654,16 +668,19 @@ def memory(
 
 
 def recall_table(title: str, memories: list[Memory]) -> Table:
-    table = Table(title=title)
-    for column in ("relevance", "similarity", "decay", "when", "tags", "content"):
-        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+    """Recalled memories, most relevant first, each one's tags under its content."""
+    table = Table(
+        *(whole(c, right=True) for c in ("relevance", "similarity", "decay")),
+        whole("when"),
+        text("memory"),
+        title=title,
+    )
     for m in memories:
         table.add_row(
             f"{m.relevance:.3f}",
             f"{m.similarity:.3f}",
             f"{m.decay:.3f}",
-            m.created_at.strftime("%Y-%m-%d %H:%M"),
-            ", ".join(m.tags),
-            m.content,
+            m.created_at.strftime("%Y-%m-%d"),
+            stacked(m.content, Text(f"tags: {', '.join(m.tags)}", "dim") if m.tags else None),
         )
     return table
