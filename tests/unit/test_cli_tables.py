@@ -16,7 +16,7 @@ from events import Ledger
 from events.aggregates import ActiveSchedule
 from owlclaw.as_of import PastMemory
 from owlclaw.audit.redecide import Decision, ReDecision, Step
-from owlclaw.cli import audit, inspect
+from owlclaw.cli import agents, audit, inspect
 from owlclaw.evidence.export import select_runs
 from projections.memory import Memory
 from tests.sample_run import AGENT_ID, record_sample_run
@@ -105,6 +105,40 @@ def test_schedules_keep_their_ids_agents_cron_and_status_whole(agent: str | None
     assert line_with(lines, "research-assistant")  # under its schedule, or in the title
     assert line_with(lines, "in 3 h") and line_with(lines, "2 missed")
     assert "check entry" in first  # the focus folds beside them
+
+
+def test_status_keeps_agent_ids_and_times_whole_and_folds_app_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    report = {
+        "server": {"url": "http://127.0.0.1:8765", "running": False},
+        "database": {"head": 123_460},
+        "pending_timers": 2,
+        "registered_agents": 2,
+        "agents": [
+            {
+                "agent_id": "research-assistant",
+                "runs": 12_345,
+                "runs_today": 120,
+                "active": 1,
+                "last_run": NOW - timedelta(minutes=42, seconds=5),
+                "next_timer": NOW + timedelta(hours=23, minutes=5),
+                "app_error": "SyntaxError: invalid syntax (handlers.py, line 12)",
+            },
+            {"agent_id": "demo-trader", "runs": 3, "runs_today": 0, "active": 0},
+        ],
+        "projections": [
+            {"name": "tool_calls", "position": 123_456, "lag_events": 4, "lag_seconds": 0.25}
+        ],
+    }
+    report["agents"][1] |= {"last_run": None, "next_timer": None}
+    monkeypatch.setattr(agents, "out", shown := console())
+    agents._print_status(report)
+    lines = lines_of(shown)
+    assert line_with(lines, "research-assistant", "12345", "120", "42 min ago")
+    assert line_with(lines, "in 23 h") and line_with(lines, "demo-trader")
+    assert line_with(lines, "tool_calls", "123456")
+    assert "line 12)" in "\n".join(lines)
 
 
 def test_schedules_of_a_past_moment_keep_ids_and_times_whole() -> None:
