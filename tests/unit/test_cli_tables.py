@@ -16,8 +16,9 @@ from events import Ledger
 from events.aggregates import ActiveSchedule
 from owlclaw.as_of import PastMemory
 from owlclaw.audit.redecide import Decision, ReDecision, Step
-from owlclaw.cli import agents, audit, inspect
+from owlclaw.cli import agents, audit, inspect, tools
 from owlclaw.evidence.export import select_runs
+from owlclaw.tools.stats import ToolStats
 from projections.memory import Memory
 from tests.sample_run import AGENT_ID, record_sample_run
 
@@ -139,6 +140,31 @@ def test_status_keeps_agent_ids_and_times_whole_and_folds_app_errors(
     assert line_with(lines, "in 23 h") and line_with(lines, "demo-trader")
     assert line_with(lines, "tool_calls", "123456")
     assert "line 12)" in "\n".join(lines)
+
+
+def test_tool_names_stay_whole_and_errors_are_listed_under_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stats = [
+        ToolStats(
+            "fetch_market_snapshot",
+            1234,
+            1190,
+            {"INVALID_ARGUMENTS": 20, "TOOL_FAILED": 14},
+            10,
+            12.3,
+            1145.6,
+            2,
+        ),
+        ToolStats("schedule_cron", 3, 3, {}, 0, 1.0, 1.2, 0),
+    ]
+    monkeypatch.setattr(tools, "out", shown := console())
+    tools.print_stats_table("demo-trader", stats, ["schedule_cron"])
+    lines = lines_of(shown)
+    assert line_with(lines, "fetch_market_snapshot", "1234", "1190", "44", "1145.6")
+    assert line_with(lines, "schedule_cron", "1.2")
+    errors = "errors of fetch_market_snapshot: INVALID_ARGUMENTS 20, TOOL_FAILED 14, timed out 10"
+    assert errors in " ".join(line.strip() for line in lines)
 
 
 def test_schedules_of_a_past_moment_keep_ids_and_times_whole() -> None:
