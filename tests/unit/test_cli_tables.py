@@ -13,10 +13,12 @@ import pytest
 from rich.console import Console, RenderableType
 
 from events import Ledger
+from events import catalog as ev
 from events.aggregates import ActiveSchedule
 from owlclaw.as_of import PastMemory
+from owlclaw.audit.evals import EvalComparison, EvalReport
 from owlclaw.audit.redecide import Decision, ReDecision, Step
-from owlclaw.cli import agents, audit, inspect, tools
+from owlclaw.cli import agents, audit, evals, inspect, tools
 from owlclaw.evidence.export import select_runs
 from owlclaw.tools.stats import ToolStats
 from projections.memory import Memory
@@ -165,6 +167,37 @@ def test_tool_names_stay_whole_and_errors_are_listed_under_the_table(
     assert line_with(lines, "schedule_cron", "1.2")
     errors = "errors of fetch_market_snapshot: INVALID_ARGUMENTS 20, TOOL_FAILED 14, timed out 10"
     assert errors in " ".join(line.strip() for line in lines)
+
+
+def eval_report(eval_id: str, model: str) -> EvalReport:
+    report = EvalReport(eval_id, "demo-trader", model, {})
+    report.runs = [
+        ev.EvalRunCompared(
+            originator_id=UUID(int=n),
+            originator_version=n + 1,
+            timestamp=NOW,
+            run_no=n,
+            outcome=outcome,
+            decisions=3,
+            same=2,
+            recorded_tokens=1000,
+            candidate_tokens=1234,
+            recorded_cost_usd=0.0125,
+            candidate_cost_usd=0.00075,
+        )
+        for n, outcome in enumerate(("identical", "different", "new_tool", "refused"), 1)
+    ]
+    return report
+
+
+def test_an_eval_and_a_comparison_keep_ids_and_figures_whole() -> None:
+    a = eval_report("3f9a0c1b2d4e", "openai/gpt-4o-mini")
+    b = eval_report("77aa0c1b2d4e", "anthropic/claude-3-5-haiku-20241022")
+    lines = rendered(evals.eval_table(a), evals.comparison_table(EvalComparison.of(a, b)))
+    assert line_with(lines, "4", "1", "75.0%")
+    assert line_with(lines, "-0.047000")  # cost Δ of 4 runs
+    assert line_with(lines, "┃", "3f9a0c1b2d4e", "77aa0c1b2d4e")
+    assert line_with(lines, "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-20241022")
 
 
 def test_schedules_of_a_past_moment_keep_ids_and_times_whole() -> None:
