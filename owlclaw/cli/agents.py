@@ -33,7 +33,9 @@ from owlclaw.cli.common import (
     open_ledger,
     out,
     print_json,
+    relative,
 )
+from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.narrate import step_text
 
@@ -352,9 +354,13 @@ def _print_status(report: dict[str, Any]) -> None:
     out.print(f"agents   {report['registered_agents']} registered", highlight=False)
     if report.get("registered_agents_behind"):
         out.print(f"[yellow]{escape(report['registered_agents_behind'])}[/]", highlight=False)
-    table = Table(title="agents with runs or served")
-    for column in ("agent", "runs", "today", "active", "last run", "next timer", "app"):
-        table.add_column(column)
+    table = Table(
+        whole("agent"),
+        *(whole(column, right=True) for column in ("runs", "today", "active")),
+        whole("last run\nnext timer"),
+        text("app"),
+        title="agents with runs or served",
+    )
     for a in report["agents"]:
         app_state = "-" if "app_error" not in a else "[green]ok[/]"
         if a.get("app_warning"):
@@ -368,14 +374,15 @@ def _print_status(report: dict[str, Any]) -> None:
             str(a["runs"]),
             str(a["runs_today"]),
             str(a["active"]),
-            str(a["last_run"] or "-")[:19],
-            str(a["next_timer"] or "-")[:19],
+            stacked(*(relative(a[k]) if a[k] else "-" for k in ("last_run", "next_timer"))),
             app_state,
         )
     out.print(table)
-    lag = Table(title="projections")
-    for column in ("name", "position", "lag events", "lag seconds"):
-        lag.add_column(column)
+    lag = Table(
+        whole("name"),
+        *(whole(column, right=True) for column in ("position", "lag events", "lag seconds")),
+        title="projections",
+    )
     for p in report["projections"]:
         lag.add_row(p["name"], str(p["position"]), str(p["lag_events"]), f"{p['lag_seconds']:.3f}")
     out.print(lag)
@@ -385,9 +392,13 @@ def _print_status(report: dict[str, Any]) -> None:
 
 def _workers_table(workers: list[dict[str, Any]]) -> Table:
     """The server's supervised background loops: state, restarts and the last error."""
-    table = Table(title="workers")
-    for column in ("worker", "state", "restarts", "last error"):
-        table.add_column(column)
+    table = Table(
+        whole("worker"),
+        whole("state"),
+        whole("restarts", right=True),
+        text("last error"),
+        title="workers",
+    )
     for w in workers:
         state = {"running": "[green]running[/]", "stopped": "stopped"}.get(
             w["state"], f"[red]{w['state']}[/]"

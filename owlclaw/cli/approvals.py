@@ -28,6 +28,7 @@ from owlclaw.cli.common import (
     print_json,
     relative,
 )
+from owlclaw.cli.tables import text, whole
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
 
@@ -63,14 +64,13 @@ def approvals(
         out.print("no pending approvals")
         return
     short = unique_prefixes([p.approval_id for p in found], known)
-    table = Table(title="pending approvals (an id's prefix is enough for approve / deny)")
-    table.add_column("id", no_wrap=True)  # what the user copies: never cut
-    table.add_column("agent", overflow="fold")
-    table.add_column("tool", overflow="fold")
-    table.add_column("arguments", overflow="fold", ratio=2)
-    table.add_column("reason", overflow="fold", ratio=1)
-    table.add_column("requested", no_wrap=True)
-    table.add_column("expires", no_wrap=True)
+    table = Table(
+        whole("id"),
+        *(text(column) for column in ("agent", "tool", "arguments", "reason")),
+        whole("requested"),
+        whole("expires"),
+        title="pending approvals (an id's prefix is enough for approve / deny)",
+    )
     for p in found:
         arguments = json.dumps(p.arguments, ensure_ascii=False)
         table.add_row(

@@ -8,8 +8,10 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from owlclaw.as_of import Moment, UnknownMoment, parse_moment
+from events.aggregates import ActiveSchedule
+from owlclaw.as_of import Moment, PastMemory, UnknownMoment, parse_moment
 from owlclaw.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -21,6 +23,7 @@ from owlclaw.cli.common import (
     out,
     print_json,
 )
+from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import load_config
 
 AS_OF_HELP = (
@@ -89,13 +92,7 @@ def agent(
         f" withheld: {', '.join(state.withheld_tools) or '-'}",
         highlight=False,
     )
-    table = Table(title="schedules active then")
-    for column in ("schedule", "kind", "focus", "last fire"):
-        table.add_column(column)
-    for schedule_id, s in state.schedules.items():
-        last = s.last_fire_time.isoformat() if s.last_fire_time else "-"
-        table.add_row(schedule_id, s.cron or s.kind, s.focus, last)
-    out.print(table)
+    out.print(schedules_then_table(state.schedules))
     out.print(
         f"spent on {state.spent.day} up to then: {state.spent.tokens} tokens,"
         f" ${state.spent.cost_usd:.6f}; budget exceeded {len(state.budget_exceeded)} times;"
@@ -104,11 +101,26 @@ def agent(
     )
 
 
+def schedules_then_table(schedules: dict[str, ActiveSchedule]) -> Table:
+    table = Table(
+        whole("schedule"),
+        whole("kind"),
+        whole("last fire"),
+        text("focus"),
+        title="schedules active then",
+    )
+    for schedule_id, s in schedules.items():
+        last = s.last_fire_time.strftime("%Y-%m-%d %H:%M:%S") if s.last_fire_time else "-"
+        table.add_row(schedule_id, s.cron or s.kind, last, s.focus)
+    return table
+
+
 def memory_as_of(
     agent_id: str, as_of: str, query: str | None, limit: int, *, as_json: bool
 ) -> None:
     """``owlclaw memory AGENT --as-of T``: the memories held at T, rebuilt from the ledger."""
     from owlclaw.as_of import history_at, memories_at, recall_at
+    from owlclaw.cli.inspect import recall_table
     from projections.embedders import embedder_for
 
     moment = moment_of(as_of)
@@ -147,32 +159,23 @@ def memory_as_of(
         highlight=False,
     )
     if recalled is not None:
-        table = Table(title=f"{agent_id} recalls: {query!r}")
-        for column in ("relevance", "similarity", "decay", "when", "content"):
-            table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
-        for m in recalled:
-            table.add_row(
-                f"{m.relevance:.3f}",
-                f"{m.similarity:.3f}",
-                f"{m.decay:.3f}",
-                m.created_at.strftime("%Y-%m-%d %H:%M"),
-                m.content,
-            )
-        out.print(table)
-        return
-    table = Table()
-    for column in ("when", "memory", "embedding model", "tags", "content"):
-        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+        out.print(recall_table(f"{agent_id} recalls: {query!r}", recalled))
+    else:
+        out.print(memories_then_table(held))
+
+
+def memories_then_table(held: list[PastMemory]) -> Table:
+    """The memories held, each one's tags under its content."""
+    table = Table(whole("when"), whole("memory"), text("embedding model"), text("content"))
     for p in held:
         model = p.embedding_model + ("" if p.embedding_model_recorded else " (configured)")
         table.add_row(
             p.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             str(p.memory_id)[:8],
             model,
-            ", ".join(p.tags),
-            p.content,
+            stacked(p.content, Text(f"tags: {', '.join(p.tags)}", "dim") if p.tags else None),
         )
-    out.print(table)
+    return table
 
 
 @app.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -25,7 +25,11 @@ from owlclaw.cli.common import (
     out,
     print_json,
 )
+from owlclaw.cli.tables import text, whole
 from owlclaw.config import load_config
+
+if TYPE_CHECKING:
+    from owlclaw.audit.evals import EvalComparison, EvalReport
 
 TIMES = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
 """ISO-8601 forms --since and --until take."""
@@ -147,17 +151,7 @@ def _evaluate(
     if as_json:
         print_json(summary)
     else:
-        table = Table(title=f"eval {report.eval_id}: {agent} re-decided by {model}")
-        for column in ("runs", *report.counts, "divergent", "tokens Δ", "cost Δ (USD)"):
-            table.add_column(column, justify="right")
-        table.add_row(
-            str(summary["runs"]),
-            *(str(n) for n in report.counts.values()),
-            f"{report.divergent_fraction:.1%}",
-            f"{summary['tokens_delta']:+d}",
-            f"{summary['cost_delta_usd']:+.6f}",
-        )
-        out.print(table)
+        out.print(eval_table(report))
         for d in summary["diverging"]:
             out.print(
                 f"run {d['run_no']}: {d['outcome']} at step {d['step']}: recorded"
@@ -184,17 +178,39 @@ def _compare(eval_a: str, eval_b: str, *, as_json: bool) -> None:
     if as_json:
         print_json(comparison.as_dict())
         return
-    table = Table(title=f"eval {eval_a} vs {eval_b}")
-    for column in ("eval", "model", "runs", "identical", "different", "new_tool", "refused"):
-        table.add_column(column)
-    for report in (comparison.a, comparison.b):
-        counts = report.counts
-        table.add_row(
-            report.eval_id,
-            escape(report.model),
-            str(len(report.runs)),
-            *(str(counts[k]) for k in ("identical", "different", "new_tool", "refused")),
-        )
-    out.print(table)
+    out.print(comparison_table(comparison))
     for c in comparison.changed:
         out.print(f"run {c['run_no']}: {c['a']} -> {c['b']}")
+
+
+def eval_table(report: EvalReport) -> Table:
+    """The runs by outcome; the token and cost differences under the table."""
+    summary = report.as_dict()
+    table = Table(
+        *(whole(column, right=True) for column in ("runs", *report.counts, "divergent")),
+        title=f"eval {report.eval_id}: {report.agent_id} re-decided by {report.model}",
+        caption=f"tokens Δ {summary['tokens_delta']:+d},"
+        f" cost Δ {summary['cost_delta_usd']:+.6f} USD",
+    )
+    table.add_row(
+        str(summary["runs"]),
+        *(str(n) for n in report.counts.values()),
+        f"{report.divergent_fraction:.1%}",
+    )
+    return table
+
+
+def comparison_table(comparison: EvalComparison) -> Table:
+    """The two evals side by side, a row per figure (their models can be long)."""
+    a, b = comparison.a, comparison.b
+    table = Table(
+        whole(""),
+        text(a.eval_id),
+        text(b.eval_id),
+        title=f"eval {a.eval_id} vs {b.eval_id}",
+    )
+    table.add_row("model", escape(a.model), escape(b.model))
+    table.add_row("runs", str(len(a.runs)), str(len(b.runs)))
+    for outcome in ("identical", "different", "new_tool", "refused"):
+        table.add_row(outcome, str(a.counts[outcome]), str(b.counts[outcome]))
+    return table

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
+from uuid import UUID
 
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
+from events import LoggedEvent
 from events.catalog import event_fields
 from events.heads import AnchorInvalid, read_anchor
 from owlclaw.chains import verify_agent
@@ -26,14 +30,18 @@ from owlclaw.cli.common import (
     out,
     print_json,
     projections_app,
+    relative,
     summary,
 )
+from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import load_config
 from owlclaw.runtime.subagents import SpawnNode, spawn_tree
 
 if TYPE_CHECKING:
     from owlclaw.audit.redecide import ReDecision
     from owlclaw.runtime.verify import ReplayReport
+    from projections.memory import Memory
+    from projections.runner import ProjectionStatus
 
 
 @app.command()
@@ -52,6 +60,7 @@ def ledger(
     with open_ledger() as (_, led):
         history = led.agent_history(agent, after, None if every else limit + 1)
         tree = spawn_tree(led, agent)
+        runs = {run_id: n for n, run_id in enumerate(led.load_agent(agent).run_ids(), 1)}
     more = len(history) > limit and not every
     if more:
         history = history[:limit]
@@ -75,20 +84,7 @@ def ledger(
             }
         )
         return
-    table = Table(title=f"ledger of {agent}", show_lines=False)
-    for column in ("pos", "stream", "ver", "event", "time", "data"):
-        table.add_column(column, overflow="fold" if column == "data" else "ellipsis")
-    for h in history:
-        e = h.event
-        table.add_row(
-            str(h.position),
-            ("agent" if e.stream == "agent" else "run ") + " " + str(e.originator_id)[:8],
-            str(e.originator_version),
-            type(e).__name__,
-            e.timestamp.strftime("%H:%M:%S.%f")[:-3],
-            summary(event_fields(e)),
-        )
-    out.print(table)
+    out.print(ledger_table(agent, history, runs))
     if more:
         out.print(
             f"[yellow]{limit} events shown, more follow:[/] owlclaw ledger {escape(agent)}"
@@ -97,6 +93,29 @@ def ledger(
         )
     if tree:
         out.print(_tree(Tree(f"sub-agents of {agent}"), tree))
+
+
+def ledger_table(agent: str, history: list[LoggedEvent], runs: Mapping[UUID, int]) -> Table:
+    """Each event's position and stream as ``--after``, ``replay`` and ``export`` take them
+    (``runs``: the run number of each run stream), its data folded under its type."""
+    table = Table(
+        whole("pos"),
+        whole("stream"),
+        whole("ver"),
+        whole("time"),
+        text("event"),
+        title=f"ledger of {agent}",
+    )
+    for h in history:
+        e = h.event
+        table.add_row(
+            str(h.position),
+            "agent" if e.stream == "agent" else f"run {runs[e.originator_id]}",
+            str(e.originator_version),
+            e.timestamp.strftime("%H:%M:%S.%f")[:-3],
+            stacked(Text(type(e).__name__, "bold"), summary(event_fields(e))),
+        )
+    return table
 
 
 def _tree(branch: Tree, nodes: list[SpawnNode]) -> Tree:
@@ -382,19 +401,7 @@ def redecide_run(
     else:
         for note in report.drift:
             err.print(f"[yellow]context differs from the recording:[/] {escape(note)}")
-        table = Table(title=f"run {run_no} of {agent} re-decided by {model}")
-        for column in ("step", "recorded decision", "new decision", ""):
-            table.add_column(column, overflow="fold")
-        for s in report.steps:
-            new = str(s.candidate) if s.candidate is not None else f"({s.error})"
-            mark = "[green]same[/]" if s.same else "[red]different[/]"
-            table.add_row(
-                f"{s.step}{' (branch)' if s.branch else ''}",
-                escape(str(s.recorded) if s.recorded is not None else "-"),
-                escape(new),
-                mark,
-            )
-        out.print(table)
+        out.print(redecision_table(report))
         first = report.first_divergence
         if first is None:
             out.print(f"[green]no divergence[/]: {len(report.steps)} decisions as recorded")
@@ -407,6 +414,26 @@ def redecide_run(
             out.print(f"branch followed until: {escape(report.stopped)}")
     if report.first_divergence is not None:
         raise typer.Exit(EXIT_FAILED)
+
+
+def redecision_table(report: ReDecision) -> Table:
+    table = Table(
+        whole("step"),
+        text("recorded decision"),
+        text("new decision"),
+        whole(""),
+        title=f"run {report.run_no} of {report.agent_id} re-decided by {report.model}",
+    )
+    for s in report.steps:
+        new = str(s.candidate) if s.candidate is not None else f"({s.error})"
+        mark = "[green]same[/]" if s.same else "[red]different[/]"
+        table.add_row(
+            f"{s.step}{' (branch)' if s.branch else ''}",
+            escape(str(s.recorded) if s.recorded is not None else "-"),
+            escape(new),
+            mark,
+        )
+    return table
 
 
 @app.command()
@@ -426,31 +453,28 @@ def schedules(
     if as_json:
         print_json(listing.rows)
         return
-    table = Table(title="schedules" + (f" of {agent}" if agent else ""))
-    columns = (
-        "schedule",
-        "agent",
-        "kind",
-        "focus",
-        "next fire",
-        "status",
-        "misfires",
-        "last outcome",
+    out.print(schedules_table(agent, listing.rows))
+
+
+def schedules_table(agent: str | None, rows: list[dict[str, Any]]) -> Table:
+    """A schedule's agent under its id (unless ``agent`` names it), its next fire under its
+    cron, its backend and misfires under its status, its last outcome under its focus."""
+    table = Table(
+        whole("schedule"),
+        whole("fires"),
+        whole("status"),
+        text("focus"),
+        title="schedules" + (f" of {agent}" if agent else ""),
     )
-    for column in columns:
-        table.add_column(column, overflow="fold" if column == "focus" else "ellipsis")
-    for r in listing.rows:
+    for r in rows:
+        next_fire, misses, last = r["next_fire_at"], r["misses"], r["last_outcome"]
         table.add_row(
-            r["schedule_id"],
-            r["agent_id"],
-            r["cron"] or r["kind"],
-            r["focus"],
-            r["next_fire_at"].strftime("%Y-%m-%d %H:%M:%S") if r["next_fire_at"] else "-",
-            f"{r['status']} ({r['backend'] or '-'})",
-            str(r["misses"]),
-            r["last_outcome"] or "-",
+            stacked(r["schedule_id"], None if agent else Text(r["agent_id"], "dim")),
+            stacked(r["cron"] or r["kind"], f"next {relative(next_fire)}" if next_fire else None),
+            stacked(r["status"], r["backend"], f"{misses} missed" if misses else None),
+            stacked(r["focus"], Text(f"last: {last}", "dim") if last else None),
         )
-    out.print(table)
+    return table
 
 
 def first_line(error: str) -> str:
@@ -472,19 +496,7 @@ def projections_status(as_json: JsonOption = False) -> None:
     if as_json:
         print_json(statuses)
         return
-    table = Table(title="projections")
-    for column in ("name", "position", "head", "lag events", "lag seconds", "parked"):
-        table.add_column(column, justify="left" if column == "name" else "right")
-    for s in statuses:
-        table.add_row(
-            s.name,
-            str(s.position),
-            str(s.head),
-            str(s.lag_events),
-            f"{s.lag_seconds:.3f}",
-            str(s.parked_count),
-        )
-    out.print(table)
+    out.print(projections_table(statuses))
     parked = [p for s in statuses for p in s.parked]
     if parked:
         out.print("parked events (fix the cause, then `owlclaw projections retry NAME`):")
@@ -496,6 +508,27 @@ def projections_status(as_json: JsonOption = False) -> None:
             highlight=False,
             soft_wrap=True,
         )
+
+
+def projections_table(statuses: list[ProjectionStatus]) -> Table:
+    table = Table(
+        whole("name"),
+        *(
+            whole(c, right=True)
+            for c in ("position", "head", "lag events", "lag seconds", "parked")
+        ),
+        title="projections",
+    )
+    for s in statuses:
+        table.add_row(
+            s.name,
+            str(s.position),
+            str(s.head),
+            str(s.lag_events),
+            f"{s.lag_seconds:.3f}",
+            str(s.parked_count),
+        )
+    return table
 
 
 @projections_app.command("retry")
@@ -626,21 +659,28 @@ def memory(
     if behind:
         err.print(f"[yellow]warning:[/] {behind}")
     if result is not None:
-        table = Table(title=f"{agent} recalls: {recall!r}")
-        for column in ("relevance", "similarity", "decay", "when", "tags", "content"):
-            table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
-        for m in result.memories:
-            table.add_row(
-                f"{m.relevance:.3f}",
-                f"{m.similarity:.3f}",
-                f"{m.decay:.3f}",
-                m.created_at.strftime("%Y-%m-%d %H:%M"),
-                ", ".join(m.tags),
-                m.content,
-            )
-        out.print(table)
+        out.print(recall_table(f"{agent} recalls: {recall!r}", result.memories))
         if result.warning:
             err.print(f"[yellow]warning:[/] {result.warning}")
     else:
         out.print(memory_md.read_text(encoding="utf-8"), markup=False, highlight=False)
     out.print(f"[dim]MEMORY.md: {memory_md}\narchive:   {archive}[/]")
+
+
+def recall_table(title: str, memories: list[Memory]) -> Table:
+    """Recalled memories, most relevant first, each one's tags under its content."""
+    table = Table(
+        *(whole(c, right=True) for c in ("relevance", "similarity", "decay")),
+        whole("when"),
+        text("memory"),
+        title=title,
+    )
+    for m in memories:
+        table.add_row(
+            f"{m.relevance:.3f}",
+            f"{m.similarity:.3f}",
+            f"{m.decay:.3f}",
+            m.created_at.strftime("%Y-%m-%d"),
+            stacked(m.content, Text(f"tags: {', '.join(m.tags)}", "dim") if m.tags else None),
+        )
+    return table

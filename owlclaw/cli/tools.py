@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from events import Ledger
 from owlclaw.cli.common import (
@@ -20,10 +22,14 @@ from owlclaw.cli.common import (
     out,
     print_json,
 )
+from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.inspection import bring_up_to_date
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.tool import Tool
+
+if TYPE_CHECKING:
+    from owlclaw.tools.stats import ToolStats
 
 
 @app.command()
@@ -136,19 +142,30 @@ def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
         return
     if behind:
         err.print(f"[yellow]warning:[/] {behind}")
-    table = Table(title=f"tools of {agent}")
-    for column in ("tool", "calls", "ok", "errors", "timeouts", "p50 ms", "p95 ms", "truncated"):
-        table.add_column(column, justify="left" if column in ("tool", "errors") else "right")
+    print_stats_table(agent, stats, disabled)
+
+
+def print_stats_table(agent: str, stats: list[ToolStats], disabled: list[str]) -> None:
+    """The counts in the table, each tool's errors by code under it."""
+    table = Table(
+        whole("tool"),
+        *(whole(c, right=True) for c in ("calls", "ok", "errors", "p50 ms", "p95 ms", "truncated")),
+        title=f"tools of {agent}",
+    )
+    errors = {s.tool: s.errors | ({"timed out": s.timeouts} if s.timeouts else {}) for s in stats}
     for s in stats:
         table.add_row(
-            s.tool + (" (disabled)" if s.tool in disabled else ""),
+            stacked(s.tool, Text("(disabled)", "yellow") if s.tool in disabled else None),
             str(s.calls),
             str(s.succeeded),
-            ", ".join(f"{code} {n}" for code, n in s.errors.items()) or "-",
-            str(s.timeouts),
+            str(sum(errors[s.tool].values())),
             "-" if s.p50_ms is None else f"{s.p50_ms:.1f}",
             "-" if s.p95_ms is None else f"{s.p95_ms:.1f}",
             str(s.truncated),
         )
     out.print(table)
+    for tool, codes in errors.items():
+        if codes:
+            listed = ", ".join(f"{code} {n}" for code, n in codes.items())
+            out.print(f"errors of {escape(tool)}: {listed}", highlight=False)
     out.print(f"disabled tools: {', '.join(disabled) or 'none'}", highlight=False)

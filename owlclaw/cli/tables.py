@@ -1,0 +1,27 @@
+"""The columns of the CLI's tables, so that each table reads in 80 columns.
+
+Rich fits a table to the terminal by narrowing the columns that may wrap. Here only free text
+may: what a user copies into another command (an id, a name, a run number, a log position),
+numbers and times stay whole on one line, and free text folds into the width left. So each
+table keeps its whole columns narrower than 80 together (two values stacked in one cell,
+details printed under the table)."""
+
+from __future__ import annotations
+
+from rich.table import Column
+from rich.text import Text
+
+
+def whole(header: str, *, right: bool = False) -> Column:
+    """Never cut nor wrapped: Rich narrows the free-text columns instead."""
+    return Column(header, justify="right" if right else "left", no_wrap=True)
+
+
+def text(header: str) -> Column:
+    """Free text (a focus, a reason, an error, event data): folded into the width left."""
+    return Column(header, overflow="fold")
+
+
+def stacked(*lines: str | Text | None) -> Text:
+    """Values stacked in one cell, each on its own line (None: left out), as plain text."""
+    return Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines if line)
