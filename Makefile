@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint $(HATCHET)
-	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadgroup
+	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 3 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) .owlclaw .mypy_cache .ruff_cache

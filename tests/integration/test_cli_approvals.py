@@ -16,7 +16,7 @@ from tests.apps import make_app
 from tests.cli import free_port, owlclaw, owlclaw_json, start_run, user_env
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]
 
 HANDLERS = """
 from pathlib import Path

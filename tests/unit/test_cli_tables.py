@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 from contextlib import nullcontext
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from uuid import UUID
 
 import pytest
@@ -19,6 +19,7 @@ from owlclaw.as_of import PastMemory
 from owlclaw.audit.evals import EvalComparison, EvalReport
 from owlclaw.audit.redecide import Decision, ReDecision, Step
 from owlclaw.cli import agents, audit, evals, inspect, tools
+from owlclaw.cli.common import relative
 from owlclaw.evidence.export import select_runs
 from owlclaw.tools.stats import ToolStats
 from projections.memory import Memory
@@ -26,6 +27,19 @@ from tests.sample_run import AGENT_ID, record_sample_run
 
 NOW = datetime.now(UTC)
 FOCUS = "check entry opportunities before the market opens, then report what changed"
+
+
+class FrozenAtNow(datetime):
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> FrozenAtNow:
+        return cls.fromtimestamp(NOW.timestamp(), tz)
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``relative`` reads the clock: the tables are rendered at NOW however long after this
+    module was imported (a loaded run reached them 9 minutes later)."""
+    monkeypatch.setitem(relative.__globals__, "datetime", FrozenAtNow)
 
 
 def console() -> Console:
