@@ -18,7 +18,6 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -31,6 +30,7 @@ from rich.markup import escape
 from events import Ledger, LedgerError, LedgerUnavailable
 from owlclaw.config import ConfigError, OwlClawConfig, load_config
 from owlclaw.database import Database, DatabaseUnavailable, open_database
+from owlclaw.relative_time import relative as relative  # noqa: PLC0414 - the tables use it
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
 bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")
@@ -186,21 +186,6 @@ def command_name() -> str:
         return str(script.relative_to(Path.cwd()))
     except ValueError:
         return str(script)
-
-
-def relative(moment: datetime | str, now: datetime | None = None) -> str:
-    """``in 23 h``, ``5 min ago``: a time a person reads at a glance (whole units, rounded
-    down; the exact time stays in ``--json``)."""
-    when = datetime.fromisoformat(moment) if isinstance(moment, str) else moment
-    seconds = int((when - (now or datetime.now(UTC))).total_seconds())
-    size = abs(seconds)
-    for unit, length in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if size >= length:
-            text = f"{size // length} {unit}"
-            break
-    else:
-        text = f"{size} s"
-    return f"in {text}" if seconds >= 0 else f"{text} ago"
 
 
 def print_json(data: Any) -> None:
