@@ -10,8 +10,8 @@ def relative(moment: datetime | str, now: datetime | None = None) -> str:
     """``in 23 h``, ``5 min ago``: whole units, rounded down (the exact time is shown
     elsewhere: ``--json``, a page's tooltip)."""
     when = datetime.fromisoformat(moment) if isinstance(moment, str) else moment
-    seconds = int((when - (now or datetime.now(UTC))).total_seconds())
-    size = abs(seconds)
+    seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    size = int(abs(seconds))  # a moment ago is "0 s ago", not "in 0 s"
     for unit, length in (("d", 86_400), ("h", 3_600), ("min", 60)):
         if size >= length:
             text = f"{size // length} {unit}"

@@ -5,6 +5,7 @@ recorded with who did it."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -169,6 +170,12 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     [approval] = service.pending_approvals()
     row = page.locator(f"tr[data-approval='{approval.approval_id}']")
     assert "place_order" in row.inner_text() and "ACME" in row.inner_text()
+    named = row.locator("code.approval-id")  # whole, to copy; the prefix the CLI takes marked
+    assert named.inner_text() == named.get_attribute("title") == approval.approval_id
+    assert named.locator("b").inner_text() == approval.approval_id[:8]
+    assert re.fullmatch(r"\d+ s ago", row.locator("time.requested").inner_text())
+    assert row.locator("time.expires").inner_text() == "in 23 h"  # the default 24 h
+    assert row.locator("time.expires").get_attribute("datetime") == approval.expires_at
     c.screenshot("approvals")
     row.locator("input[name=note]").fill("within limits")
     row.locator("button[value=approve]").click()

@@ -19,6 +19,7 @@ def test_times_read_at_a_glance() -> None:
     assert relative(NOW + timedelta(days=2, hours=3), NOW) == "in 2 d"
     assert relative((NOW - timedelta(minutes=5, seconds=3)).isoformat(), NOW) == "5 min ago"
     assert relative(NOW + timedelta(seconds=9), NOW) == "in 9 s"
+    assert relative(NOW - timedelta(milliseconds=300), NOW) == "0 s ago"
 
 
 @given(st.lists(st.uuids().map(str), min_size=1, max_size=30, unique=True), st.data())

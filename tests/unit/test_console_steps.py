@@ -4,10 +4,11 @@ tools with the reason, the recorded inputs of a decision, a parked run named by 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from events import catalog as ev
+from owlclaw.console.pages.approvals import expiry
 from owlclaw.console.steps import RESULT_CHARS, step_of, text
 
 HEADER: dict[str, Any] = {
@@ -65,3 +66,10 @@ def test_a_parked_run_names_what_it_waits_for() -> None:
     on_spawn = step_of(ev.RunParked(spawn_id="sp-1", call_id="c2", **HEADER))
     assert on_approval.title == "Parked: waiting for approval ap-1"
     assert on_spawn.title == "Parked: waiting for sub-agent spawn sp-1"
+
+
+def test_an_approval_past_its_expiry_reads_expired() -> None:
+    now = HEADER["timestamp"]
+    assert expiry((now + timedelta(hours=23, minutes=59)).isoformat(), now) == "in 23 h"
+    assert expiry((now - timedelta(seconds=1)).isoformat(), now) == "expired"
+    assert expiry(now.isoformat(), now) == "expired"

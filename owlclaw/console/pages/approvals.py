@@ -1,9 +1,14 @@
 """The approvals page: the served agents' pending approvals, answered (approve or deny, with a
-note) by the logged-in operator through the agent's writer; the parked run resumes."""
+note) by the logged-in operator through the agent's writer; the parked run resumes.
+
+Each is named by its id with the unique prefix ``owlclaw approvals`` prints (enough for
+``owlclaw approve``) marked, and its times read at a glance, the exact time on hover."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from aiohttp import web
 
@@ -11,16 +16,44 @@ from events.aggregates import ApprovalClosed
 from owlclaw.console.auth import operator_of
 from owlclaw.console.flash import redirect_with, shown, take_flash
 from owlclaw.console.render import render
-from owlclaw.runtime.approvals import Decision
+from owlclaw.relative_time import relative
+from owlclaw.runtime.approvals import Decision, PendingApproval, unique_prefixes
 from owlclaw.service import Service
 
 BACK = "/ui/approvals"
 MAX_NOTE = 2000
 
 
+@dataclass(frozen=True)
+class Listed:
+    approval: PendingApproval
+    prefix: str
+    """The shortest prefix no other approval of the served agents starts with."""
+    requested: str
+    expires: str
+
+
+def expiry(expires_at: str, now: datetime) -> str:
+    """``in 23 h``, or ``expired`` once past (the expiry worker denies it shortly)."""
+    return "expired" if datetime.fromisoformat(expires_at) <= now else relative(expires_at, now)
+
+
+def listing(service: Service) -> list[Listed]:
+    """The served agents' pending approvals, oldest first, with their prefixes and times."""
+    assert service.ledger is not None
+    pending = service.pending_approvals()
+    known = [i for a in service.apps for i in service.ledger.load_agent(a).state.approvals]
+    short = unique_prefixes([p.approval_id for p in pending], known)
+    now = datetime.now(UTC)
+    return [
+        Listed(p, short[p.approval_id], relative(p.requested_at, now), expiry(p.expires_at, now))
+        for p in pending
+    ]
+
+
 def routes(service: Service) -> list[web.RouteDef]:
     async def approvals(request: web.Request) -> web.Response:
-        pending = await asyncio.to_thread(service.pending_approvals)
+        pending = await asyncio.to_thread(listing, service)
         flash = take_flash(request)
         response = render(
             request, "approvals.html", pending=pending, flash=flash, max_note=MAX_NOTE
