@@ -5,8 +5,11 @@ and how long it waited."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
+from uuid import UUID
 
+import msgspec
 from psycopg import Cursor
 
 from events import catalog as ev
@@ -168,6 +171,19 @@ class AuditView(View):
                 (text(e.decision_type), run, text(e.call_id)),
             )
 
+    def approval_answers(self, run_id: UUID) -> dict[str, ApprovalAnswer]:
+        """The answers to the approvals the run waited for, by approval id."""
+        with self.datastore.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT approval_id, approval_status AS status, approved_by AS by,"
+                    " approval_note AS note, approval_answered_at AS answered_at"
+                    " FROM {audit_tool_calls} WHERE run_id = %s AND approval_id IS NOT NULL"
+                ),
+                (run_id,),
+            ).fetchall()
+        return {row["approval_id"]: msgspec.convert(row, ApprovalAnswer) for row in rows}
+
     def _answered(
         self, curs: Cursor[Any], e: ev.ApprovalGranted | ev.ApprovalDenied | ev.ApprovalExpired
     ) -> None:
@@ -239,3 +255,12 @@ class AuditView(View):
                 "pos": pos,
             },
         )
+
+
+class ApprovalAnswer(msgspec.Struct, frozen=True):
+    approval_id: str
+    status: str
+    """``pending``, ``granted``, ``denied`` or ``expired``."""
+    by: str | None
+    note: str | None
+    answered_at: datetime | None

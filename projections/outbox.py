@@ -67,7 +67,7 @@ class Outbox(View):
     def prepare(self, batch: list[LoggedEvent]) -> None:
         messages = [(x.position, x.event) for x in batch if isinstance(x.event, ev.MessageSent)]
         if self.rebuilding:
-            self._outcomes = self._served([m.message_id for _, m in messages])
+            self._outcomes = self.outcomes([m.message_id for _, m in messages])
             return
         retried = self._parked([position for position, _ in messages])
         self._outcomes = {m.message_id: self._send(m, p in retried) for p, m in messages}
@@ -113,8 +113,9 @@ class Outbox(View):
             ).fetchall()
         return {r["position"] for r in rows}
 
-    def _served(self, message_ids: list[str]) -> dict[str, Outcome]:
-        """What the serving table recorded of these messages (a rebuild does not send)."""
+    def outcomes(self, message_ids: list[str]) -> dict[str, Outcome]:
+        """What the serving table recorded of these messages (a rebuild keeps it rather than
+        send again; the console shows it); a message not in it is not delivered yet."""
         if not message_ids:
             return {}
         serving = Identifier(self.tables[0])

@@ -10,6 +10,8 @@ from typing import Any
 
 from events import catalog as ev
 from events.catalog import event_fields
+from projections.audit import ApprovalAnswer
+from projections.outbox import Outcome
 
 RESULT_CHARS = 2000
 """A tool result longer than this is cut in the timeline (the ledger page has it whole)."""
@@ -25,6 +27,56 @@ class Step:
     facts: list[tuple[str, str]] = field(default_factory=list)
     blocks: list[tuple[str, str]] = field(default_factory=list)
     """Labelled preformatted text: messages, arguments, results."""
+    delivery: Delivery | None = None
+    """A sent message's delivery (updated in place on the page once the outbox settles it)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    message_id: str
+    status: str
+    """``pending`` (the outbox has not recorded it yet), ``delivered``, ``failed`` or
+    ``not_sent``: the outbox's row."""
+    detail: str
+
+
+def delivery_of(message_id: str, outcome: Outcome | None) -> Delivery:
+    """What the outbox recorded of a message (None: nothing yet), as the timeline says it."""
+    if outcome is None:
+        return Delivery(message_id, "pending", "not sent yet")
+    tries = f"{outcome.attempts} attempt{'' if outcome.attempts == 1 else 's'}"
+    if outcome.status == "delivered":
+        return Delivery(message_id, "delivered", f"HTTP {outcome.http_status} after {tries}")
+    why = outcome.error or outcome.status
+    retry = "owlclaw projections retry outbox sends it again"
+    return Delivery(message_id, outcome.status, f"after {tries}: {why}; {retry}")
+
+
+def sent(e: ev.MessageSent, delivery: Delivery) -> Step:
+    """A message the run sent, with how the outbox delivered it."""
+    facts = [
+        ("message", e.message_id),
+        ("channel", f"{e.channel} ({e.kind}) {e.url}"),
+        ("attempts", f"at most {e.attempts}"),
+    ]
+    title = f"Message sent via {e.channel}"
+    return Step(
+        e.originator_version, e.timestamp, "message", title, facts, [("text", e.text)], delivery
+    )
+
+
+def resumed(e: ev.RunResumed, approval_id: str, answer: ApprovalAnswer | None) -> Step:
+    """The run went on after the approval it waited for was answered: by whom, how, and why."""
+    version, at = e.originator_version, e.timestamp
+    facts = [("approval", approval_id)]
+    if answer is None or answer.status == "pending":
+        facts.append(("answer", "not in the audit view yet (reload to see it)"))
+        return Step(version, at, "answer", "Resumed", facts)
+    by = f" by {answer.by}" if answer.by else ""
+    if answer.answered_at is not None:
+        facts.append(("answered", answer.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC")))
+    blocks = [("note", answer.note)] if answer.note else []
+    return Step(version, at, "answer", f"Resumed: approval {answer.status}{by}", facts, blocks)
 
 
 def text(value: Any, limit: int | None = None) -> str:

@@ -192,6 +192,9 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     assert any(isinstance(e, ev.ToolCallSucceeded) and e.tool == "place_order" for e in run)
     assert page.locator("tr[data-approval]").count() == 0
     c.screenshot("approvals-answered")
+    answer = answer_on_timeline(c, run_id)
+    assert answer["title"] == "Resumed: approval granted by console:alice"
+    assert answer["note"] == "within limits" and answer["approval"] == approval.approval_id
 
     again = c.call(service.submit("trader", "webhook", focus="buy ACME again"))
     assert c.call(service.result("trader", again)).status == "parked"
@@ -211,3 +214,22 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     )
     run = c.ledger.stream(uuid.UUID(again))
     assert not any(isinstance(e, ev.ToolCallSucceeded) for e in run)
+    answer = answer_on_timeline(c, again)
+    assert answer["title"] == "Resumed: approval denied by console:alice"
+    assert answer["note"] == "over the limit today" and answer["approval"] == second.approval_id
+    c.screenshot("run-denied")
+
+
+def answer_on_timeline(c: Console, run_id: str) -> dict[str, str]:
+    """The run page's step where the run went on after its approval was answered."""
+    c.page.goto(f"{c.url}/ui/agents/trader/runs/{run_id}")
+    c.page.locator("ol.timeline[data-ended=true]").wait_for()
+    step = c.page.locator(".step.answer")
+    facts = dict(
+        zip(step.locator("dt").all_inner_texts(), step.locator("dd").all_inner_texts(), strict=True)
+    )
+    return {
+        "title": step.locator(".kind").inner_text(),
+        "approval": facts["approval"],
+        "note": step.locator(".block", has_text="note").locator("pre").inner_text(),
+    }

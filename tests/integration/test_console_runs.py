@@ -1,6 +1,7 @@
 """A run's page in a real browser: triggered through the webhook while its page is open, the
-timeline fills in as the run commits (no reload), and attacker-controlled text in the focus,
-the payload, the tool arguments and the answer is shown as text, never run."""
+timeline fills in as the run commits (no reload), attacker-controlled text in the focus, the
+payload, the tool arguments and the answer is shown as text, never run, and a message the run
+sent shows its delivery as the outbox settles it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from projections import RunsView
 from tests.browser import Console, logged_in, scripted_app
 from tests.langfuse_receiver import PROJECT_ID, Receiver
 from tests.waiting import wait_for
+from tests.webhooks import Receiver as Webhook
 
 pytestmark = pytest.mark.integration
 
@@ -126,3 +128,50 @@ def test_the_server_stops_promptly_while_a_live_run_page_is_open(
     started = time.monotonic()
     served.stop_service()
     assert time.monotonic() - started < 40  # not aiohttp's 60 s wait for open handlers
+
+
+def test_a_sent_message_shows_its_delivery_and_the_open_page_follows_the_outbox(
+    console: Callable[..., Console], tmp_path: Path, receiver: Webhook
+) -> None:
+    receiver.hold_first = True  # the first attempt hangs until released: delivery pending
+    tools = (
+        f'[tools]\nenable = ["send_message"]\n'
+        f'[tools.channels.ops]\nurl = "{receiver.url}"\ntimeout_s = 60\n'
+        '[tools.channels.pager]\nurl = "http://127.0.0.1:9/closed"\nattempts = 2\n'
+    )
+    steps = [
+        {"tool_calls": [{"name": "send_message", "arguments": {"channel": "ops", "text": XSS}}]},
+        {"tool_calls": [{"name": "send_message", "arguments": {"channel": "pager", "text": "x"}}]},
+        {"content": "told them"},
+    ]
+    app = scripted_app(tmp_path / "herald", "herald", steps)
+    with (app / "owlclaw.toml").open("a") as config:
+        config.write(tools)
+    served = console(app)
+    run_id = served.call(served.service.submit("herald", "webhook", "tell ops"))
+    assert served.call(served.service.result("herald", run_id)).status == "completed"
+    assert receiver.holding.wait(30)
+    page = logged_in(served.page, served.url, served.token, "alice")
+    page.goto(f"{served.url}/ui/agents/herald/runs/{run_id}")
+    page.evaluate("window.__opened = 'once'")
+    ops = page.locator(".step.message", has_text="Message sent via ops")
+    assert ops.locator(".delivery").inner_text() == "pending · not sent yet"
+    assert XSS in ops.locator("pre").inner_text()
+    assert page.locator("ol.timeline[data-ended]").count() == 0  # waits for the outbox
+    served.screenshot("message-pending")
+
+    receiver.release.set()  # that attempt fails (no answer); the retry is accepted
+    page.locator("ol.timeline[data-ended=true]").wait_for()
+    assert page.evaluate("window.__opened") == "once"  # updated in place: no reload
+    assert ops.locator(".delivery").inner_text() == "delivered · HTTP 200 after 2 attempts"
+    pager = page.locator(".step.message", has_text="Message sent via pager").locator(".delivery")
+    assert pager.inner_text().startswith("failed · after 2 attempts: ConnectError")
+    assert page.locator(".delivery").count() == 2
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.locator("img").count() == 0
+    served.screenshot("message-delivered")
+    page.reload()
+    page.locator("ol.timeline[data-ended=true]").wait_for()
+    shown = page.locator(".delivery").all_inner_texts()
+    assert shown[0] == "delivered · HTTP 200 after 2 attempts"
+    assert shown[1].startswith("failed · after 2 attempts")

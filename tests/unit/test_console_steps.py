@@ -1,5 +1,6 @@
 """How the console's run timeline shows events: tool results cut to a readable length, hidden
-tools with the reason, the recorded inputs of a decision, a parked run named by what it awaits."""
+tools with the reason, the recorded inputs of a decision, a parked run named by what it awaits,
+who answered it, and how a sent message was delivered."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 from events import catalog as ev
 from owlclaw.console.pages.approvals import expiry
-from owlclaw.console.steps import RESULT_CHARS, step_of, text
+from owlclaw.console.steps import RESULT_CHARS, Delivery, delivery_of, resumed, step_of, text
+from projections.audit import ApprovalAnswer
+from projections.outbox import Outcome
 
 HEADER: dict[str, Any] = {
     "originator_id": uuid.uuid4(),
@@ -66,6 +69,29 @@ def test_a_parked_run_names_what_it_waits_for() -> None:
     on_spawn = step_of(ev.RunParked(spawn_id="sp-1", call_id="c2", **HEADER))
     assert on_approval.title == "Parked: waiting for approval ap-1"
     assert on_spawn.title == "Parked: waiting for sub-agent spawn sp-1"
+
+
+def test_a_resumed_run_names_who_answered_its_approval_and_their_note() -> None:
+    resumed_at = ev.RunResumed(from_version=4, **HEADER)
+    answered = HEADER["timestamp"]
+    expired = resumed(resumed_at, "ap-1", ApprovalAnswer("ap-1", "expired", None, None, answered))
+    denied = resumed(resumed_at, "ap-1", ApprovalAnswer("ap-1", "denied", "bob", "no", answered))
+    unknown = resumed(resumed_at, "ap-1", None)
+    assert denied.title == "Resumed: approval denied by bob"
+    assert denied.facts == [("approval", "ap-1"), ("answered", "2026-11-27 07:00:00 UTC")]
+    assert denied.blocks == [("note", "no")]
+    assert (expired.title, expired.blocks) == ("Resumed: approval expired", [])
+    assert unknown.title == "Resumed" and unknown.facts[0] == ("approval", "ap-1")
+
+
+def test_a_message_delivery_says_how_many_attempts_and_what_failed() -> None:
+    at = HEADER["timestamp"]
+    delivered = delivery_of("m1", Outcome("delivered", 1, at, http_status=202))
+    failed = delivery_of("m2", Outcome("failed", 3, at, error="HTTP 500 from http://x"))
+    assert (delivered.status, delivered.detail) == ("delivered", "HTTP 202 after 1 attempt")
+    assert failed.status == "failed"
+    assert failed.detail.startswith("after 3 attempts: HTTP 500 from http://x; ")
+    assert delivery_of("m3", None) == Delivery("m3", "pending", "not sent yet")
 
 
 def test_an_approval_past_its_expiry_reads_expired() -> None:

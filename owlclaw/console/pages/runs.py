@@ -1,10 +1,5 @@
-"""An agent's runs, and one run as a live timeline.
-
-The run page's timeline is filled by server-sent events: each of the run's events, as it is
-committed (``projections.feed.afollow_run``, as ``owlclaw trigger`` follows a run), rendered by
-the same template as an escaped HTML fragment. Each message's id is the event's version, so a
-browser that reconnects (``Last-Event-ID``) gets only what it has not shown yet.
-"""
+"""An agent's runs, and one run as a live timeline (filled by server-sent events:
+``owlclaw.console.stream``)."""
 
 from __future__ import annotations
 
@@ -14,18 +9,13 @@ import uuid
 
 from aiohttp import web
 
-from events.catalog import TERMINAL_RUN_EVENTS
 from owlclaw import tracing
-from owlclaw.console.render import CLOSING, SERVICE, render, render_fragment
-from owlclaw.console.steps import step_of
+from owlclaw.console.render import CLOSING, SERVICE, render
+from owlclaw.console.stream import RunStream
 from owlclaw.service import Service
 from projections import RunsView
-from projections.feed import afollow_run
 
 RUNS_PAGE = 50
-FOLLOW_S = 24 * 3600.0
-"""How long one stream follows a run that has not ended (a parked run can wait for days)."""
-POLL_S = 0.2
 WATCH_S = 0.5
 """How often a stream checks that its browser is still there and the server not stopping."""
 TRACE_URL_S = 2.0
@@ -83,8 +73,8 @@ def routes(service: Service) -> list[web.RouteDef]:
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    """The run's steps as server-sent events (``step``: an HTML fragment; ``end`` once the run
-    has ended), from the version after ``Last-Event-ID``."""
+    """The run's steps as server-sent events, from the version after ``Last-Event-ID``, until
+    the run has ended, the browser has gone or the server stops."""
     service = request.app[SERVICE]
     agent_id = request.match_info["agent_id"]
     run_id = await asyncio.to_thread(run_of, service, agent_id, request.match_info["run_id"])
@@ -94,20 +84,8 @@ async def events(request: web.Request) -> web.StreamResponse:
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
     )
     await response.prepare(request)
-    ledger = service.ledger
-    assert ledger is not None
-
-    async def send() -> None:
-        async for event in afollow_run(ledger, str(run_id), poll_s=POLL_S, timeout_s=FOLLOW_S):
-            if event.originator_version <= shown:
-                continue
-            html = render_fragment(request, "step.html", step=step_of(event))
-            data = "".join(f"data: {line}\n" for line in html.splitlines())
-            await response.write(f"id: {event.originator_version}\nevent: step\n{data}\n".encode())
-            if isinstance(event, TERMINAL_RUN_EVENTS):
-                await response.write(b"event: end\ndata: \n\n")
-
-    sending = asyncio.ensure_future(send())
+    stream = RunStream(request, response, run_id, shown)
+    sending = asyncio.ensure_future(stream.send())
     closing = request.app[CLOSING]
     try:  # stop following once the browser has gone (the feed itself only polls the ledger)
         while not sending.done():
