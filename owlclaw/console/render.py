@@ -1,5 +1,6 @@
 """Pages are Jinja2 templates rendered with autoescaping: ledger payloads are attacker-controlled
-text, so every value is escaped unless a template says otherwise (none does for user content)."""
+text, so every value is escaped unless a template says otherwise (only memory.html does, for
+MEMORY.md, which markdown-it-py has rendered with raw HTML off: ``owlclaw.console.markdown``)."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from tests.scripted import call
 pytestmark = pytest.mark.integration
 
 XSS = "<img src=x onerror=window.__xss=1>"
+SCRIPT = "<script>window.__xss=2</script>"
 
 
 def scripted_app(root: Path, steps: list[Any], extra: str = "") -> Path:
@@ -45,7 +46,7 @@ def agent_events(console: Console, agent_id: str) -> list[ev.LedgerEvent]:
     return ledger.stream(ledger.load_agent(agent_id).id)
 
 
-def test_memory_page_recalls_with_scores_and_shows_a_stored_xss_as_text(
+def test_memory_page_recalls_with_scores_and_renders_memory_md_with_its_html_as_text(
     console: Callable[..., Console], local_embedder: Any, tmp_path: Path
 ) -> None:
     keeper = scripted_app(
@@ -54,7 +55,7 @@ def test_memory_page_recalls_with_scores_and_shows_a_stored_xss_as_text(
             {
                 "tool_calls": [
                     call("remember", content="The ACME supply contract renews every March"),
-                    call("remember", content=XSS),
+                    call("remember", content=XSS, tags=[SCRIPT, XSS]),
                 ]
             },
             {"content": "remembered"},
@@ -76,8 +77,13 @@ def test_memory_page_recalls_with_scores_and_shows_a_stored_xss_as_text(
     page.wait_for_selector("table.recall tr.memory")
     recalled = page.locator("table.recall tr.memory td.content").all_inner_texts()
     assert recalled[0] == XSS  # as text
-    assert XSS in page.locator("pre.memory-md").inner_text()  # MEMORY.md, as text
-    assert page.locator("main img").count() == 0
+    memory_md = page.locator("div.memory-md")  # MEMORY.md as Markdown, its HTML as text
+    assert memory_md.locator("h1").inner_text() == "MEMORY.md — keeper"
+    assert memory_md.locator("h2").count() == 2  # one per memory
+    assert memory_md.locator("pre code").all_inner_texts()[1].strip() == XSS  # fenced
+    assert memory_md.locator("p", has_text="tags:").all_inner_texts()[1] == f"tags: {SCRIPT}, {XSS}"
+    assert XSS in page.locator("pre.memory-source").text_content()  # and its source
+    assert page.locator("main img, main script").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"
     c.screenshot("memory-xss")
     page.goto(f"{c.url}/ui/memory/keeper?q=contract&limit=99")

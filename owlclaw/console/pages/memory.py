@@ -1,5 +1,5 @@
-"""The memory page: an agent's MEMORY.md (as text) and recall with scores and decay, through
-the code ``owlclaw memory --recall`` uses."""
+"""The memory page: an agent's MEMORY.md (rendered, and its source) and recall with scores and
+decay, through the code ``owlclaw memory --recall`` uses."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 
 from aiohttp import web
 
+from owlclaw.console.markdown import to_html
 from owlclaw.console.render import render
 from owlclaw.inspection import memory_of
 from owlclaw.service import Service
@@ -54,6 +55,7 @@ def routes(service: Service) -> list[web.RouteDef]:
             reading=reading,
             error=error,
             memory_text=text,
+            memory_html=to_html(text),
             half_life_days=service.config.memory.half_life_days,
         )
 
