@@ -1,9 +1,10 @@
-"""Runs view: one row per run — status, trigger, focus, iterations, tool calls, tokens, cost."""
+"""Runs view: one row per run — status, trigger, focus, iterations, tool calls, tokens, cost —
+and what they add up to per agent and day."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -28,7 +29,7 @@ _TERMINAL: dict[type[LedgerEvent], str] = {
 class RunsView(View):
     name: ClassVar[str] = "runs"
     tables: ClassVar[tuple[str, ...]] = ("runs",)
-    indexes: ClassVar[tuple[str, ...]] = ("runs_agent",)
+    indexes: ClassVar[tuple[str, ...]] = ("runs_agent", "runs_started")
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
         ev.RunStarted,
         ev.LLMResponded,
@@ -46,6 +47,7 @@ class RunsView(View):
         " started_at timestamptz NOT NULL, ended_at timestamptz, duration_ms double precision,"
         " error text, position bigint NOT NULL)",
         "CREATE INDEX IF NOT EXISTS {runs_agent} ON {runs} (agent_id, started_at)",
+        "CREATE INDEX IF NOT EXISTS {runs_started} ON {runs} (started_at)",
     )
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
@@ -119,6 +121,31 @@ class RunsView(View):
                 (since, agent_ids, agent_ids),
             ).fetchall()
         return {row["agent_id"]: row["n"] for row in rows}
+
+    def daily(self, since: datetime) -> list[DayOfAgent]:
+        """Per agent and UTC day, the runs started at or after ``since`` (a run counts on the
+        day it started, with all its tool calls, tokens and cost, as the daily budget does)."""
+        with self.datastore.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT agent_id, (started_at AT TIME ZONE 'UTC')::date AS day,"
+                    " count(*) AS runs, sum(tool_calls)::bigint AS tool_calls,"
+                    " sum(tokens)::bigint AS tokens, sum(cost_usd) AS cost_usd"
+                    " FROM {runs} WHERE started_at >= %s GROUP BY agent_id, day"
+                    " ORDER BY day, agent_id"
+                ),
+                (since,),
+            ).fetchall()
+        return [msgspec.convert(row, DayOfAgent) for row in rows]
+
+
+class DayOfAgent(msgspec.Struct, frozen=True):
+    agent_id: str
+    day: date
+    runs: int
+    tool_calls: int
+    tokens: int
+    cost_usd: float
 
 
 class RunRow(msgspec.Struct, frozen=True):

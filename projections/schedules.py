@@ -1,14 +1,15 @@
 """Schedules view: every schedule an agent requested, with its next fire time (croniter, UTC),
-last fire and outcome, fires and misfires, and the timer backend that holds it. Active =
-requested or registered."""
+last fire and outcome, fires and misfires, and the timer backend that holds it (active =
+requested or registered); and each fire, with how late it was recorded."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, ClassVar
 
+import msgspec
 from croniter import CroniterError, croniter
 from psycopg import Cursor
 
@@ -82,8 +83,8 @@ def cancel_outcome(e: ev.ScheduleCancelled) -> str:
 
 class SchedulesView(View):
     name: ClassVar[str] = "schedules"
-    tables: ClassVar[tuple[str, ...]] = ("schedules", "schedule_agents")
-    indexes: ClassVar[tuple[str, ...]] = ("schedules_agent",)
+    tables: ClassVar[tuple[str, ...]] = ("schedules", "schedule_agents", "timer_fires")
+    indexes: ClassVar[tuple[str, ...]] = ("schedules_agent", "timer_fires_at")
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
         ev.AgentRegistered,
         ev.ScheduleRequested,
@@ -104,6 +105,11 @@ class SchedulesView(View):
         "CREATE INDEX IF NOT EXISTS {schedules_agent} ON {schedules} (agent_id, status)",
         # added later: misses before it are counted once the view is rebuilt
         "ALTER TABLE {schedules} ADD COLUMN IF NOT EXISTS misses integer NOT NULL DEFAULT 0",
+        # added later too: the fires before it are in it once the view is rebuilt
+        "CREATE TABLE IF NOT EXISTS {timer_fires} (schedule_id text NOT NULL,"
+        " agent_id text NOT NULL, fire_time timestamptz NOT NULL,"
+        " fired_at timestamptz NOT NULL, PRIMARY KEY (schedule_id, fire_time))",
+        "CREATE INDEX IF NOT EXISTS {timer_fires_at} ON {timer_fires} (fired_at)",
     )
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
@@ -163,11 +169,18 @@ class SchedulesView(View):
 
     def _fired(self, curs: Cursor[Any], e: ev.TimerFired | ev.TimerMissed, pos: int) -> None:
         row = curs.execute(
-            self.sql("SELECT kind, cron FROM {schedules} WHERE schedule_id = %s"),
+            self.sql("SELECT kind, cron, agent_id FROM {schedules} WHERE schedule_id = %s"),
             (text(e.schedule_id),),
         ).fetchone()
         if row is None:
             return
+        if isinstance(e, ev.TimerFired):
+            curs.execute(
+                self.sql(
+                    "INSERT INTO {timer_fires} VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+                ),
+                (text(e.schedule_id), row["agent_id"], e.fire_time, e.timestamp),
+            )
         kind, cron = row["kind"], row["cron"]
         outcome = "fired" if isinstance(e, ev.TimerFired) else f"missed: {e.reason}"
         following = next_fire_if_any(cron, e.fire_time) if kind == "cron" and cron else None
@@ -202,3 +215,26 @@ class SchedulesView(View):
                 (agent_ids, agent_ids),
             ).fetchall()
         return {row["agent_id"]: row["at"] for row in rows}
+
+    def lateness(self, since: datetime) -> list[DayOfFires]:
+        """Per UTC day since ``since``, how many timers fired and how late their TimerFired was
+        recorded after the due time (as the ``owlclaw_timer_fire_lateness_seconds`` metric)."""
+        with self.datastore.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT day, count(*) AS fires,"
+                    " percentile_cont(0.5) WITHIN GROUP (ORDER BY late) AS median_s,"
+                    " max(late) AS max_s FROM (SELECT (fired_at AT TIME ZONE 'UTC')::date AS day,"
+                    " greatest(0, extract(epoch FROM fired_at - fire_time))::float8 AS late"
+                    " FROM {timer_fires} WHERE fired_at >= %s) fires GROUP BY day ORDER BY day"
+                ),
+                (since,),
+            ).fetchall()
+        return [msgspec.convert(row, DayOfFires) for row in rows]
+
+
+class DayOfFires(msgspec.Struct, frozen=True):
+    day: date
+    fires: int
+    median_s: float
+    max_s: float
