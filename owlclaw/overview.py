@@ -1,27 +1,34 @@
 """Registered agents at a glance, a page at a time: where each lives, what it is doing, what it
 spent today against its budget, its next timer and its pending inbound events (the console's
 agents page). A page costs the same with ten agents registered or 100,000: the agents view
-lists it by id, and only its agents are loaded."""
+lists it by id, and only its agents are loaded.
+
+And the last week at a glance (the console's overview page): runs, tool calls, tokens and cost
+per agent and day, timer lateness per day, each projection's lag now; all read from the views."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Set
-from datetime import UTC, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
 
 import msgspec
 
 from events import Ledger, LedgerReadError, UnknownAgent
 from owlclaw.app import AgentApp
+from owlclaw.inspection import projections_status
 from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.service import Service
-from projections import AgentsView, RunsView, SchedulesView
+from projections import AgentsView, ProjectionStatus, RunsView, SchedulesView, View
 from projections.agents import PAGE_SIZE
+from projections.runs import DayOfAgent
+from projections.schedules import DayOfFires
 
 AgentState = Literal["idle", "running", "parked", "passivated", "unreadable"]
 CATCH_UP_S = 2.0
-"""How long a page waits for the agents view to read the agents registered so far."""
+"""How long a page waits for a view to read what was committed so far."""
+WEEK_DAYS = 7
 
 
 class AgentOverview(msgspec.Struct, frozen=True):
@@ -67,14 +74,21 @@ async def agent_overviews(
     return await asyncio.to_thread(_page, service, after, limit, set(activity), running)
 
 
+def caught_up(service: Service, view: View) -> None:
+    """Wait (at most CATCH_UP_S) for ``view`` to absorb what is committed now, so that a page
+    shows what was just recorded."""
+    assert service.ledger is not None
+    runner = next((r for r in service.projections if r.view is view), None)
+    if runner is not None:
+        runner.wait_for(service.ledger.last_committed(), CATCH_UP_S)
+
+
 def _page(
     service: Service, after: str | None, limit: int, active: set[str], running: set[str]
 ) -> AgentsPage:
     assert service.ledger is not None
     agents = service.view(AgentsView)
-    runner = next((r for r in service.projections if r.view is agents), None)
-    if runner is not None:  # list an agent registered a moment ago too
-        runner.wait_for(service.ledger.last_committed(), CATCH_UP_S)
+    caught_up(service, agents)  # list an agent registered a moment ago too
     return overview_page(
         service.ledger,
         (agents, service.view(RunsView), service.view(SchedulesView)),
@@ -152,4 +166,32 @@ def overview_page(
         agents=found,
         next_after=ids[-1] if len(ids) == limit else None,
         registered=agents.count(),
+    )
+
+
+class Week(msgspec.Struct, frozen=True):
+    days: list[date]
+    """The UTC days shown, oldest first; the last is today."""
+    runs: list[DayOfAgent]
+    """Each agent's runs per day (those with none are left out)."""
+    fires: list[DayOfFires]
+    projections: list[ProjectionStatus]
+    registered: int
+
+
+def week(service: Service, days: int = WEEK_DAYS) -> Week:
+    """The last ``days`` UTC days, up to now, from the runs and schedules views, the projections'
+    status and the agents view."""
+    assert service.ledger is not None
+    first = datetime.now(UTC).date() - timedelta(days=days - 1)
+    since = datetime.combine(first, time(), UTC)
+    runs, schedules = service.view(RunsView), service.view(SchedulesView)
+    caught_up(service, runs)
+    caught_up(service, schedules)
+    return Week(
+        days=[first + timedelta(days=n) for n in range(days)],
+        runs=runs.daily(since),
+        fires=schedules.lateness(since),
+        projections=projections_status(service.ledger, service.views),
+        registered=service.view(AgentsView).count(),
     )

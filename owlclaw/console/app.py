@@ -9,12 +9,21 @@ from typing import Any
 from aiohttp import web
 
 from owlclaw.console import auth
-from owlclaw.console.pages import agents, approvals, ledger, memory, projections, runs, schedules
+from owlclaw.console.pages import (
+    agents,
+    approvals,
+    ledger,
+    memory,
+    overview,
+    projections,
+    runs,
+    schedules,
+)
 from owlclaw.console.render import CLOSING, ENVIRONMENT, SERVICE, environment
 from owlclaw.service import NotServed, Service
 
 STATIC = Path(__file__).parent / "static"
-PAGES = (agents, runs, ledger, memory, schedules, projections, approvals)
+PAGES = (agents, overview, runs, ledger, memory, schedules, projections, approvals)
 
 
 @web.middleware

@@ -8,12 +8,10 @@ import uuid
 
 from events import catalog as ev
 from owlclaw.console.steps import Delivery, Step, delivery_of, resumed, sent, step_of
+from owlclaw.overview import caught_up
 from owlclaw.service import Service
 from projections import AuditView, Outbox
 from projections.audit import ApprovalAnswer
-
-CATCH_UP_S = 2.0
-"""How long a resumed step waits for the audit view to absorb the answer (recorded just before)."""
 
 
 class RunOutcomes:
@@ -57,9 +55,6 @@ class RunOutcomes:
         return [delivery_of(m, outcomes.get(m)) for m in message_ids]
 
     def _answers(self) -> dict[str, ApprovalAnswer]:
-        assert self.service.ledger is not None
         audit = self.service.view(AuditView)
-        runner = next((r for r in self.service.projections if r.view is audit), None)
-        if runner is not None:
-            runner.wait_for(self.service.ledger.last_committed(), CATCH_UP_S)
+        caught_up(self.service, audit)  # the answer was recorded just before the run resumed
         return audit.approval_answers(self.run_id)
