@@ -33,11 +33,11 @@ from owlclaw.cli.common import (
     open_ledger,
     out,
     print_json,
-    relative,
 )
 from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.narrate import step_text
+from owlclaw.relative_time import relative
 
 ENDED_WELL = ("completed", "skipped", "parked")
 WAIT_READY_S = 60.0

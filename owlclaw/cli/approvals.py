@@ -26,10 +26,10 @@ from owlclaw.cli.common import (
     open_ledger,
     out,
     print_json,
-    relative,
 )
 from owlclaw.cli.tables import text, whole
 from owlclaw.config import OwlClawConfig, load_config
+from owlclaw.relative_time import relative
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
 
 ARGS_EXAMPLE = """pass an object, e.g. --args '{"amount": 900}'"""

@@ -30,7 +30,6 @@ from rich.markup import escape
 from events import Ledger, LedgerError, LedgerUnavailable
 from owlclaw.config import ConfigError, OwlClawConfig, load_config
 from owlclaw.database import Database, DatabaseUnavailable, open_database
-from owlclaw.relative_time import relative as relative  # noqa: PLC0414 - the tables use it
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
 bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")

@@ -30,11 +30,11 @@ from owlclaw.cli.common import (
     out,
     print_json,
     projections_app,
-    relative,
     summary,
 )
 from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import load_config
+from owlclaw.relative_time import relative
 from owlclaw.runtime.subagents import SpawnNode, spawn_tree
 
 if TYPE_CHECKING:
