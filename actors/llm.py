@@ -73,7 +73,8 @@ class NodeLLM:
         script = scripted.script_named(name) if provider == scripted.PROVIDER else None
         call = self._actor.complete.remote(model, messages, tools, timeout_s, script)
         try:
-            answer: Answer = await asyncio.wait_for(call, timeout_s)
+            async with asyncio.timeout(timeout_s):  # keeps a cancel, unlike 3.11's wait_for
+                answer: Answer = await call
         except ray.exceptions.RayTaskError as e:
             cause = e.cause
             raise cause if isinstance(cause, ModelCallFailed) else ModelCallFailed(str(e)) from None

@@ -136,7 +136,8 @@ class Registry:
             return provider._cached[1]
         handler = provider.handler
         read = handler() if inspect.iscoroutinefunction(handler) else threads.call(handler)
-        value = await asyncio.wait_for(read, timeout)
+        async with asyncio.timeout(timeout):  # keeps a cancel, unlike 3.11's wait_for
+            value = await read
         if provider.ttl_seconds:
             provider._cached = (now, value)
         return value

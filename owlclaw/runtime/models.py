@@ -116,11 +116,13 @@ async def complete(
     timeout_s: float,
 ) -> Answer:
     """Ask one model once, within ``timeout_s``; its errors propagate."""
-    with unlogged(litellm):  # the call's task copies the context as it is created
-        response = await asyncio.wait_for(
-            litellm.acompletion(model=model, messages=messages, tools=tools, timeout=timeout_s),
-            timeout_s,
-        )
+    # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that arrives as the
+    # answer does (python/cpython#86296), and a cancelled run went on.
+    with unlogged(litellm):
+        async with asyncio.timeout(timeout_s):
+            response = await litellm.acompletion(
+                model=model, messages=messages, tools=tools, timeout=timeout_s
+            )
     choice = response.choices[0]
     usage = {
         k: int(getattr(response.usage, k, 0) or 0)
