@@ -13,6 +13,7 @@ all (msgspec refuses lone surrogates), so nothing else of that kind reaches the 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 from uuid import UUID
 
@@ -77,10 +78,25 @@ class _UnusedTranscoder(Transcoder):
         raise NotImplementedError
 
 
+_TYPE_INFO = threading.Lock()
+
+
+def _decoders() -> dict[type[LedgerEvent], msgspec.json.Decoder[Any]]:
+    """A decoder per event type, made at once under one lock.
+
+    msgspec (GIL builds) caches a Struct's type info on its class before filling it in, calling
+    into Python meanwhile; another thread's first decode of that type can then read it half
+    built (a host actor died of SIGSEGV in ``mpack_decode`` decoding AgentState in a thread
+    while its ledger thread decoded events). Making every event type's decoder here builds the
+    type info of all they hold (AgentState in AgentSnapshot too) before a run decodes any."""
+    with _TYPE_INFO:
+        return {cls: msgspec.json.Decoder(cls) for cls in EVENT_TYPES.values()}
+
+
 class MsgspecMapper(Mapper[UUID]):
     def __init__(self) -> None:
         super().__init__(transcoder=_UnusedTranscoder())
-        self._decoders: dict[type[LedgerEvent], msgspec.json.Decoder[Any]] = {}
+        self._decoders = _decoders()
         self._encoder = msgspec.json.Encoder()
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
@@ -100,7 +116,7 @@ class MsgspecMapper(Mapper[UUID]):
             raise UnknownEventType(stored_event.topic, oid, version)
         try:
             if stored_class_version == cls.class_version:
-                return self._decoder(cls).decode(stored_event.state)
+                return self._decoders[cls].decode(stored_event.state)
             state = msgspec.json.decode(stored_event.state)
             for v in range(stored_class_version, cls.class_version):
                 getattr(cls, f"upcast_v{v}_v{v + 1}")(state)
@@ -109,9 +125,3 @@ class MsgspecMapper(Mapper[UUID]):
             raise CorruptEvent(
                 f"corrupt {name} event in stream {oid} version {version}: {e}", oid, version
             ) from e
-
-    def _decoder(self, cls: type[LedgerEvent]) -> msgspec.json.Decoder[Any]:
-        decoder = self._decoders.get(cls)
-        if decoder is None:
-            decoder = self._decoders[cls] = msgspec.json.Decoder(cls)
-        return decoder
