@@ -79,6 +79,8 @@ class ServingLocks:
         key = lock_key(agent_id)
         take = "pg_try_advisory_lock_shared" if self.shared else "pg_try_advisory_lock"
         row = conn.execute(f"SELECT {take}(%s)", (key,)).fetchone()
+        if row is not None and row[0] and not self.shared:
+            return  # an exclusive lock granted: nobody else holds it
         others = _holders(conn, key)
         if row is None or not row[0]:
             raise AlreadyServed(agent_id, others[0] if others else "another server")
