@@ -25,8 +25,8 @@ from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
-from owlclaw.runtime.subagents import SubAgentReport
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.subagents import SubAgentReport
 from owlclaw.tools.switches import ToolsChange
 from projections.feed import afollow_run
 

@@ -32,8 +32,8 @@ from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import AgentRuntime, RunResult
 from owlclaw.runtime.models import Completer, LiteLLM
-from owlclaw.runtime.subagents import SubAgentReport, report_of
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.subagents import SubAgentReport, report_of
 from owlclaw.tools.switches import ToolsChange
 from projections.feed import afollow_run
 from projections.memory import MemoryStore

@@ -23,8 +23,8 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
-from owlclaw.runtime.subagents import SubAgentReport
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.subagents import SubAgentReport
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.wiring import open_memory
 

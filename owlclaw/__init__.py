@@ -6,7 +6,7 @@ import os
 # OwlClaw process (CLI, Ray workers, tests) imports this package first.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from owlclaw.runtime.capabilities import Registry
+from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.tool import ToolContext
 
 __all__ = ["Registry", "ToolContext"]

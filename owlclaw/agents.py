@@ -18,8 +18,8 @@ import msgspec
 from events import catalog as ev
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision
 from owlclaw.runtime.loop import RunResult
-from owlclaw.runtime.subagents import SubAgentReport
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.subagents import SubAgentReport
 from owlclaw.tools.switches import ToolsChange
 
 

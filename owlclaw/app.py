@@ -28,7 +28,7 @@ SKILL_LIMIT_BYTES = 50 * 1024
 CODE_LIMIT_BYTES = 1024 * 1024
 CAPABILITY_HEADINGS = ("## My Capabilities", "## 我的能力")
 HANDLERS_FILE = "handlers.py"
-"""The app's code: a module-level ``registry`` (owlclaw.runtime.capabilities.Registry)."""
+"""The app's code: a module-level ``registry`` (``from owlclaw import Registry``)."""
 SCRIPTS_DIR = "scripts"
 APP_TABLES = ("agent", "governance", "tools")
 """The tables of an app's owlclaw.toml; any other refuses the app, so that a misspelled

@@ -15,17 +15,12 @@ process, or tests, never share a counter.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import threading
 from collections import Counter as Tally
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from aiohttp import web
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -40,17 +35,9 @@ from owlclaw.runtime.approvals import PendingApproval
 from owlclaw.supervisor import WorkerStatus
 from owlclaw.tools.errors import UNKNOWN_TOOL
 from projections.feed import follow_log_until
-from projections.runner import ProjectionStatus, projection_status
+from projections.runner import ProjectionStatus
 
-if TYPE_CHECKING:
-    from owlclaw.service import Service
-
-log = logging.getLogger(__name__)
-
-PATH = "/metrics"
 UNKNOWN_TOOL_LABEL = "(unknown)"
-MAILBOX_TIMEOUT_S = 5.0
-"""How long a scrape waits for the agents' hosts to say their mailbox depth."""
 
 RUN_STATUS: dict[type[ev.LedgerEvent], str] = {
     ev.RunCompleted: "completed",
@@ -285,32 +272,3 @@ class Metrics:
         scrape.register(self.registry)
         scrape.register(StateCollector(state))
         return generate_latest(scrape)
-
-
-async def service_state(service: Service) -> ServiceState:
-    ledger = service.ledger
-    assert ledger is not None
-    projections = await asyncio.to_thread(
-        lambda: [projection_status(ledger, runner.view) for runner in service.projections]
-    )
-    approvals = await asyncio.to_thread(service.pending_approvals)
-    mailboxes: dict[str, int] | None = None
-    try:  # a host that does not answer (a Ray actor restarting) leaves the gauge out
-        host = await asyncio.wait_for(service.agents.status(), MAILBOX_TIMEOUT_S)
-        mailboxes = {agent_id: a.queued for agent_id, a in host.agents.items()}
-    except Exception as e:
-        log.warning("metrics: the agents' hosts did not say their mailbox depth: %s", e)
-    return ServiceState(
-        projections, service.supervisor.status(), list(service.apps), approvals, mailboxes
-    )
-
-
-def metrics_route(service: Service) -> web.RouteDef:
-    """``GET /metrics`` in Prometheus' text format."""
-
-    async def scrape(_: web.Request) -> web.Response:
-        state = await service_state(service)
-        body = await asyncio.to_thread(service.metrics.exposition, state)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    return web.get(PATH, scrape)

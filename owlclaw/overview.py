@@ -18,8 +18,8 @@ import msgspec
 from events import Ledger, LedgerReadError, UnknownAgent
 from owlclaw.app import AgentApp
 from owlclaw.inspection import projections_status
-from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.service import Service
+from owlclaw.tools.governance import Governance, spent_today
 from projections import AgentsView, ProjectionStatus, RunsView, SchedulesView, View
 from projections.agents import PAGE_SIZE
 from projections.runs import DayOfAgent

@@ -37,7 +37,6 @@ from owlclaw.runtime.approvals import (
     pending,
 )
 from owlclaw.runtime.loop import RunResult
-from owlclaw.runtime.subagents import watch_subagents
 from owlclaw.serving_locks import ServingLocks, server_name
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -45,6 +44,7 @@ from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, sta
 from owlclaw.timers.serve import place_agents, start_hosts, start_timers
 from owlclaw.timers.service import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
+from owlclaw.tools.subagents import watch_subagents
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner, View

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from owlclaw.app import AgentApp, AppError, AppNotFound, load_app
 from owlclaw.runtime.app_code import probe
-from owlclaw.runtime.governance import Governance
 from owlclaw.runtime.toolset import check_governance_names, tool_kinds
+from owlclaw.tools.governance import Governance
 from owlclaw.tools.pack.config import ToolsConfig
 
 

@@ -45,8 +45,8 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.console import make_console
 from owlclaw.http_errors import json_error as _error
 from owlclaw.http_errors import json_errors
-from owlclaw.metrics import PATH as METRICS_PATH
-from owlclaw.metrics import metrics_route
+from owlclaw.metrics_route import PATH as METRICS_PATH
+from owlclaw.metrics_route import metrics_route
 from owlclaw.request_body import BadBody, decode_body
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
 from owlclaw.server_token import server_token

@@ -7,7 +7,7 @@ import logging
 
 from events.aggregates import Agent, Run
 from owlclaw.config import RuntimeConfig
-from owlclaw.runtime.capabilities import Registry
+from owlclaw.tools.states import States
 from owlclaw.tools.threads import HandlerThreads
 from owlclaw.tools.tool import RunScope, ToolContext, idempotency_key
 
@@ -18,7 +18,7 @@ async def _nothing_committed() -> int:
 
 def tool_context(agent: Agent, run: Run, call_id: str) -> ToolContext:
     scope = RunScope(
-        agent, run, Registry(), None, _nothing_committed, HandlerThreads(), RuntimeConfig(), {}
+        agent, run, States(), None, _nothing_committed, HandlerThreads(), RuntimeConfig(), {}
     )
     return ToolContext(
         agent_id=agent.agent_id,

@@ -36,11 +36,11 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.app_code import AppCode
-from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.loop import recorded_schema
 from owlclaw.runtime.prompt import system_prompt
 from owlclaw.runtime.toolset import agent_tools
+from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.executor import canonical_arguments, encode_told, truncate
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 from owlclaw.tools.tool import Tool

@@ -120,7 +120,7 @@ def memory_as_of(
 ) -> None:
     """``owlclaw memory AGENT --as-of T``: the memories held at T, rebuilt from the ledger."""
     from owlclaw.as_of import history_at, memories_at, recall_at
-    from owlclaw.cli.inspect import recall_table
+    from owlclaw.cli.tables import recall_table
     from projections.embedders import embedder_for
 
     moment = moment_of(as_of)

@@ -32,15 +32,14 @@ from owlclaw.cli.common import (
     projections_app,
     summary,
 )
-from owlclaw.cli.tables import stacked, text, whole
+from owlclaw.cli.tables import recall_table, stacked, text, whole
 from owlclaw.config import load_config
 from owlclaw.relative_time import relative
-from owlclaw.runtime.subagents import SpawnNode, spawn_tree
+from owlclaw.tools.subagents import SpawnNode, spawn_tree
 
 if TYPE_CHECKING:
     from owlclaw.audit.redecide import ReDecision
     from owlclaw.runtime.verify import ReplayReport
-    from projections.memory import Memory
     from projections.runner import ProjectionStatus
 
 
@@ -665,22 +664,3 @@ def memory(
     else:
         out.print(memory_md.read_text(encoding="utf-8"), markup=False, highlight=False)
     out.print(f"[dim]MEMORY.md: {memory_md}\narchive:   {archive}[/]")
-
-
-def recall_table(title: str, memories: list[Memory]) -> Table:
-    """Recalled memories, most relevant first, each one's tags under its content."""
-    table = Table(
-        *(whole(c, right=True) for c in ("relevance", "similarity", "decay")),
-        whole("when"),
-        text("memory"),
-        title=title,
-    )
-    for m in memories:
-        table.add_row(
-            f"{m.relevance:.3f}",
-            f"{m.similarity:.3f}",
-            f"{m.decay:.3f}",
-            m.created_at.strftime("%Y-%m-%d"),
-            stacked(m.content, Text(f"tags: {', '.join(m.tags)}", "dim") if m.tags else None),
-        )
-    return table

@@ -8,8 +8,13 @@ details printed under the table)."""
 
 from __future__ import annotations
 
-from rich.table import Column
+from typing import TYPE_CHECKING
+
+from rich.table import Column, Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from projections.memory import Memory
 
 
 def whole(header: str, *, right: bool = False) -> Column:
@@ -25,3 +30,22 @@ def text(header: str) -> Column:
 def stacked(*lines: str | Text | None) -> Text:
     """Values stacked in one cell, each on its own line (None: left out), as plain text."""
     return Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines if line)
+
+
+def recall_table(title: str, memories: list[Memory]) -> Table:
+    """Recalled memories, most relevant first, each one's tags under its content."""
+    table = Table(
+        *(whole(c, right=True) for c in ("relevance", "similarity", "decay")),
+        whole("when"),
+        text("memory"),
+        title=title,
+    )
+    for m in memories:
+        table.add_row(
+            f"{m.relevance:.3f}",
+            f"{m.similarity:.3f}",
+            f"{m.decay:.3f}",
+            m.created_at.strftime("%Y-%m-%d"),
+            stacked(m.content, Text(f"tags: {', '.join(m.tags)}", "dim") if m.tags else None),
+        )
+    return table

@@ -113,8 +113,8 @@ def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> di
     handlers.py is loaded the way a host loads it, with the time limit."""
     from owlclaw.app import load_app
     from owlclaw.runtime.app_code import AppCode
-    from owlclaw.runtime.capabilities import Registry
     from owlclaw.runtime.toolset import agent_tools
+    from owlclaw.tools.capabilities import Registry
     from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 
     app_dir = led.load_agent(agent).state.app_dir

@@ -15,10 +15,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from owlclaw.console.render import render
+from owlclaw.console.render import OPERATOR_COOKIE, render
 
 SESSION_COOKIE = "owlclaw_session"
-OPERATOR_COOKIE = "owlclaw_operator"
 OPERATOR_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 TOKEN_KEY = web.AppKey("console_token", str)
 OPEN_PATHS = ("/ui/login", "/ui/static/")

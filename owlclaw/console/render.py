@@ -17,6 +17,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 ENVIRONMENT = web.AppKey("console_environment", jinja2.Environment)
 SERVICE = web.AppKey("console_service", Service)
 CLOSING = web.AppKey("console_closing", asyncio.Event)
+OPERATOR_COOKIE = "owlclaw_operator"
+"""The name the operator signed in with, shown on every page."""
 """Set when the server shuts down: live pages stop streaming (else shutdown waits for them)."""
 
 
@@ -35,8 +37,6 @@ def render(
 ) -> web.Response:
     """``template`` filled with ``context``, plus what base.html needs: the operator and the
     agent the navigation links to (the page's ``agent``, else the first served one)."""
-    from owlclaw.console.auth import OPERATOR_COOKIE
-
     service = request.app[SERVICE]
     context.setdefault("agent", next(iter(service.apps), None))
     html = (

@@ -31,9 +31,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import IO
 
-import owlclaw
 from owlclaw.app import AppError
-from owlclaw.runtime.capabilities import Registry, load_registry
+from owlclaw.tools.capabilities import Registry, load_registry
 
 DETAILS_CHARS = 4000
 """How much of the child's traceback (its last characters) an error keeps."""
@@ -97,7 +96,7 @@ def probe(path: Path, source: str, timeout_s: float) -> list[str]:
     """Execute ``source`` as ``path`` in a child process; the names of the capabilities it
     registers, or AppCodeError unless it loads a registry within ``timeout_s``. Nothing the
     child started outlives the call."""
-    package_root = str(Path(owlclaw.__file__).resolve().parents[1])  # the code running here
+    package_root = str(Path(__file__).resolve().parents[2])  # the code running here
     env = os.environ | {
         "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
     }

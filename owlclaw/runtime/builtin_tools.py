@@ -19,11 +19,11 @@ import msgspec
 
 from events import catalog as ev
 from events.aggregates import ActiveSchedule, now
-from owlclaw.runtime.capabilities import UnknownState
 from owlclaw.runtime.schedules_prompt import soonest_first
 from owlclaw.tools import builtin_params as p
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
+from owlclaw.tools.states import UnknownState
 from owlclaw.tools.tool import RunScope, ToolContext
 
 MAX_ACTIVE_SCHEDULES = 100

@@ -39,20 +39,17 @@ from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, checked_edit, record_decision
-from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import FOREIGN_FACTS, AgentWriter, stand_down
-from owlclaw.runtime.governance import Governance, spent_today
 from owlclaw.runtime.models import Completer, EveryModelFailed, LiteLLM, ask
 from owlclaw.runtime.modes import Live, Replay
 from owlclaw.runtime.progress import InFlight, RunProgress
 from owlclaw.runtime.prompt import Prompt, system_prompt
-from owlclaw.runtime.rate_limits import RateLimiter
 from owlclaw.runtime.reloader import AppReloader
 from owlclaw.runtime.serial import SerialExecutor
-from owlclaw.runtime.subagents import SubAgentReport, SubAgents
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.errors import Parked, Stopped, ToolError
 from owlclaw.tools.executor import (
     CallSite,
@@ -65,7 +62,10 @@ from owlclaw.tools.executor import (
     json_safe,
     printable,
 )
+from owlclaw.tools.governance import Governance, spent_today
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
+from owlclaw.tools.rate_limits import RateLimiter
+from owlclaw.tools.subagents import SubAgentReport, SubAgents
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.threads import HandlerThreads
 from owlclaw.tools.tool import RunScope, Tool
@@ -866,7 +866,7 @@ class AgentRuntime:
             return RunScope(
                 state.agent,
                 state.run,
-                self.registry,
+                self.registry.states,
                 self.memory,
                 committed,
                 self.threads,

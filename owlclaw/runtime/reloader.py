@@ -14,8 +14,8 @@ from events.aggregates import PREVIOUS_APP_KEPT, Agent
 from owlclaw.app import SCRIPTS_DIR, AgentApp, AppError, load_app
 from owlclaw.llm.scripted import ScriptError, load_script_dir
 from owlclaw.runtime.app_code import AppCode, AppCodeError
-from owlclaw.runtime.capabilities import Registry
-from owlclaw.runtime.governance import Governance
+from owlclaw.tools.capabilities import Registry
+from owlclaw.tools.governance import Governance
 from owlclaw.tools.pack.config import ToolsConfig
 
 Switched = Callable[[AgentApp, Governance, ToolsConfig, Registry | None], None]

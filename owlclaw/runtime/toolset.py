@@ -14,8 +14,8 @@ from fnmatch import fnmatchcase
 
 from owlclaw.app import AppError
 from owlclaw.runtime.builtin_tools import BUILTINS
-from owlclaw.runtime.governance import Governance
 from owlclaw.struct_errors import nearest
+from owlclaw.tools.governance import Governance
 from owlclaw.tools.pack.config import GROUPS
 from owlclaw.tools.tool import Tool
 

@@ -24,9 +24,9 @@ from events.aggregates import run_stream_id
 from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.replay import RecordedRun, register_recording
-from owlclaw.runtime.capabilities import Registry
-from owlclaw.runtime.governance import Governance
 from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.tools.capabilities import Registry
+from owlclaw.tools.governance import Governance
 
 EFFECTS = (ev.DecisionLogged, ev.MemoryRemembered, ev.MessageSent, ev.RunWarning, ev.RunStarted)
 """Events a tool's execution or the environment writes: taken from the record, not compared."""

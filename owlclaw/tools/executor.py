@@ -38,7 +38,7 @@ RETRY_INITIAL_S, RETRY_MAX_S = 0.05, 2.0
 log = logging.getLogger("owlclaw.tools")
 
 if TYPE_CHECKING:
-    from owlclaw.runtime.governance import Governance
+    from owlclaw.tools.governance import Governance
 
 
 class Admits(Protocol):
@@ -254,7 +254,7 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
 
 def rate_limit(site: CallSite, name: str) -> str | None:
     """Why the call exceeds the tool's rate limit (an admitted call is counted). Wall-clock
-    time: windows are loaded from the ledger's timestamps (owlclaw.runtime.rate_limits)."""
+    time: windows are loaded from the ledger's timestamps (owlclaw.tools.rate_limits)."""
     return site.rate.admit(name, time.time())
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from owlclaw.runtime.rate_limits import RATE_LIMITED
+from owlclaw.tools.rate_limits import RATE_LIMITED
 from projections.audit import AuditView
 
 ERROR_CODE = (

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from owlclaw.tools.spec import ToolSpec
+from owlclaw.tools.states import States
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -21,8 +22,7 @@ if TYPE_CHECKING:
     from events.aggregates import Agent, Run
     from owlclaw.app import Skill
     from owlclaw.config import RuntimeConfig
-    from owlclaw.runtime.capabilities import Registry
-    from owlclaw.runtime.subagents import SubAgents
+    from owlclaw.tools.subagents import SubAgents
     from owlclaw.tools.threads import HandlerThreads
     from projections.memory import MemoryStore
 
@@ -34,7 +34,7 @@ class RunScope:
 
     agent: Agent
     run: Run
-    states: Registry
+    states: States
     memory: MemoryStore | None
     committed_position: Callable[[], Awaitable[int]]
     """The log position of the run's last commit, once the commit in flight (if any) is done:

@@ -33,9 +33,9 @@ from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, overdue, pending
-from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.tools.governance import OPERATOR_DISABLED
 from owlclaw.tools.switches import ToolsChange
 from tests.apps import make_app
 

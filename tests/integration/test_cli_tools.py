@@ -14,8 +14,8 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import Run
 from owlclaw.database import Database
-from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.tools.governance import OPERATOR_DISABLED
 from tests.apps import make_app
 from tests.cli import free_port
 from tests.cli import owlclaw as run_owlclaw

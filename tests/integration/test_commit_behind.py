@@ -16,9 +16,9 @@ import pytest
 
 from events import Ledger, LedgerUnavailable
 from events import catalog as ev
-from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
+from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.tool import ToolContext
 from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder

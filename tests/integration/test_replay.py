@@ -15,11 +15,11 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.capabilities import Registry
-from owlclaw.runtime.governance import Governance
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
 from owlclaw.runtime.verify import replay_run
+from owlclaw.tools.capabilities import Registry
+from owlclaw.tools.governance import Governance
 from tests.integration.test_cli_ledger import owlclaw
 from tests.scripted import call, decide
 

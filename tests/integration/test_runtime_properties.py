@@ -29,10 +29,10 @@ from owlclaw.config import ConfigError, RuntimeConfig, load_config
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.builtin_tools import BUILTINS
-from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import HEADER, ContextItem, build_context
-from owlclaw.runtime.governance import Governance
 from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.tools.capabilities import Registry
+from owlclaw.tools.governance import Governance
 from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
 from projections.memory import render_memory_files

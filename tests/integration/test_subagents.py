@@ -23,7 +23,7 @@ from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.subagents import SubAgentReport, watch_subagents
+from owlclaw.tools.subagents import SubAgentReport, watch_subagents
 from tests.apps import make_app
 from tests.cli import owlclaw
 from tests.scripted import call

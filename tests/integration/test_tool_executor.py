@@ -21,8 +21,8 @@ from owlclaw.config import RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.builtin_tools import BUILTINS
-from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.tools.capabilities import Registry
 
 pytestmark = pytest.mark.integration
 

@@ -23,10 +23,10 @@ from owlclaw.app import load_app
 from owlclaw.client import ServerClient
 from owlclaw.config import OwlClawConfig, TimersConfig
 from owlclaw.database import Database
-from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.service import Service
 from owlclaw.timers.fires import TimerFire
 from owlclaw.timers.hatchet_engine import missing_binaries
+from owlclaw.tools.governance import OPERATOR_DISABLED
 from owlclaw.webhook import serving
 from tests.apps import make_app
 from tests.cli import owlclaw, user_env

@@ -120,7 +120,7 @@ def test_sanitise_keeps_ordinary_markdown() -> None:
 
 
 def test_handlers_py_provides_the_registry_and_its_failures_name_the_file(tmp_path: Path) -> None:
-    from owlclaw.runtime.capabilities import load_registry
+    from owlclaw.tools.capabilities import load_registry
 
     app = load_app(make_app(tmp_path / "a"))
     assert app.handlers is None and app.code_sha256 == ""

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from owlclaw.runtime.capabilities import Registry
-from owlclaw.runtime.conditions import Condition, ConditionError
-from owlclaw.runtime.governance import Governance
+from owlclaw.tools.capabilities import Registry
+from owlclaw.tools.conditions import Condition, ConditionError
+from owlclaw.tools.governance import Governance
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.models import complete
+from owlclaw.tools.capabilities import Registry
 
 
 async def cancelled_as_it_finishes(answered: asyncio.Future[Any], work: asyncio.Task[Any]) -> None:

@@ -18,7 +18,7 @@ from events.aggregates import ActiveSchedule
 from owlclaw.as_of import PastMemory
 from owlclaw.audit.evals import EvalComparison, EvalReport
 from owlclaw.audit.redecide import Decision, ReDecision, Step
-from owlclaw.cli import agents, audit, evals, inspect, tools
+from owlclaw.cli import agents, audit, evals, inspect, tables, tools
 from owlclaw.evidence.export import select_runs
 from owlclaw.relative_time import relative
 from owlclaw.tools.stats import ToolStats
@@ -255,7 +255,7 @@ def test_recalled_memories_and_re_decided_steps_fold_only_their_text() -> None:
         Step(12, None, Decision(answer="done"), branch=True),
     ]
     lines = rendered(
-        inspect.recall_table("demo-trader recalls: 'market crash'", [memory]),
+        tables.recall_table("demo-trader recalls: 'market crash'", [memory]),
         inspect.redecision_table(report),
     )
     assert line_with(lines, "0.731", "0.812", "0.900", NOW.strftime("%Y-%m-%d"))

@@ -68,7 +68,7 @@ def test_the_readme_documents_every_setting() -> None:
 
     from owlclaw.app import AgentSettings
     from owlclaw.config import ENV_FIELDS, ENV_PREFIX, OwlClawConfig
-    from owlclaw.runtime.governance import Governance
+    from owlclaw.tools.governance import Governance
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

@@ -20,7 +20,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.fencing import AgentWriter
 from owlclaw.runtime.loop import AgentRuntime, RunResult
-from owlclaw.runtime.subagents import SubAgents
+from owlclaw.tools.subagents import SubAgents
 from tests.apps import make_app
 from tests.scripted import call
 

@@ -18,7 +18,8 @@ import pytest
 import trustme
 
 from owlclaw.tools.errors import ToolError
-from owlclaw.tools.pack.web import WebConfig, web_tools
+from owlclaw.tools.pack.web import web_tools
+from owlclaw.tools.pack.web_config import WebConfig
 from owlclaw.tools.tool import RunScope, ToolContext
 from tests.web_fakes import PAGE, Server, serving
 

@@ -12,9 +12,9 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
-from owlclaw.runtime.capabilities import Registry
-from owlclaw.runtime.governance import Governance
 from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.tools.capabilities import Registry
+from owlclaw.tools.governance import Governance
 from tests.apps import make_app, skill
 from tests.scripted import agent_events, call, decide, play, run_events, run_script
 

@@ -10,8 +10,8 @@ from typing import Any
 from events import Ledger
 from events import catalog as ev
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.tools.capabilities import Registry
 from tests.scripted import call, run_events, run_script
 
 

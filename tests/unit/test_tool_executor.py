@@ -15,12 +15,12 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw import ToolContext
 from owlclaw.config import RuntimeConfig
-from owlclaw.runtime.capabilities import Registry
-from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
 from owlclaw.runtime.verify import replay_run
+from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.executor import canonical_arguments, truncate
+from owlclaw.tools.governance import OPERATOR_DISABLED
 from owlclaw.tools.switches import change_tools_directly
 from tests.scripted import call, play, run_events
 

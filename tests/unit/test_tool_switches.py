@@ -12,8 +12,8 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent, UnknownTools
-from owlclaw.runtime.governance import OPERATOR_DISABLED
 from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.tools.governance import OPERATOR_DISABLED
 from owlclaw.tools.switches import change_tools_directly
 from tests.scripted import agent_events, call, play, run_events
 

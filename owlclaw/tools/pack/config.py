@@ -15,7 +15,8 @@ from owlclaw.tools.pack.files import FilesConfig, file_tools
 from owlclaw.tools.pack.messages import ChannelConfig, message_tools
 from owlclaw.tools.pack.shell import ExecConfig, exec_tools
 from owlclaw.tools.pack.spawn import SpawnConfig, spawn_tools
-from owlclaw.tools.pack.web import WebConfig, web_tools
+from owlclaw.tools.pack.web import web_tools
+from owlclaw.tools.pack.web_config import WebConfig
 from owlclaw.tools.tool import Tool
 
 GROUPS: dict[str, tuple[str, ...]] = {

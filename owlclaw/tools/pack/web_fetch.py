@@ -16,7 +16,7 @@ import asyncio
 import socket
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import Annotated, Any, cast
 
 import httpx
 import msgspec
@@ -24,13 +24,10 @@ from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
 
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.pack.addresses import refusal
+from owlclaw.tools.pack.web_config import MAX_BYTES_LIMIT, WebConfig
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.tool import ToolContext
 
-if TYPE_CHECKING:
-    from owlclaw.tools.pack.web import WebConfig
-
-MAX_BYTES_LIMIT = 64 * 1024 * 1024
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset(

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 
 import httpx
 import msgspec
 
 from owlclaw.tools.errors import ToolError
+from owlclaw.tools.pack.web_config import WebConfig
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.tool import ToolContext
-
-if TYPE_CHECKING:
-    from owlclaw.tools.pack.web import WebConfig
 
 T = TypeVar("T")
 

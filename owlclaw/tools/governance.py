@@ -18,8 +18,8 @@ import msgspec
 from events import Ledger
 from events.aggregates import Agent, run_stream_id
 from owlclaw.app import RateLimit, Skill
-from owlclaw.runtime.conditions import Condition, ConditionError
 from owlclaw.struct_errors import describe
+from owlclaw.tools.conditions import Condition, ConditionError
 
 OPERATOR_DISABLED = "disabled by the operator (owlclaw tools --enable re-enables it)"
 
@@ -35,7 +35,7 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Calls to these tools wait for a person's approval (deny wins over ask, ask over allow)."""
     ask_if: dict[str, str] = {}
     """Tool name -> condition on its arguments (``"amount > 1000"``) under which a call waits
-    for approval; see ``owlclaw.runtime.conditions``."""
+    for approval; see ``owlclaw.tools.conditions``."""
     default: Literal["allow", "ask"] = "allow"
     """What a visible tool that neither ``ask`` nor ``ask_if`` names does."""
     approvers: tuple[str, ...] = ()

@@ -7,40 +7,21 @@ mechanism (one structure = schema + validation) as the built-in tools. A paramet
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import inspect
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import Any, get_type_hints
 
 import msgspec
 
 from owlclaw.app import AppError
-from owlclaw.runtime.conditions import Condition, ConditionError
+from owlclaw.tools.conditions import Condition, ConditionError
 from owlclaw.tools.spec import ToolSpec
+from owlclaw.tools.states import Handler, StateProvider, States
 from owlclaw.tools.tool import ToolContext
-
-if TYPE_CHECKING:
-    from owlclaw.tools.threads import HandlerThreads
-
-STATE_TIMEOUT_SECONDS = 30.0
-
-Handler = Callable[..., Any]
-
-
-class UnknownState(KeyError):
-    def __init__(self, name: str, available: list[str]):
-        super().__init__(name)
-        self.message = (
-            f"unknown state {name!r}; available states: {', '.join(sorted(available)) or 'none'}"
-        )
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True)
@@ -63,18 +44,11 @@ class Capability:
 
 
 @dataclass
-class StateProvider:
-    handler: Handler
-    ttl_seconds: float = 0.0
-    _cached: tuple[float, Any] | None = field(default=None, repr=False)
-
-
-@dataclass
 class Registry:
     """What a business app registers: capabilities (tools) and state providers."""
 
     capabilities: dict[str, Capability] = field(default_factory=dict)
-    states: dict[str, StateProvider] = field(default_factory=dict)
+    states: States = field(default_factory=States)
 
     def capability(
         self,
@@ -124,24 +98,6 @@ class Registry:
 
         return register
 
-    async def read_state(
-        self, name: str, threads: HandlerThreads, timeout: float = STATE_TIMEOUT_SECONDS
-    ) -> Any:
-        """The provider's value; a synchronous provider runs in one of ``threads``."""
-        provider = self.states.get(name)
-        if provider is None:
-            raise UnknownState(name, list(self.states))
-        now = time.monotonic()
-        if provider._cached and now - provider._cached[0] < provider.ttl_seconds:
-            return provider._cached[1]
-        handler = provider.handler
-        read = handler() if inspect.iscoroutinefunction(handler) else threads.call(handler)
-        async with asyncio.timeout(timeout):  # keeps a cancel, unlike 3.11's wait_for
-            value = await read
-        if provider.ttl_seconds:
-            provider._cached = (now, value)
-        return value
-
 
 def load_registry(path: Path, source: str | None = None) -> Registry:
     """Import an app's handlers.py (or ``source`` as that file) and return its module-level
@@ -161,9 +117,7 @@ def load_registry(path: Path, source: str | None = None) -> Registry:
         raise AppError(f"{path} failed to import: {type(e).__name__}: {e}") from e
     registry = getattr(module, "registry", None)
     if not isinstance(registry, Registry):
-        raise AppError(
-            f"{path} defines no `registry = Registry()` (owlclaw.runtime.capabilities.Registry)"
-        )
+        raise AppError(f"{path} defines no `registry = Registry()` (from owlclaw import Registry)")
     return registry
 
 

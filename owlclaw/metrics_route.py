@@ -1,0 +1,48 @@
+"""``GET /metrics``: the service's counters plus what it is at the moment of the scrape."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from owlclaw.metrics import ServiceState
+from owlclaw.service import Service
+from projections.runner import projection_status
+
+log = logging.getLogger(__name__)
+
+PATH = "/metrics"
+MAILBOX_TIMEOUT_S = 5.0
+"""How long a scrape waits for the agents' hosts to say their mailbox depth."""
+
+
+async def service_state(service: Service) -> ServiceState:
+    ledger = service.ledger
+    assert ledger is not None
+    projections = await asyncio.to_thread(
+        lambda: [projection_status(ledger, runner.view) for runner in service.projections]
+    )
+    approvals = await asyncio.to_thread(service.pending_approvals)
+    mailboxes: dict[str, int] | None = None
+    try:  # a host that does not answer (a Ray actor restarting) leaves the gauge out
+        host = await asyncio.wait_for(service.agents.status(), MAILBOX_TIMEOUT_S)
+        mailboxes = {agent_id: a.queued for agent_id, a in host.agents.items()}
+    except Exception as e:
+        log.warning("metrics: the agents' hosts did not say their mailbox depth: %s", e)
+    return ServiceState(
+        projections, service.supervisor.status(), list(service.apps), approvals, mailboxes
+    )
+
+
+def metrics_route(service: Service) -> web.RouteDef:
+    """``GET /metrics`` in Prometheus' text format."""
+
+    async def scrape(_: web.Request) -> web.Response:
+        state = await service_state(service)
+        body = await asyncio.to_thread(service.metrics.exposition, state)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return web.get(PATH, scrape)
