@@ -4,13 +4,13 @@ subscriptions for analytics jobs. Depends only on ``events``; the configuration 
 ``owlclaw.wiring``."""
 
 from projections.agents import AgentsView
-from projections.audit import AuditView
 from projections.memory import MemoryStore, MemoryView
 from projections.notifications import ApprovalNotifications
 from projections.outbox import Outbox
 from projections.runner import ProjectionFailed, ProjectionRunner, ProjectionStatus, rebuild
 from projections.runs import RunsView
 from projections.schedules import SchedulesView
+from projections.tool_calls import AuditView
 from projections.view import View
 
 VIEWS: dict[str, type[View]] = {

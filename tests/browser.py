@@ -24,8 +24,8 @@ from events import Ledger
 from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
-from owlclaw.service import Service
-from owlclaw.webhook import serving
+from owlclaw.server.service import Service
+from owlclaw.server.webhook import serving
 from tests.apps import make_app
 from tests.conftest import missing_component
 from tests.served import local_service

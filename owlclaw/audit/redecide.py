@@ -26,7 +26,7 @@ Outcome = Literal["identical", "different", "new_tool", "refused"]
 
 
 @dataclass(frozen=True)
-class Decision:
+class StepDecision:
     """What a model decided at one step: the tools it calls, or its final answer."""
 
     calls: tuple[tuple[str, str], ...] = ()
@@ -34,7 +34,7 @@ class Decision:
     answer: str | None = None
 
     @classmethod
-    def of(cls, message: Mapping[str, Any]) -> Decision:
+    def of(cls, message: Mapping[str, Any]) -> StepDecision:
         calls = message.get("tool_calls") or []
         if calls:
             return cls(tuple((call_name(c), canonical_arguments(call_arguments(c))) for c in calls))
@@ -55,9 +55,9 @@ class Step:
     """One decision point: the recorded decision and the candidate's."""
 
     step: int
-    recorded: Decision | None
+    recorded: StepDecision | None
     """None past the end of the recording (on a followed branch)."""
-    candidate: Decision | None
+    candidate: StepDecision | None
     """None when the candidate failed or refused (``error`` says how)."""
     error: str | None = None
     branch: bool = False
@@ -149,7 +149,7 @@ async def redecide(
     for point in recorded_steps:
         step, message = await _ask(litellm, model, point.messages, point.tools, timeout_s)
         step.step = point.step
-        step.recorded = Decision.of(point.response.message)
+        step.recorded = StepDecision.of(point.response.message)
         step.recorded_tokens = point.response.usage.get("total_tokens", 0)
         step.recorded_cost_usd = point.response.cost_usd
         report.steps.append(step)
@@ -198,7 +198,7 @@ async def _follow(
         step.step, step.branch = len(report.steps) + 1, True
         if step.step <= len(recorded):
             response = recorded[step.step - 1]
-            step.recorded = Decision.of(response.message)
+            step.recorded = StepDecision.of(response.message)
             step.recorded_tokens = response.usage.get("total_tokens", 0)
             step.recorded_cost_usd = response.cost_usd
         report.steps.append(step)
@@ -226,7 +226,7 @@ async def _ask(
     step = Step(
         0,
         None,
-        Decision.of(answer.message),
+        StepDecision.of(answer.message),
         candidate_tokens=tokens,
         candidate_cost_usd=answer.cost_usd,
     )

@@ -27,7 +27,7 @@ from events import catalog as ev
 from owlclaw.bench import percentiles
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from projections import ProjectionRunner
 
 BUDGET_BYTES = 16 * 1024**3
@@ -136,8 +136,8 @@ def _litellm_cpu_ms_per_call(calls: int = 200) -> float:
     """What litellm alone costs a run, in this process: the floor under a host's CPU per run."""
     from owlclaw.llm.providers import litellm_with_offline_providers
     from owlclaw.llm.scripted import register_script
-    from owlclaw.runtime.builtin_tools import BUILTINS
     from owlclaw.runtime.models import complete
+    from owlclaw.tools.builtin.handlers import BUILTINS
 
     litellm = litellm_with_offline_providers()
     register_script(SCRIPT, STEPS)

@@ -21,7 +21,7 @@ import msgspec
 from events import Ledger
 from events.ledger import REGISTER_BATCH
 from owlclaw.database import Database
-from owlclaw.overview import overview_page
+from owlclaw.server.overview import overview_page
 from projections import AgentsView, ProjectionRunner, RunsView, SchedulesView
 from projections.agents import PAGE_SIZE
 

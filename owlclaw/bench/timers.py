@@ -29,7 +29,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
 

@@ -36,8 +36,8 @@ from owlclaw.cli.common import (
 )
 from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import OwlClawConfig, load_config
-from owlclaw.narrate import step_text
-from owlclaw.relative_time import relative
+from owlclaw.reports.narrate import step_text
+from owlclaw.reports.relative_time import relative
 
 ENDED_WELL = ("completed", "skipped", "parked")
 WAIT_READY_S = 60.0
@@ -85,7 +85,7 @@ def run(
     """Serve agent apps: database, projections, timer service, agents (Ray actors) and the
     webhook endpoint, until Ctrl-C. Each app is validated first (files, [governance],
     handlers.py): an invalid one is refused with exit code 5 before anything starts."""
-    from owlclaw.service import Service
+    from owlclaw.server.service import Service
     from owlclaw.validation import InvalidApps, validate_apps
 
     config = _with_placement(load_config(), placement)
@@ -120,7 +120,7 @@ def _starting(part: str) -> None:
 
 
 async def _serve(service: Any, config: OwlClawConfig) -> None:
-    from owlclaw.webhook import serving
+    from owlclaw.server.webhook import serving
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -263,7 +263,7 @@ def status(as_json: JsonOption = False) -> None:
     lag, pending timers, database and server health, and the server's background workers
     (state, restarts, last error)."""
     from owlclaw.client import ServerClient, ServerUnavailable
-    from owlclaw.inspection import bring_up_to_date
+    from owlclaw.reports.inspection import bring_up_to_date
     from owlclaw.wiring import open_views
     from projections import AgentsView, RunsView, SchedulesView
     from projections.runner import projection_status

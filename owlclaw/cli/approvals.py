@@ -29,7 +29,7 @@ from owlclaw.cli.common import (
 )
 from owlclaw.cli.tables import text, whole
 from owlclaw.config import OwlClawConfig, load_config
-from owlclaw.relative_time import relative
+from owlclaw.reports.relative_time import relative
 from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
 
 ARGS_EXAMPLE = """pass an object, e.g. --args '{"amount": 900}'"""

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from events.aggregates import ActiveSchedule
-from owlclaw.as_of import Moment, PastMemory, UnknownMoment, parse_moment
+from owlclaw.audit.as_of import Moment, PastMemory, UnknownMoment, parse_moment
 from owlclaw.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -54,7 +54,7 @@ def agent(
 ) -> None:
     """The agent at a moment, from its events up to then: identity version (hashes of its
     files), skills, governance, active schedules and that day's spending up to then."""
-    from owlclaw.as_of import agent_at, history_at
+    from owlclaw.audit.as_of import agent_at, history_at
 
     moment = moment_of(as_of)
     with open_ledger() as (_, led):
@@ -119,7 +119,7 @@ def memory_as_of(
     agent_id: str, as_of: str, query: str | None, limit: int, *, as_json: bool
 ) -> None:
     """``owlclaw memory AGENT --as-of T``: the memories held at T, rebuilt from the ledger."""
-    from owlclaw.as_of import history_at, memories_at, recall_at
+    from owlclaw.audit.as_of import history_at, memories_at, recall_at
     from owlclaw.cli.tables import recall_table
     from projections.embedders import embedder_for
 
@@ -191,7 +191,7 @@ def explain(
     """The decision manifest of a run's steps, from the recorded events alone: identity and
     skill versions, recalled memories, visible and hidden tools, governance decisions, model
     path with fallbacks, tokens and cost."""
-    from owlclaw.explain import NotRecorded, explain_run
+    from owlclaw.audit.explain import NotRecorded, explain_run
 
     with open_ledger() as (_, led):
         try:

@@ -131,7 +131,7 @@ def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str
     """Expected failures by type, first match wins: the hint and exit code (imported here:
     most commands never meet most of them)."""
     from owlclaw.app import AppError, AppNotFound
-    from owlclaw.serving_locks import AlreadyServed
+    from owlclaw.server.serving_locks import AlreadyServed
     from owlclaw.timers.hatchet_engine import HatchetUnavailable
 
     return [

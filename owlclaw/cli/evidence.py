@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from owlclaw.audit.evidence.keys import SigningKeyError, init_key, load_key, public_key_path
 from owlclaw.cli.common import (
     EXIT_CONFIG,
     EXIT_NOT_FOUND,
@@ -21,7 +22,6 @@ from owlclaw.cli.common import (
     print_json,
 )
 from owlclaw.config import load_config
-from owlclaw.evidence.keys import SigningKeyError, init_key, load_key, public_key_path
 
 keys_app = typer.Typer(no_args_is_help=True, help="The key that signs evidence bundles.")
 app.add_typer(keys_app, name="keys")
@@ -80,7 +80,7 @@ def export(
 ) -> None:
     """Write a signed evidence bundle (JSON lines) of the agent's stream and its runs' streams
     (all of them, or those selected) to stdout, for `owlclaw verify --bundle`."""
-    from owlclaw.evidence.export import RunSelectionError, export_bundle, select_runs
+    from owlclaw.audit.evidence.export import RunSelectionError, export_bundle, select_runs
 
     config = load_config()
     try:

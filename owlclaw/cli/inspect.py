@@ -16,7 +16,7 @@ from rich.tree import Tree
 from events import LoggedEvent
 from events.catalog import event_fields
 from events.heads import AnchorInvalid, read_anchor
-from owlclaw.chains import verify_agent
+from owlclaw.audit.chains import verify_agent
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -34,12 +34,12 @@ from owlclaw.cli.common import (
 )
 from owlclaw.cli.tables import recall_table, stacked, text, whole
 from owlclaw.config import load_config
-from owlclaw.relative_time import relative
+from owlclaw.reports.relative_time import relative
 from owlclaw.tools.subagents import SpawnNode, spawn_tree
 
 if TYPE_CHECKING:
     from owlclaw.audit.redecide import ReDecision
-    from owlclaw.runtime.verify import ReplayReport
+    from owlclaw.audit.verify import ReplayReport
     from projections.runner import ProjectionStatus
 
 
@@ -212,7 +212,7 @@ def verify(
 
 
 def _verify_bundle_file(bundle: Path | None, pubkey: str | None, as_json: bool) -> None:
-    from owlclaw.evidence.verify_bundle import BundleKeyError, parse_public_key, verify_bundle
+    from owlclaw.audit.evidence.verify_bundle import BundleKeyError, parse_public_key, verify_bundle
 
     if bundle is None or pubkey is None:
         fail(
@@ -321,8 +321,8 @@ def replay(
         report = None
         if verify:
             from owlclaw.app import load_app
+            from owlclaw.audit.verify import replay_run
             from owlclaw.runtime.app_code import AppCode
-            from owlclaw.runtime.verify import replay_run
 
             limits = load_config().runtime
             loaded = load_app(app_dir) if app_dir is not None else None
@@ -443,7 +443,7 @@ def schedules(
     as_json: JsonOption = False,
 ) -> None:
     """Schedules with their next fire time, backend and last outcome."""
-    from owlclaw.inspection import open_schedules, schedules_of
+    from owlclaw.reports.inspection import open_schedules, schedules_of
 
     with open_ledger() as (_, led):
         listing = schedules_of(led, open_schedules(led), agent, every)
@@ -486,7 +486,7 @@ def first_line(error: str) -> str:
 def projections_status(as_json: JsonOption = False) -> None:
     """Position, lag (events and seconds behind the log head) and parked events of every
     projection."""
-    from owlclaw.inspection import projections_status
+    from owlclaw.reports.inspection import projections_status
     from owlclaw.wiring import open_views
 
     config = load_config()
@@ -620,7 +620,7 @@ def memory(
 ) -> None:
     """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories;
     with --as-of, list or recall the memories of a past moment from the ledger instead."""
-    from owlclaw.inspection import memory_of
+    from owlclaw.reports.inspection import memory_of
     from owlclaw.wiring import open_memory_view
 
     if as_of is not None:

@@ -24,7 +24,7 @@ from owlclaw.cli.common import (
 )
 from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
-from owlclaw.inspection import bring_up_to_date
+from owlclaw.reports.inspection import bring_up_to_date
 from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.tool import Tool
 
@@ -129,7 +129,7 @@ def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> di
 
 def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
     from owlclaw.tools.stats import tool_stats
-    from projections.audit import AuditView
+    from projections.tool_calls import AuditView
 
     with open_ledger(config) as (_, led):
         disabled = led.load_agent(agent).state.disabled_tools

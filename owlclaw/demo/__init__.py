@@ -32,10 +32,10 @@ from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.client import ServerClient
 from owlclaw.config import OwlClawConfig
-from owlclaw.narrate import step_text
-from owlclaw.service import Service
+from owlclaw.reports.narrate import step_text
+from owlclaw.server.service import Service
+from owlclaw.server.webhook import serving
 from owlclaw.timers.hatchet_engine import BINARIES
-from owlclaw.webhook import serving
 from owlclaw.wiring import view_options
 from projections import MemoryView, ProjectionRunner
 from projections.feed import afollow_run

@@ -13,8 +13,8 @@ from collections.abc import Collection, Mapping
 from fnmatch import fnmatchcase
 
 from owlclaw.app import AppError
-from owlclaw.runtime.builtin_tools import BUILTINS
 from owlclaw.struct_errors import nearest
+from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.governance import Governance
 from owlclaw.tools.pack.config import GROUPS
 from owlclaw.tools.tool import Tool

@@ -20,7 +20,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
-from owlclaw.timers.service import BuiltinBackend, TimerBackend, TimersView
+from owlclaw.timers.registrations import BuiltinBackend, TimerBackend, TimersView
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker
 from projections import ProjectionRunner
 

@@ -25,7 +25,7 @@ from eventsourcing import persistence
 
 from events.recorder import drop_dead_connections
 from owlclaw.timers.fires import GRACE, FireOutcome, TimerFire, cron_times, plan
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from projections.schedules import next_fire
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from owlclaw.tools.rate_limits import RATE_LIMITED
-from projections.audit import AuditView
+from projections.tool_calls import AuditView
 
 ERROR_CODE = (
     "CASE status WHEN 'rejected' THEN 'REJECTED'"

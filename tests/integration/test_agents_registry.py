@@ -14,8 +14,8 @@ from events import Ledger
 from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.overview import agent_overviews
-from owlclaw.service import Service
+from owlclaw.server.overview import agent_overviews
+from owlclaw.server.service import Service
 from projections import AgentsView, ProjectionRunner
 from tests.browser import scripted_app
 from tests.cli import owlclaw

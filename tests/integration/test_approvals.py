@@ -17,16 +17,16 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import ApprovalClosed
 from owlclaw.app import load_app
+from owlclaw.audit.verify import ReplayReport, replay_run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.app_code import AppCode
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, answer_directly, pending
 from owlclaw.runtime.loop import RunResult
-from owlclaw.runtime.verify import ReplayReport, replay_run
 from owlclaw.tools.stats import tool_stats
 from projections import ProjectionRunner
-from projections.audit import AuditView
+from projections.tool_calls import AuditView
 from tests.apps import make_app
 from tests.scripted import call
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from events import catalog as ev
-from owlclaw.console.pages import ledger as ledger_page
+from owlclaw.server.console.pages import ledger as ledger_page
 from tests.browser import Console, logged_in, scripted_app
 
 if TYPE_CHECKING:

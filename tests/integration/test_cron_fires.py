@@ -16,7 +16,7 @@ from events import catalog as ev
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.loop import AgentRuntime
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from projections import ProjectionRunner, SchedulesView
 from tests.integration.test_projections import rows
 

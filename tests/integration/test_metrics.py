@@ -18,8 +18,8 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.database import Database
-from owlclaw.service import Service
-from owlclaw.webhook import serving
+from owlclaw.server.service import Service
+from owlclaw.server.webhook import serving
 from tests.apps import make_app
 from tests.served import local_service
 

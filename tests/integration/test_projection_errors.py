@@ -19,7 +19,7 @@ from events import catalog as ev
 from events.aggregates import Run
 from events.ledger import LoggedEvent
 from owlclaw.database import Database
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner, RunsView, rebuild
 from projections.embedders import EmbeddingUnavailable

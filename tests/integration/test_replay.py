@@ -13,11 +13,11 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
+from owlclaw.audit.verify import replay_run
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
-from owlclaw.runtime.verify import replay_run
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 from tests.integration.test_cli_ledger import owlclaw

@@ -13,7 +13,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import UnknownSchedule
 from owlclaw.timers.fires import TimerFire
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from projections import ProjectionRunner, SchedulesView
 from tests.integration.test_timers_builtin import agent_events, delivering, host, schedule
 

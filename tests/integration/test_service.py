@@ -16,7 +16,7 @@ from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.service import NotServed, Service
+from owlclaw.server.service import NotServed, Service
 from tests.apps import make_app
 from tests.waiting import await_for
 

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from owlclaw.database import Database
-from owlclaw.serving_locks import AlreadyServed, ServingLocks, server_name
+from owlclaw.server.serving_locks import AlreadyServed, ServingLocks, server_name
 from tests.cli import free_port, owlclaw, start_run, user_env
 
 pytestmark = pytest.mark.integration

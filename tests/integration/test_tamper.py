@@ -19,7 +19,7 @@ from events import catalog as ev
 from events.aggregates import Run, agent_stream_id
 from events.hashchain import HeadMismatch, row_hash
 from events.heads import ANCHOR_STREAM_ID
-from owlclaw.chains import verify_agent
+from owlclaw.audit.chains import verify_agent
 from owlclaw.cli import app as cli
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script

@@ -16,7 +16,7 @@ import pytest
 
 from events import Ledger, LedgerUnavailable
 from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import RetryPolicy, TimerWorker
 
 pytestmark = pytest.mark.integration

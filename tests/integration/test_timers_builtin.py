@@ -20,11 +20,11 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.inspection import open_schedules, schedules_of
 from owlclaw.llm.scripted import register_script
+from owlclaw.reports.inspection import open_schedules, schedules_of
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker, deliver_with_retries
 from projections import ProjectionRunner
 

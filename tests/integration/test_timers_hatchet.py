@@ -24,7 +24,7 @@ from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.hatchet_backend import TASK, HatchetBackend, fire_of
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import Deliver, TimerWorker
 from projections import ProjectionRunner
 from tests.conftest import missing_component
@@ -302,7 +302,7 @@ def test_a_fire_due_sooner_than_the_lead_goes_on_the_builtin_fast_path(
 def test_switching_from_hatchet_to_builtin_keeps_the_schedule(
     ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
 ) -> None:
-    from owlclaw.timers.service import BuiltinBackend
+    from owlclaw.timers.registrations import BuiltinBackend
 
     plan(ledger, "h-switch", "schedule_cron", cron_expression="0 0 1 1 *", focus="yearly")
     register(ledger, hatchet)

@@ -42,7 +42,7 @@ from owlclaw.database import Database, open_database
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import missing_binaries
-from owlclaw.timers.service import TimersView
+from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
 from tests.cli import free_port, owlclaw, owlclaw_json, user_env

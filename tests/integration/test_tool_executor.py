@@ -20,8 +20,8 @@ from owlclaw import ToolContext
 from owlclaw.config import RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.builtin_tools import BUILTINS
 from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.capabilities import Registry
 
 pytestmark = pytest.mark.integration

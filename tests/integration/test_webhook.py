@@ -23,11 +23,11 @@ from owlclaw.app import load_app
 from owlclaw.client import ServerClient
 from owlclaw.config import OwlClawConfig, TimersConfig
 from owlclaw.database import Database
-from owlclaw.service import Service
+from owlclaw.server.service import Service
+from owlclaw.server.webhook import serving
 from owlclaw.timers.fires import TimerFire
 from owlclaw.timers.hatchet_engine import missing_binaries
 from owlclaw.tools.governance import OPERATOR_DISABLED
-from owlclaw.webhook import serving
 from tests.apps import make_app
 from tests.cli import owlclaw, user_env
 from tests.conftest import missing_component

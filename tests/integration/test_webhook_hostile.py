@@ -26,8 +26,8 @@ from events import agent_stream_id
 from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
-from owlclaw.service import Service
-from owlclaw.webhook import MAX_BODY_BYTES, serving
+from owlclaw.server.service import Service
+from owlclaw.server.webhook import MAX_BODY_BYTES, serving
 from tests.apps import make_app
 from tests.cli import free_port, owlclaw
 from tests.integration.test_ledger import README_SQL

@@ -9,7 +9,7 @@ import pytest
 
 from events import catalog as ev
 from events.ledger import LoggedEvent
-from owlclaw.as_of import Moment, UnknownMoment, changed_files, parse_moment
+from owlclaw.audit.as_of import Moment, UnknownMoment, changed_files, parse_moment
 
 T = datetime(2026, 11, 3, 14, 2, tzinfo=UTC)
 

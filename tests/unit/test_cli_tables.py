@@ -15,12 +15,12 @@ from rich.console import Console, RenderableType
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import ActiveSchedule
-from owlclaw.as_of import PastMemory
+from owlclaw.audit.as_of import PastMemory
 from owlclaw.audit.evals import EvalComparison, EvalReport
-from owlclaw.audit.redecide import Decision, ReDecision, Step
+from owlclaw.audit.evidence.export import select_runs
+from owlclaw.audit.redecide import ReDecision, Step, StepDecision
 from owlclaw.cli import agents, audit, evals, inspect, tables, tools
-from owlclaw.evidence.export import select_runs
-from owlclaw.relative_time import relative
+from owlclaw.reports.relative_time import relative
 from owlclaw.tools.stats import ToolStats
 from projections.memory import Memory
 from tests.sample_run import AGENT_ID, record_sample_run
@@ -250,9 +250,11 @@ def test_recalled_memories_and_re_decided_steps_fold_only_their_text() -> None:
     report = ReDecision("demo-trader", 12, str(UUID(int=3)), "anthropic/claude-3-5-haiku-20241022")
     report.steps = [
         Step(
-            1, Decision((("fetch_market_snapshot", '{"symbol": "AAPL"}'),)), Decision(answer=FOCUS)
+            1,
+            StepDecision((("fetch_market_snapshot", '{"symbol": "AAPL"}'),)),
+            StepDecision(answer=FOCUS),
         ),
-        Step(12, None, Decision(answer="done"), branch=True),
+        Step(12, None, StepDecision(answer="done"), branch=True),
     ]
     lines = rendered(
         tables.recall_table("demo-trader recalls: 'market crash'", [memory]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 
-from owlclaw.console.pages.agents import page_size
+from owlclaw.server.console.pages.agents import page_size
 from projections.agents import MAX_PAGE, PAGE_SIZE
 
 

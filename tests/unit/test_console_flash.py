@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from owlclaw.console.flash import FLASH_COOKIE, Flash, redirect_with, shown, take_flash
+from owlclaw.server.console.flash import FLASH_COOKIE, Flash, redirect_with, shown, take_flash
 
 
 def carrying(cookie: str) -> web.Request:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from owlclaw.console.charts import BOTTOM, HEIGHT, TOP, stacked
-from owlclaw.console.pages.overview import OTHERS, SERIES, by_series
-from owlclaw.overview import Week
+from owlclaw.server.console.charts import BOTTOM, HEIGHT, TOP, stacked
+from owlclaw.server.console.pages.overview import OTHERS, SERIES, by_series
+from owlclaw.server.overview import Week
 from projections.runs import DayOfAgent
 
 DAY = date(2026, 11, 27)

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from events import catalog as ev
-from owlclaw.console.pages.approvals import expiry
-from owlclaw.console.steps import RESULT_CHARS, Delivery, delivery_of, resumed, step_of, text
-from projections.audit import ApprovalAnswer
+from owlclaw.server.console.pages.approvals import expiry
+from owlclaw.server.console.steps import RESULT_CHARS, Delivery, delivery_of, resumed, step_of, text
 from projections.outbox import Outcome
+from projections.tool_calls import ApprovalAnswer
 
 HEADER: dict[str, Any] = {
     "originator_id": uuid.uuid4(),

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from events import Ledger
 from events.aggregates import agent_stream_id, run_stream_id
-from owlclaw.evidence.export import RunSelectionError, export_bundle, select_runs
-from owlclaw.evidence.keys import public_key_of
-from owlclaw.evidence.verify_bundle import BundleReport, verify_bundle
+from owlclaw.audit.evidence.export import RunSelectionError, export_bundle, select_runs
+from owlclaw.audit.evidence.keys import public_key_of
+from owlclaw.audit.evidence.verify_bundle import BundleReport, verify_bundle
 from tests.sample_run import AGENT_ID, record_sample_run
 
 KEY = Ed25519PrivateKey.generate()

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from events import Ledger
+from owlclaw.audit.evidence.export import export_bundle
+from owlclaw.audit.evidence.keys import load_key
 from owlclaw.cli import app
-from owlclaw.evidence.export import export_bundle
-from owlclaw.evidence.keys import load_key
 from tests.sample_run import AGENT_ID, record_sample_run
 
 

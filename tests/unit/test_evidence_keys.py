@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from owlclaw.audit.evidence.keys import SigningKeyError, init_key, load_key, public_key_of
+from owlclaw.audit.evidence.verify_bundle import BundleKeyError, parse_public_key
 from owlclaw.config import load_config
-from owlclaw.evidence.keys import SigningKeyError, init_key, load_key, public_key_of
-from owlclaw.evidence.verify_bundle import BundleKeyError, parse_public_key
 
 
 def test_init_writes_a_private_key_only_its_owner_reads(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from owlclaw.timers.hatchet_backend import LEAD, HatchetBackend
-from owlclaw.timers.service import BuiltinBackend
+from owlclaw.timers.registrations import BuiltinBackend
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

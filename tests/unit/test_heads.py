@@ -20,7 +20,7 @@ from events.heads import (
     check_seals,
     read_anchor,
 )
-from owlclaw.chains import verify_agent
+from owlclaw.audit.chains import verify_agent
 from owlclaw.runtime.fencing import AgentWriter
 from owlclaw.runtime.loop import AgentRuntime
 from tests.scripted import decide, play

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from owlclaw.http_errors import json_errors
+from owlclaw.server.http_errors import json_errors
 
 
 def answer(raised: BaseException) -> web.StreamResponse:

@@ -14,12 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, ServerConfig
-from owlclaw.metrics import Metrics, ServiceState
 from owlclaw.runtime.approvals import PendingApproval
-from owlclaw.service import Service
+from owlclaw.server.metrics import Metrics, ServiceState
+from owlclaw.server.service import Service
+from owlclaw.server.webhook import make_app
 from owlclaw.supervisor import WorkerStatus
 from owlclaw.tools.errors import unknown_tool
-from owlclaw.webhook import make_app
 from projections.runner import ProjectionStatus
 
 AT = datetime(2026, 11, 27, 7, 0, tzinfo=UTC)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from events import catalog as ev
+from owlclaw.audit.verify import compare
 from owlclaw.llm.replay import RecordedRun
-from owlclaw.runtime.verify import compare
 
 AT = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
 

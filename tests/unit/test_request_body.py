@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from owlclaw.request_body import MAX_DEPTH, BadBody, decode_body
+from owlclaw.server.request_body import MAX_DEPTH, BadBody, decode_body
+from owlclaw.server.webhook import AnswerBody, EventBody, TriggerBody
 from owlclaw.timers.fires import TimerFire
-from owlclaw.webhook import AnswerBody, EventBody, TriggerBody
 
 
 def nested(levels: int) -> bytes:

@@ -9,10 +9,10 @@ from pathlib import Path
 from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
+from owlclaw.audit.verify import replay_run
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.skills_prompt import skills_index
-from owlclaw.runtime.verify import replay_run
 from tests.apps import make_app, skill
 from tests.scripted import run_events, run_script
 

@@ -14,10 +14,10 @@ import msgspec
 from events import Ledger
 from events import catalog as ev
 from owlclaw import ToolContext
+from owlclaw.audit.verify import replay_run
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
-from owlclaw.runtime.verify import replay_run
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.executor import canonical_arguments, truncate
 from owlclaw.tools.governance import OPERATOR_DISABLED

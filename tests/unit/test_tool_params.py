@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from owlclaw.tools import builtin_params as p
+from owlclaw.tools.builtin import params as p
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import MAX_ARGUMENTS_BYTES, ToolSpec
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from owlclaw.tools.builtin_params import Params
+from owlclaw.tools.builtin.params import Params
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.pack.commands import refusal
 from owlclaw.tools.spec import ToolSpec

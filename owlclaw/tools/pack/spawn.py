@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import msgspec
 
 from events import catalog as ev
-from owlclaw.tools.builtin_params import Params
+from owlclaw.tools.builtin.params import Params
 from owlclaw.tools.errors import Parked, ToolError
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.tool import Tool, ToolContext

@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from events.aggregates import ApprovalClosed
-from owlclaw.console.auth import operator_of
-from owlclaw.console.flash import redirect_with, shown, take_flash
-from owlclaw.console.render import render
-from owlclaw.relative_time import relative
+from owlclaw.reports.relative_time import relative
 from owlclaw.runtime.approvals import Decision, PendingApproval, unique_prefixes
-from owlclaw.service import Service
+from owlclaw.server.console.auth import operator_of
+from owlclaw.server.console.flash import redirect_with, shown, take_flash
+from owlclaw.server.console.render import render
+from owlclaw.server.service import Service
 
 BACK = "/ui/approvals"
 MAX_NOTE = 2000

@@ -8,8 +8,8 @@ import logging
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from owlclaw.metrics import ServiceState
-from owlclaw.service import Service
+from owlclaw.server.metrics import ServiceState
+from owlclaw.server.service import Service
 from projections.runner import projection_status
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The overview page: the last week at a glance, from the views (``owlclaw.overview.week``):
+"""The overview page: the last week at a glance, from the views (``owlclaw.server.overview.week``):
 runs, tool calls, tokens and cost per day stacked by agent (the busiest SERIES agents of the
 week, the others together), timer lateness per day, and each projection's lag now."""
 
@@ -12,10 +12,10 @@ from datetime import date
 
 from aiohttp import web
 
-from owlclaw.console.charts import Chart, stacked
-from owlclaw.console.render import render
-from owlclaw.overview import Week, week
-from owlclaw.service import Service
+from owlclaw.server.console.charts import Chart, stacked
+from owlclaw.server.console.render import render
+from owlclaw.server.overview import Week, week
+from owlclaw.server.service import Service
 from projections.runs import DayOfAgent
 
 SERIES = 6

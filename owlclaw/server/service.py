@@ -27,7 +27,6 @@ from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
-from owlclaw.metrics import Metrics
 from owlclaw.runtime.approvals import (
     ApprovalAnswer,
     Decision,
@@ -37,12 +36,13 @@ from owlclaw.runtime.approvals import (
     pending,
 )
 from owlclaw.runtime.loop import RunResult
-from owlclaw.serving_locks import ServingLocks, server_name
+from owlclaw.server.metrics import Metrics
+from owlclaw.server.serving_locks import ServingLocks, server_name
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
+from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
 from owlclaw.timers.serve import place_agents, start_hosts, start_timers
-from owlclaw.timers.service import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
 from owlclaw.tools.subagents import watch_subagents
 from owlclaw.tools.switches import ToolsChange

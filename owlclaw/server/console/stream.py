@@ -17,9 +17,9 @@ import uuid
 from aiohttp import web
 
 from events import catalog as ev
-from owlclaw.console.outcomes import RunOutcomes
-from owlclaw.console.render import SERVICE, render_fragment
-from owlclaw.console.steps import delivery_of
+from owlclaw.server.console.outcomes import RunOutcomes
+from owlclaw.server.console.render import SERVICE, render_fragment
+from owlclaw.server.console.steps import delivery_of
 from projections.feed import afollow_run
 
 FOLLOW_S = 24 * 3600.0

@@ -18,7 +18,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import approval_id_for, run_stream_id
 from events.ledger import LoggedEvent
-from owlclaw.as_of import IdentityVersion, changed_files, identity_versions
+from owlclaw.audit.as_of import IdentityVersion, changed_files, identity_versions
 
 
 class NotRecorded(LookupError):

@@ -7,11 +7,11 @@ from __future__ import annotations
 import uuid
 
 from events import catalog as ev
-from owlclaw.console.steps import Delivery, Step, delivery_of, resumed, sent, step_of
-from owlclaw.overview import caught_up
-from owlclaw.service import Service
+from owlclaw.server.console.steps import Delivery, Step, delivery_of, resumed, sent, step_of
+from owlclaw.server.overview import caught_up
+from owlclaw.server.service import Service
 from projections import AuditView, Outbox
-from projections.audit import ApprovalAnswer
+from projections.tool_calls import ApprovalAnswer
 
 
 class RunOutcomes:

@@ -19,8 +19,8 @@ import msgspec
 
 from events import catalog as ev
 from events.aggregates import ActiveSchedule, now
-from owlclaw.runtime.schedules_prompt import soonest_first
-from owlclaw.tools import builtin_params as p
+from owlclaw.tools.builtin import params as p
+from owlclaw.tools.builtin.schedule_order import soonest_first
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.states import UnknownState

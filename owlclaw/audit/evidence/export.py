@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from events import Ledger
 from events.aggregates import run_stream_id
 from events.hashchain import Row
-from owlclaw.evidence.keys import public_key_of
-from owlclaw.evidence.verify_bundle import FORMAT
+from owlclaw.audit.evidence.keys import public_key_of
+from owlclaw.audit.evidence.verify_bundle import FORMAT
 
 
 class RunSelectionError(ValueError):

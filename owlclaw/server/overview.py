@@ -17,8 +17,8 @@ import msgspec
 
 from events import Ledger, LedgerReadError, UnknownAgent
 from owlclaw.app import AgentApp
-from owlclaw.inspection import projections_status
-from owlclaw.service import Service
+from owlclaw.reports.inspection import projections_status
+from owlclaw.server.service import Service
 from owlclaw.tools.governance import Governance, spent_today
 from projections import AgentsView, ProjectionStatus, RunsView, SchedulesView, View
 from projections.agents import PAGE_SIZE

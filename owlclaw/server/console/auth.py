@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from owlclaw.console.render import OPERATOR_COOKIE, render
+from owlclaw.server.console.render import OPERATOR_COOKIE, render
 
 SESSION_COOKIE = "owlclaw_session"
 OPERATOR_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")

@@ -1,6 +1,7 @@
 """Pages are Jinja2 templates rendered with autoescaping: ledger payloads are attacker-controlled
 text, so every value is escaped unless a template says otherwise (only memory.html does, for
-MEMORY.md, which markdown-it-py has rendered with raw HTML off: ``owlclaw.console.markdown``)."""
+MEMORY.md, which markdown-it-py has rendered with raw HTML off:
+``owlclaw.server.console.markdown``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from owlclaw.service import Service
+from owlclaw.server.service import Service
 
 TEMPLATES = Path(__file__).parent / "templates"
 ENVIRONMENT = web.AppKey("console_environment", jinja2.Environment)

@@ -8,9 +8,9 @@ import asyncio
 
 from aiohttp import web
 
-from owlclaw.console.render import render
-from owlclaw.inspection import projections_status
-from owlclaw.service import Service
+from owlclaw.reports.inspection import projections_status
+from owlclaw.server.console.render import render
+from owlclaw.server.service import Service
 
 
 def routes(service: Service) -> list[web.RouteDef]:

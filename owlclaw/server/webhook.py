@@ -16,15 +16,16 @@
   recorded); 400 ``invalid_arguments`` for edited arguments outside the tool's schema;
 - ``GET /status``: the served agents; ``GET /health``: liveness and readiness
   (``{"ok": true, "ready"}``), answered without a token;
-- ``GET /metrics``: Prometheus' text format (owlclaw.metrics), without a token too unless
+- ``GET /metrics``: Prometheus' text format (owlclaw.server.metrics), without a token too unless
   ``server.metrics_need_token`` (by default: when the server is not bound to loopback);
-- ``/ui/...``: the web console (``owlclaw.console``), behind its own login with the same token.
+- ``/ui/...``: the web console (``owlclaw.server.console``), behind its own login with the same
+  token.
 
 Until the service has started, calls are answered 503 ``starting``.
 
 Every other request carries ``Authorization: Bearer <token>``. Errors are JSON
-``{"error", "code"}`` with a 4xx status, also aiohttp's own (``owlclaw.http_errors``); a body
-is refused before anything is recorded (``owlclaw.request_body``).
+``{"error", "code"}`` with a 4xx status, also aiohttp's own (``owlclaw.server.http_errors``); a body
+is refused before anything is recorded (``owlclaw.server.request_body``).
 """
 
 from __future__ import annotations
@@ -42,15 +43,15 @@ from aiohttp import web
 from events import UnknownAgent
 from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
-from owlclaw.console import make_console
-from owlclaw.http_errors import json_error as _error
-from owlclaw.http_errors import json_errors
-from owlclaw.metrics_route import PATH as METRICS_PATH
-from owlclaw.metrics_route import metrics_route
-from owlclaw.request_body import BadBody, decode_body
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
+from owlclaw.server.console import make_console
+from owlclaw.server.http_errors import json_error as _error
+from owlclaw.server.http_errors import json_errors
+from owlclaw.server.metrics_route import PATH as METRICS_PATH
+from owlclaw.server.metrics_route import metrics_route
+from owlclaw.server.request_body import BadBody, decode_body
+from owlclaw.server.service import NotServed, Service
 from owlclaw.server_token import server_token
-from owlclaw.service import NotServed, Service
 from owlclaw.timers.fires import TimerFire
 
 MAX_BODY_BYTES = 1024 * 1024

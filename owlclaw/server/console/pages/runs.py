@@ -1,5 +1,5 @@
 """An agent's runs, and one run as a live timeline (filled by server-sent events:
-``owlclaw.console.stream``)."""
+``owlclaw.server.console.stream``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import uuid
 from aiohttp import web
 
 from owlclaw import tracing
-from owlclaw.console.render import CLOSING, SERVICE, render
-from owlclaw.console.stream import RunStream
-from owlclaw.service import Service
+from owlclaw.server.console.render import CLOSING, SERVICE, render
+from owlclaw.server.console.stream import RunStream
+from owlclaw.server.service import Service
 from projections import RunsView
 
 RUNS_PAGE = 50

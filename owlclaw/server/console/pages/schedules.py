@@ -9,11 +9,11 @@ from urllib.parse import quote
 from aiohttp import web
 
 from events.aggregates import UnknownSchedule
-from owlclaw.console.auth import operator_of
-from owlclaw.console.flash import redirect_with, shown, take_flash
-from owlclaw.console.render import render
-from owlclaw.inspection import schedules_of
-from owlclaw.service import Service
+from owlclaw.reports.inspection import schedules_of
+from owlclaw.server.console.auth import operator_of
+from owlclaw.server.console.flash import redirect_with, shown, take_flash
+from owlclaw.server.console.render import render
+from owlclaw.server.service import Service
 from projections import SchedulesView
 
 ACTIVE = ("requested", "registered")

@@ -10,7 +10,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from owlclaw.evidence.verify_bundle import key_id
+from owlclaw.audit.evidence.verify_bundle import key_id
 
 
 class SigningKeyError(RuntimeError):

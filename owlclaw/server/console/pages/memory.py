@@ -7,10 +7,10 @@ import asyncio
 
 from aiohttp import web
 
-from owlclaw.console.markdown import to_html
-from owlclaw.console.render import render
-from owlclaw.inspection import memory_of
-from owlclaw.service import Service
+from owlclaw.reports.inspection import memory_of
+from owlclaw.server.console.markdown import to_html
+from owlclaw.server.console.render import render
+from owlclaw.server.service import Service
 from projections import MemoryView
 from projections.memory import MAX_LIMIT, MIN_LIMIT
 

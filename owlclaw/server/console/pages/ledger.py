@@ -17,10 +17,10 @@ from events.aggregates import agent_stream_id
 from events.catalog import event_fields
 from events.hashchain import ChainBreak, HeadMismatch
 from events.ledger import LoggedEvent
-from owlclaw.chains import agent_streams, verify_agent
-from owlclaw.console.render import render
-from owlclaw.console.steps import text
-from owlclaw.service import Service
+from owlclaw.audit.chains import agent_streams, verify_agent
+from owlclaw.server.console.render import render
+from owlclaw.server.console.steps import text
+from owlclaw.server.service import Service
 
 PAGE_EVENTS = 100
 

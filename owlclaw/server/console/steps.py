@@ -10,8 +10,8 @@ from typing import Any
 
 from events import catalog as ev
 from events.catalog import event_fields
-from projections.audit import ApprovalAnswer
 from projections.outbox import Outcome
+from projections.tool_calls import ApprovalAnswer
 
 RESULT_CHARS = 2000
 """A tool result longer than this is cut in the timeline (the ledger page has it whole)."""

@@ -1,12 +1,13 @@
-"""The agents page: the registered agents at a glance, a page at a time (``owlclaw.overview``)."""
+"""The agents page: the registered agents at a glance, a page at a time
+(``owlclaw.server.overview``)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from owlclaw.console.render import render
-from owlclaw.overview import agent_overviews
-from owlclaw.service import Service
+from owlclaw.server.console.render import render
+from owlclaw.server.overview import agent_overviews
+from owlclaw.server.service import Service
 from projections.agents import MAX_PAGE, PAGE_SIZE
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
-from owlclaw.console import auth
-from owlclaw.console.pages import (
+from owlclaw.server.console import auth
+from owlclaw.server.console.pages import (
     agents,
     approvals,
     ledger,
@@ -19,8 +19,8 @@ from owlclaw.console.pages import (
     runs,
     schedules,
 )
-from owlclaw.console.render import CLOSING, ENVIRONMENT, SERVICE, environment
-from owlclaw.service import NotServed, Service
+from owlclaw.server.console.render import CLOSING, ENVIRONMENT, SERVICE, environment
+from owlclaw.server.service import NotServed, Service
 
 STATIC = Path(__file__).parent / "static"
 PAGES = (agents, overview, runs, ledger, memory, schedules, projections, approvals)
