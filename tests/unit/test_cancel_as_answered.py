@@ -50,7 +50,7 @@ def test_a_state_read_answered_as_it_is_cancelled_is_cancelled() -> None:
         async def price() -> Any:
             return await answered
 
-        read = asyncio.create_task(registry.read_state("price", threads=None))  # type: ignore[arg-type]
+        read = asyncio.create_task(registry.states.read_state("price", threads=None))  # type: ignore[arg-type]
         await cancelled_as_it_finishes(answered, read)
 
     asyncio.run(scenario())
