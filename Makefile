@@ -37,6 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint $(HATCHET)
 	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 3 --dist loadgroup
