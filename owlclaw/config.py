@@ -76,7 +76,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Recall (the tool and the prompt's memories) leaves out memories whose cosine similarity
     to the query is below this, so nothing unrelated is forced into the prompt. 0.2 with
     all-MiniLM-L6-v2: the seed's "market crash recovery" finds its rebound lesson at 0.214,
-    while 95 % of unrelated pairs score below it (README, Memory lifecycle)."""
+    while 95 % of unrelated pairs score below it (docs/projections.md, Memory lifecycle)."""
     max_memories: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
     """Active memories an agent holds; at the limit, remember archives the oldest."""
     placement: Literal["local", "dedicated", "shared"] = "shared"

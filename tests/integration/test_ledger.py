@@ -4,8 +4,10 @@ their table, appends from two processes, the hash chain computed in SQL."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -117,13 +119,13 @@ def test_the_sql_and_the_in_memory_hash_chains_are_the_same(
     assert [(s, v, bytes(p), bytes(h)) for s, v, p, h in stored] == computed
 
 
-README_SQL = (
-    "SELECT topic, convert_from(state, 'UTF8')::jsonb AS state"
-    " FROM ledger_events ORDER BY notification_id"
-)
+DOCUMENTED_SQL = re.search(
+    r"```sql\n(.*?);\n```", (Path(__file__).parents[2] / "docs" / "ledger.md").read_text(), re.S
+)[1]
+"""The query docs/ledger.md gives to read the ledger with SQL."""
 
 
-def test_nul_in_any_text_leaves_the_readme_sql_readable(ledger: Ledger, fresh_db: Database) -> None:
+def test_nul_in_any_text_leaves_the_docs_sql_readable(ledger: Ledger, fresh_db: Database) -> None:
     """NUL reaches events from outside the webhook (a tool's output, a model's arguments, a
     memory): it is stored as U+FFFD, so PostgreSQL's jsonb reads every event of the ledger."""
     agent = ledger.register_agent("nul")
@@ -134,7 +136,7 @@ def test_nul_in_any_text_leaves_the_readme_sql_readable(ledger: Ledger, fresh_db
     run.record(ev.RunCompleted, tool_calls=1)
     ledger.append(agent, run)
     with psycopg.connect(fresh_db.url) as conn:
-        rows = conn.execute(README_SQL).fetchall()
+        rows = conn.execute(DOCUMENTED_SQL).fetchall()
     states = dict(rows)
     assert states["ToolCallRequested"]["arguments"] == {"cmd\ufffd": "a\ufffd"}
     assert states["ToolCallSucceeded"]["result"] == {"out": "bin\ufffdary"}

@@ -30,7 +30,7 @@ from owlclaw.server.service import Service
 from owlclaw.server.webhook import MAX_BODY_BYTES, serving
 from tests.apps import make_app
 from tests.cli import free_port, owlclaw
-from tests.integration.test_ledger import README_SQL
+from tests.integration.test_ledger import DOCUMENTED_SQL
 from tests.served import local_service
 
 pytestmark = pytest.mark.integration
@@ -47,7 +47,7 @@ DOCUMENTED = {
     409: {"approval_closed"},
     413: {"too_large"},
 }
-"""The JSON errors the README documents, by status."""
+"""The JSON errors docs/webhook.md documents, by status."""
 
 
 def agent_app(root: Path, agent_id: str) -> Path:
@@ -304,6 +304,6 @@ def test_fuzzed_requests_get_2xx_or_documented_json_errors(
         assert seen.keys() - {200, 202} <= DOCUMENTED.keys(), seen
         assert all(seen.get(s) for s in (202, 400, 401, 404, 405, 413)), seen
         with psycopg.connect(fresh_db.url) as conn:
-            assert len(conn.execute(README_SQL).fetchall()) > len(AGENTS)
+            assert len(conn.execute(DOCUMENTED_SQL).fetchall()) > len(AGENTS)
 
     serve(fresh_db, tmp_path, scenario)

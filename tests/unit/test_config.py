@@ -62,15 +62,16 @@ def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
         load_config(toml, environ={})
 
 
-def test_the_readme_documents_every_setting() -> None:
-    """The configuration reference lists every key (dotted) and every OWLCLAW_* variable."""
+def test_the_docs_document_every_setting() -> None:
+    """The configuration reference (docs/configuration.md) lists every key (dotted) and every
+    OWLCLAW_* variable."""
     import msgspec
 
     from owlclaw.app import AgentSettings
     from owlclaw.config import ENV_FIELDS, ENV_PREFIX, OwlClawConfig
     from owlclaw.tools.governance import Governance
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    reference = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
 
     def keys(struct: type[msgspec.Struct], prefix: str = "") -> list[str]:
         found = []
@@ -82,8 +83,8 @@ def test_the_readme_documents_every_setting() -> None:
                 found.append(prefix + field.name)
         return found
 
-    missing = [f"`{k}`" for k in keys(OwlClawConfig) if f"`{k}`" not in readme]
-    missing += [ENV_PREFIX + v for v in ENV_FIELDS if ENV_PREFIX + v not in readme]
-    missing += [f"[agent] {k}" for k in keys(AgentSettings) if f"`[agent] {k}`" not in readme]
-    missing += [k for k in keys(Governance) if k not in readme]
-    assert not missing, f"README's configuration reference lacks {missing}"
+    missing = [f"`{k}`" for k in keys(OwlClawConfig) if f"`{k}`" not in reference]
+    missing += [ENV_PREFIX + v for v in ENV_FIELDS if ENV_PREFIX + v not in reference]
+    missing += [f"[agent] {k}" for k in keys(AgentSettings) if f"`[agent] {k}`" not in reference]
+    missing += [k for k in keys(Governance) if k not in reference]
+    assert not missing, f"docs/configuration.md lacks {missing}"

@@ -1,7 +1,7 @@
 """Writes an agent's streams as an evidence bundle: every event as stored, a manifest, a signature.
 
 Each stream is exported whole from version 1, so its chain can be recomputed from the genesis
-hash; the format is the README's "Evidence bundles" and ``verify_bundle`` checks it.
+hash; the format is docs/evidence.md's and ``verify_bundle`` checks it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The file needs only the standard library and ``cryptography``, so an auditor can copy it alone
 and run ``python verify_bundle.py --pubkey KEY bundle.jsonl``. The format it checks is described
-in the README (section "Evidence bundles"); the row hash is the one ``events.hashchain``
+in docs/evidence.md; the row hash is the one ``events.hashchain``
 recomputes, restated here because this file must stand alone.
 """
 
