@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from events.aggregates import ActiveSchedule
-from projections.schedules import next_fire_if_any
+from events.cron import next_fire_if_any
 
 MAX_SCHEDULES_IN_PROMPT = 20
 MAX_FOCUS_CHARS = 80
