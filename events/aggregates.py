@@ -4,12 +4,14 @@ Aggregates are plain objects whose state is a msgspec Struct (so a snapshot is t
 They change only by applying events: ``record`` builds the next event of the stream, applies it
 and keeps it pending until the ledger commits it. The domain operations (queue a run, judge a
 timer fire, start and end a run) are methods here, so every writer derives run numbers, idleness
-and verdicts the same way.
+and verdicts the same way. Each aggregate maps every event class of its stream to its handler,
+or lists it as ignored, checked when the class is defined: an event added to the catalog, or
+renamed, cannot silently stop changing state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, Self, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -200,9 +202,56 @@ class RunState(msgspec.Struct):
     duration_ms: float = 0.0
 
 
+Handler = Callable[[Any, Any], None]
+"""An aggregate's method applying one event class to its state: (aggregate, event)."""
+
+
+def stream_events(stream: Stream) -> frozenset[type[LedgerEvent]]:
+    """The event classes of ``events.catalog`` that belong to ``stream``."""
+    return frozenset(
+        c for c in ev.EVENT_TYPES.values() if c.__module__ == ev.__name__ and c.stream == stream
+    )
+
+
+def check_handlers(
+    name: str,
+    stream: Stream,
+    handlers: Mapping[type[LedgerEvent], Handler],
+    ignored: Collection[type[LedgerEvent]],
+) -> None:
+    """Raise TypeError unless the aggregate ``name`` handles or ignores exactly the catalog's
+    events of its ``stream``, each once."""
+    expected = stream_events(stream)
+    for event in [*handlers, *ignored]:
+        if event not in ev.EVENT_TYPES.values() or event.__module__ != ev.__name__:
+            raise TypeError(f"{name} maps {event!r}, which is not an event of events.catalog")
+        if event not in expected:
+            raise TypeError(
+                f"{name} maps {event.__name__}, an event of the {event.stream} stream, "
+                f"not of the {stream} stream"
+            )
+    if both := set(handlers) & set(ignored):
+        names = ", ".join(sorted(c.__name__ for c in both))
+        raise TypeError(f"{name} both handles and ignores {names}")
+    if missing := expected - set(handlers) - set(ignored):
+        names = ", ".join(sorted(c.__name__ for c in missing))
+        raise TypeError(
+            f"{name} has no handler for {names} of its {stream} stream: map it in "
+            f"{name}.handlers, or list it in {name}.ignored if it changes no state"
+        )
+
+
 class _Aggregate:
     stream: ClassVar[Stream]
     Snapshot: ClassVar[type[Any]]
+    handlers: ClassVar[Mapping[type[LedgerEvent], Handler]]
+    """Event class -> the method that applies it to the state."""
+    ignored: ClassVar[frozenset[type[LedgerEvent]]]
+    """Events of the stream that change nothing here (views and audit read them)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_handlers(cls.__name__, cls.stream, cls.handlers, cls.ignored)
 
     def __init__(self, stream_id: UUID, state: Any, version: int = 0):
         self.id = stream_id
@@ -229,9 +278,11 @@ class _Aggregate:
         return event
 
     def apply(self, event: LedgerEvent) -> None:
-        handler = getattr(self, f"_on_{type(event).__name__}", None)
+        handler = self.handlers.get(type(event))
         if handler is not None:
-            handler(event)
+            handler(self, event)
+        elif type(event) not in self.ignored:
+            raise TypeError(f"{type(self).__name__} does not apply {type(event).__name__}")
         self.version = event.originator_version
 
     @property
@@ -640,6 +691,35 @@ class Agent(_Aggregate):
     def _on_BudgetExceeded(self, e: ev.BudgetExceeded) -> None:
         self.state.budget_exceeded += 1
 
+    handlers: ClassVar[Mapping[type[LedgerEvent], Handler]] = {
+        ev.AgentRegistered: _on_AgentRegistered,
+        ev.AppAttached: _on_AppAttached,
+        ev.IdentityLoaded: _on_IdentityLoaded,
+        ev.AgentWarning: _on_AgentWarning,
+        ev.AppLoadFailed: _on_AppLoadFailed,
+        ev.RunQueued: _on_RunQueued,
+        ev.InboundReceived: _on_InboundReceived,
+        ev.ScheduleRequested: _on_ScheduleRequested,
+        ev.ScheduleRegistered: _on_ScheduleRegistered,
+        ev.ScheduleCancelled: _on_ScheduleCancelled,
+        ev.TimerFired: _on_TimerFired,
+        ev.TimerMissed: _on_TimerMissed,
+        ev.SubAgentSpawned: _on_SubAgentSpawned,
+        ev.SubAgentFinished: _on_SubAgentFinished,
+        ev.ToolsChanged: _on_ToolsChanged,
+        ev.MemoryAdded: _on_MemoryAdded,
+        ev.MemoryArchived: _on_MemoryArchived,
+        ev.MemoryForgotten: _on_MemoryForgotten,
+        ev.ApprovalRequested: _on_ApprovalRequested,
+        ev.ApprovalGranted: _on_ApprovalGranted,
+        ev.ApprovalDenied: _on_ApprovalDenied,
+        ev.ApprovalExpired: _on_ApprovalExpired,
+        ev.BudgetExceeded: _on_BudgetExceeded,
+    }
+    ignored: ClassVar[frozenset[type[LedgerEvent]]] = frozenset(
+        {ev.TimerDeduplicated, ev.RunSealed}
+    )
+
 
 class Run(_Aggregate):
     stream: ClassVar[Stream] = "run"
@@ -705,10 +785,6 @@ class Run(_Aggregate):
         """A call refused before it was requested still counts toward the limit."""
         self.state.calls_made += 1
 
-    _on_ToolCallDenied = _on_ToolCallRejected = _refuse_call
-    _on_ToolCallSucceeded = _on_ToolCallFailed = _close_call
-    _on_ToolCallTimedOut = _on_ToolOutcomeUnknown = _close_call
-
     def _on_RunParked(self, e: ev.RunParked) -> None:
         self.state.status = "parked"
 
@@ -727,7 +803,35 @@ class Run(_Aggregate):
         self.state.ended = True
         self.state.duration_ms = e.duration_ms
 
-    _on_RunCompleted = _on_RunFailed = _on_RunTimedOut = _on_RunTerminated = _on_RunSkipped = _end
+    handlers: ClassVar[Mapping[type[LedgerEvent], Handler]] = {
+        ev.RunStarted: _on_RunStarted,
+        ev.LLMResponded: _on_LLMResponded,
+        ev.ToolCallRequested: _on_ToolCallRequested,
+        ev.ToolCallDenied: _refuse_call,
+        ev.ToolCallRejected: _refuse_call,
+        ev.ToolCallSucceeded: _close_call,
+        ev.ToolCallFailed: _close_call,
+        ev.ToolCallTimedOut: _close_call,
+        ev.ToolOutcomeUnknown: _close_call,
+        ev.RunParked: _on_RunParked,
+        ev.SubAgentCharged: _on_SubAgentCharged,
+        ev.RunInterrupted: _on_RunInterrupted,
+        ev.RunResumed: _on_RunResumed,
+        ev.RunCompleted: _end,
+        ev.RunFailed: _end,
+        ev.RunTimedOut: _end,
+        ev.RunTerminated: _end,
+        ev.RunSkipped: _end,
+    }
+    ignored: ClassVar[frozenset[type[LedgerEvent]]] = frozenset(
+        {
+            ev.VisibleToolsResolved,
+            ev.DecisionLogged,
+            ev.RunWarning,
+            ev.MemoryRemembered,
+            ev.MessageSent,
+        }
+    )
 
 
 def projector(cls: type[A]) -> Callable[[A | None, Iterable[Any]], A | None]:

@@ -1,78 +1,22 @@
-"""Schedules view: every schedule an agent requested, with its next fire time (croniter, UTC),
+"""Schedules view: every schedule an agent requested, with its next fire time (events.cron, UTC),
 last fire and outcome, fires and misfires, and the timer backend that holds it (active =
 requested or registered); and each fire, with how late it was recorded."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import Any, ClassVar
 
 import msgspec
-from croniter import CroniterError, croniter
 from psycopg import Cursor
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
+from events.cron import next_fire_if_any
 from events.ledger import LoggedEvent
 from projections.sqlvalues import text
 from projections.view import View
-
-_SINGLE_RANGE = re.compile(r"^(\d+)-\1(?:/\d+)?$")
-
-
-_DAY_FIELDS = {2: "1-31", 4: "0-6"}
-
-
-def canonical_cron(expression: str) -> str:
-    """The expression in a form croniter reads with standard (POSIX) semantics, as Hatchet's
-    engine does; tests/unit/test_cron_semantics.py found both differences:
-
-    - a one-value range (``5-5``) is read by croniter as ``*``: written as the value;
-    - a stepped day field (``*/2``) counts as unrestricted for croniter, so day-of-month and
-      day-of-week were ANDed; POSIX ORs two restricted day fields: written as ``1-31/2``.
-    """
-    fields = []
-    for index, field in enumerate(expression.split()):
-        parts = [m.group(1) if (m := _SINGLE_RANGE.match(p)) else p for p in field.split(",")]
-        if index in _DAY_FIELDS:
-            parts = [_DAY_FIELDS[index] + p[1:] if p.startswith("*/") else p for p in parts]
-        fields.append(",".join(parts))
-    return " ".join(fields)
-
-
-FIRE_HORIZON_YEARS = 5
-"""A 5-field expression that fires at all fires within 4 years (Feb 29; only around 2100, not a
-leap year, is the gap 8): an expression without a fire in 5 years never fires."""
-
-
-class NeverFires(ValueError):
-    """A cron expression without a fire time in the next FIRE_HORIZON_YEARS (e.g. Feb 30)."""
-
-
-def next_fire(cron: str, after: datetime) -> datetime:
-    """The first fire strictly after ``after`` for a 5-field cron expression (UTC); raises
-    NeverFires when there is none within FIRE_HORIZON_YEARS."""
-    it = croniter(canonical_cron(cron), after, max_years_between_matches=FIRE_HORIZON_YEARS)
-    try:
-        fire: datetime = it.get_next(datetime)
-    except CroniterError as e:
-        raise NeverFires(
-            f"cron expression {cron!r} never fires: no fire time in the next "
-            f"{FIRE_HORIZON_YEARS} years"
-        ) from e
-    return fire
-
-
-def next_fire_if_any(cron: str, after: datetime) -> datetime | None:
-    """``next_fire``, or None when the expression never fires or croniter cannot read it: such
-    an expression, accepted by an older schedule_cron, stays in the log for good, and a view
-    must not stop on it."""
-    try:
-        return next_fire(cron, after)
-    except (NeverFires, CroniterError):
-        return None
 
 
 def cancel_outcome(e: ev.ScheduleCancelled) -> str:

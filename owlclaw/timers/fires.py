@@ -10,15 +10,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import msgspec
-from croniter import CroniterBadDateError, croniter
 
 from events.aggregates import FireVerdict
-from projections.schedules import canonical_cron
 
 GRACE = timedelta(seconds=30)
 """A delivery later than this after its fire time counts as missed (the service was down)."""
-MAX_MISSED_LISTED = 1000
-"""Missed cron fires enumerated after a downtime; older ones are summarised in one miss."""
 
 
 class TimerFire(msgspec.Struct, frozen=True):
@@ -42,23 +38,6 @@ class FireOutcome(msgspec.Struct, frozen=True):
     kind: FireVerdict
     reason: str = ""
     run_id: str | None = None
-
-
-def cron_times(expression: str, after: datetime, until: datetime) -> list[datetime]:
-    """Fire times of a 5-field cron expression in (after, until], UTC, at most MAX_MISSED_LISTED.
-    An expression that never fires ("0 0 30 2 *": scheduling refuses it, an older ledger may hold
-    one) has none."""
-    times: list[datetime] = []
-    it = croniter(canonical_cron(expression), after)
-    while len(times) < MAX_MISSED_LISTED:
-        try:
-            t: datetime = it.get_next(datetime)
-        except CroniterBadDateError:
-            break
-        if t > until:
-            break
-        times.append(t)
-    return times
 
 
 def plan(

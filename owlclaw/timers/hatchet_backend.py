@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from hatchet_sdk import Context, EmptyModel
 
+from events.cron import canonical_cron
 from owlclaw.timers.fires import GRACE, TimerFire, plan
 from owlclaw.timers.worker import Deliver, RetryPolicy
-from projections.schedules import canonical_cron
 
 if TYPE_CHECKING:
     from hatchet_sdk import Hatchet

@@ -21,9 +21,9 @@ from psycopg.rows import DictRow
 from events import Ledger
 from events import catalog as ev
 from events.catalog import LedgerEvent
+from events.cron import next_fire, next_fire_if_any
 from events.ledger import LoggedEvent
 from owlclaw.timers.fires import TimerFire
-from projections.schedules import next_fire, next_fire_if_any
 from projections.sqlvalues import text
 from projections.view import View
 

@@ -23,10 +23,10 @@ from typing import Any
 import psycopg
 from eventsourcing import persistence
 
+from events.cron import cron_times, next_fire
 from events.recorder import drop_dead_connections
-from owlclaw.timers.fires import GRACE, FireOutcome, TimerFire, cron_times, plan
+from owlclaw.timers.fires import GRACE, FireOutcome, TimerFire, plan
 from owlclaw.timers.registrations import TimersView
-from projections.schedules import next_fire
 
 log = logging.getLogger(__name__)
 Deliver = Callable[[TimerFire], Awaitable[FireOutcome]]

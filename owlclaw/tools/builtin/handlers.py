@@ -19,6 +19,7 @@ import msgspec
 
 from events import catalog as ev
 from events.aggregates import ActiveSchedule, now
+from events.cron import CronError, check_cron
 from owlclaw.tools.builtin import params as p
 from owlclaw.tools.builtin.schedule_order import soonest_first
 from owlclaw.tools.errors import ToolError
@@ -48,8 +49,8 @@ async def _schedule_once(params: p.ScheduleOnce, ctx: RunScope, call_id: str) ->
 
 async def _schedule_cron(params: p.ScheduleCron, ctx: RunScope, call_id: str) -> Any:
     try:
-        p.check_cron(params.cron_expression)
-    except p.CronError as e:
+        check_cron(params.cron_expression)
+    except CronError as e:
         return _error(str(e), "INVALID_CRON")
     return _schedule(ctx, "cron", params.focus, cron=params.cron_expression)
 

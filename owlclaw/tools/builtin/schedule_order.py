@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from events.aggregates import ActiveSchedule
-from projections.schedules import next_fire_if_any
+from events.cron import next_fire_if_any
 
 
 def schedule_next_fire(schedule: ActiveSchedule, at: datetime) -> datetime | None:
