@@ -18,6 +18,7 @@ from events.memory_recorder import InMemoryRecorder
 from owlclaw.database import Database
 from tests.integration.processes import contend_for_next_version
 from tests.ledger_contract import LedgerContract, identity, run_once
+from tests.postgres import README_SQL
 
 pytestmark = pytest.mark.integration
 
@@ -115,12 +116,6 @@ def test_the_sql_and_the_in_memory_hash_chains_are_the_same(
         ).fetchall()
     computed = [(r[0], r[1], r[5], r[6]) for r in memory.chain_rows()]
     assert [(s, v, bytes(p), bytes(h)) for s, v, p, h in stored] == computed
-
-
-README_SQL = (
-    "SELECT topic, convert_from(state, 'UTF8')::jsonb AS state"
-    " FROM ledger_events ORDER BY notification_id"
-)
 
 
 def test_nul_in_any_text_leaves_the_readme_sql_readable(ledger: Ledger, fresh_db: Database) -> None:

@@ -27,8 +27,8 @@ from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, sta
 from owlclaw.timers.service import TimersView
 from owlclaw.timers.worker import Deliver, TimerWorker
 from projections import ProjectionRunner
-from tests.conftest import missing_component
-from tests.integration.test_timers_builtin import delivering
+from tests.components import missing_component
+from tests.timers import delivering
 
 # One worker runs the module in file order: the cron made at its start is checked at its end.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("hatchet")]

@@ -30,7 +30,7 @@ from owlclaw.service import Service
 from owlclaw.webhook import MAX_BODY_BYTES, serving
 from tests.apps import make_app
 from tests.cli import free_port, owlclaw
-from tests.integration.test_ledger import README_SQL
+from tests.postgres import README_SQL
 from tests.served import local_service
 
 pytestmark = pytest.mark.integration
