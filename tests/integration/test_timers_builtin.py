@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -28,7 +28,6 @@ from tests.scripted import agent_events
 from tests.timers import delivering, host, schedule
 
 pytestmark = pytest.mark.integration
-T = TypeVar("T")
 
 
 class Clock:
