@@ -27,7 +27,7 @@ from owlclaw.database import Database
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
 from tests.apps import make_app
-from tests.conftest import missing_component
+from tests.components import missing_component
 from tests.served import local_service
 
 if TYPE_CHECKING:

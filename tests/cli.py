@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from owlclaw.database import Database
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -46,6 +48,16 @@ def owlclaw(
         text=True,
         timeout=timeout,
     )
+
+
+def owlclaw_on(db: Database, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``owlclaw`` on the test's database (the tests' environment otherwise)."""
+    env = {
+        **os.environ,
+        "OWLCLAW_DATABASE_URL": db.url,
+        "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
+    }
+    return owlclaw(env, *args, cwd=cwd, timeout=120)
 
 
 def start_run(env: dict[str, str], cwd: Path, *apps: str) -> tuple[subprocess.Popen[str], Path]:

@@ -1,6 +1,6 @@
 """Shared fixtures: one embedded PostgreSQL for the whole session, a fresh database per use.
 
-With ``CI=true`` a missing real component is a failure; locally it is a clear skip.
+With ``CI=true`` a missing real component is a failure; locally it is a clear skip (components.py).
 
 No Hypothesis example has a deadline: Hypothesis fails an example that takes longer than its
 deadline (200 ms unless a test sets one), which a loaded machine does to an example that is merely
@@ -20,19 +20,11 @@ from hypothesis import settings
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, DatabaseUnavailable, open_database
 from projections.embedders import LOCAL_MODEL, Embedder, EmbeddingUnavailable, embedder_for
+from tests.components import missing_component
 
-IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 settings.register_profile("owlclaw", deadline=None)  # over the loaded one (CI's, if in CI)
 settings.load_profile("owlclaw")
-
-
-def missing_component(what: str, why: object) -> None:
-    """Fail in CI, skip locally, always naming the component."""
-    message = f"{what} is not available: {why}"
-    if IN_CI:
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")

@@ -29,3 +29,8 @@ async def await_for(
         assert time.monotonic() < deadline, f"timed out after {timeout_s:g} s waiting for {what}"
         await asyncio.sleep(poll_s)
     return result
+
+
+def wait_until(what: str, check: Callable[[], T], timeout_s: float = 60) -> T:
+    """``wait_for`` with what it waits for first, which reads better before a long check."""
+    return wait_for(check, what, timeout_s, poll_s=0.2)

@@ -12,7 +12,7 @@ from events.recorder import OwlClawApplicationRecorder, datastore_from_url
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from tests.browser import browser, console  # noqa: F401 - the console's browser tests
-from tests.conftest import missing_component
+from tests.components import missing_component
 from tests.langfuse_receiver import langfuse  # noqa: F401 - Langfuse's stand-in, for tracing tests
 from tests.webhooks import receiver  # noqa: F401 - a fixture of every integration test
 

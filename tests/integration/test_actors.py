@@ -1,4 +1,4 @@
-"""What only the Ray placement adds to the ``Agents`` contract (test_agents_conformance.py):
+"""What only the Ray placement adds to the ``Agents`` contract (tests/agents_contract.py):
 parallel agents in both placements, two actors racing for one agent, a SIGKILLed actor that
 restarts and resumes, events streamed to another driver."""
 

@@ -27,7 +27,7 @@ from owlclaw.database import Database
 from owlclaw.runtime.loop import RunResult
 from projections import AuditView, ProjectionRunner, RunsView, rebuild
 from projections.view import View
-from tests.conftest import missing_component
+from tests.components import missing_component
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 AGENTS, RUNS_PER_AGENT, KILLS = 20, 25, 6

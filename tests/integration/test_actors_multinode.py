@@ -20,7 +20,7 @@ from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.runtime.loop import RunResult
-from tests.conftest import missing_component
+from tests.components import missing_component
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]

@@ -1,4 +1,4 @@
-"""The in-process host beyond the ``Agents`` contract (test_agents_conformance.py): what a resumed
+"""The in-process host beyond the ``Agents`` contract (tests/agents_contract.py): what a resumed
 run re-executes, and an app directory that stops loading."""
 
 from __future__ import annotations

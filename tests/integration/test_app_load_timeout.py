@@ -15,7 +15,7 @@ import pytest
 
 from tests.apps import make_app
 from tests.cli import free_port, owlclaw_json, start_run, user_env
-from tests.integration.test_process_lifecycle import postgres_on
+from tests.postgres import postgres_on
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,19 +16,10 @@ from events.aggregates import Run
 from owlclaw.database import Database
 from projections import MemoryView, ProjectionRunner
 from projections.embedders import Embedder
-from tests.cli import owlclaw as run_owlclaw
+from tests.cli import owlclaw_on as owlclaw
 from tests.sample_run import AGENT_ID, record_sample_run
 
 pytestmark = pytest.mark.integration
-
-
-def owlclaw(db: Database, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "OWLCLAW_DATABASE_URL": db.url,
-        "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
-    }
-    return run_owlclaw(env, *args, cwd=cwd, timeout=120)
 
 
 def test_ledger_json_lists_the_run_in_log_order(fresh_db: Database, tmp_path: Path) -> None:

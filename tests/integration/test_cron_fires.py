@@ -17,7 +17,7 @@ from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.registrations import TimersView
 from projections import ProjectionRunner, SchedulesView
-from tests.integration.test_projections import rows
+from tests.postgres import rows
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cli import free_port, owlclaw, owlclaw_json, runs_of, tools_called, user_env
-from tests.conftest import IN_CI
+from tests.components import IN_CI
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]
 

@@ -14,8 +14,8 @@ import pytest
 from events import Ledger
 from events.aggregates import agent_stream_id, run_stream_id
 from owlclaw.database import Database
+from tests.audited_run import record
 from tests.cli import owlclaw
-from tests.integration.test_replay import record
 
 pytestmark = pytest.mark.integration
 

@@ -4,10 +4,8 @@ their table, appends from two processes, the hash chain computed in SQL."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import re
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,6 +18,7 @@ from events.memory_recorder import InMemoryRecorder
 from owlclaw.database import Database
 from tests.integration.processes import contend_for_next_version
 from tests.ledger_contract import LedgerContract, identity, run_once
+from tests.postgres import DOCUMENTED_SQL
 
 pytestmark = pytest.mark.integration
 
@@ -117,12 +116,6 @@ def test_the_sql_and_the_in_memory_hash_chains_are_the_same(
         ).fetchall()
     computed = [(r[0], r[1], r[5], r[6]) for r in memory.chain_rows()]
     assert [(s, v, bytes(p), bytes(h)) for s, v, p, h in stored] == computed
-
-
-DOCUMENTED_SQL = re.search(
-    r"```sql\n(.*?);\n```", (Path(__file__).parents[2] / "docs" / "ledger.md").read_text(), re.S
-)[1]
-"""The query docs/ledger.md gives to read the ledger with SQL."""
 
 
 def test_nul_in_any_text_leaves_the_docs_sql_readable(ledger: Ledger, fresh_db: Database) -> None:

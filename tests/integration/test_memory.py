@@ -17,8 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import Ledger
-from events import catalog as ev
-from events.aggregates import Agent, Run
 from events.recorder import postgres_env
 from owlclaw.database import Database
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
@@ -26,6 +24,7 @@ from projections.current import ViewBehind, catch_up_to_committed
 from projections.embedders import Embedder
 from projections.memory import render_memory_files
 from projections.sqlvalues import text
+from tests.ledger_runs import remember
 
 pytestmark = pytest.mark.integration
 
@@ -51,21 +50,6 @@ def view(ledger: Ledger, local_embedder: Embedder) -> MemoryView:
     memory_view = MemoryView(ledger.datastore, embedder=local_embedder)
     memory_view.create_table()
     return memory_view
-
-
-def remember(
-    ledger: Ledger, agent: Agent, contents: Sequence[str], tags: Sequence[str] = ()
-) -> int:
-    run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook"))
-    for content in contents:
-        run.record(
-            ev.MemoryRemembered,
-            agent_id=agent.agent_id,
-            memory_id=uuid.uuid4(),
-            content=content,
-            tags=list(tags),
-        )
-    return ledger.append(agent, run)[-1]
 
 
 def test_seed_scenario_lesson_is_recalled_first_among_11000_memories(

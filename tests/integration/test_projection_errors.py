@@ -24,9 +24,9 @@ from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner, RunsView, rebuild
 from projections.embedders import EmbeddingUnavailable
 from projections.runner import is_infrastructure, retry_parked
-from tests.integration.test_cli_ledger import owlclaw
-from tests.integration.test_memory import remember
-from tests.integration.test_projections import record_runs, rows
+from tests.cli import owlclaw_on as owlclaw
+from tests.ledger_runs import record_runs, remember
+from tests.postgres import rows
 
 pytestmark = pytest.mark.integration
 

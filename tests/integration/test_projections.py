@@ -7,57 +7,25 @@ import os
 import signal
 import threading
 import time
-from typing import Any
 
 import psycopg
 import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent, Run
+from events.aggregates import Run
 from owlclaw.database import Database
 from owlclaw.wiring import open_views
 from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, rebuild
 from projections.feed import LogBatch, follow_log_until, follow_projection
 from projections.runner import projection_status
 from tests.integration.processes import run_projection
+from tests.ledger_runs import record_runs
+from tests.postgres import rows
 from tests.sample_run import record_sample_run
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def rows(db: Database, query: str) -> list[tuple[Any, ...]]:
-    with psycopg.connect(db.url) as conn:
-        return conn.execute(query).fetchall()
-
-
-def record_runs(ledger: Ledger, agent: Agent, count: int, tools_per_run: int = 2) -> None:
-    for n in range(count):
-        run = Run.start(agent.agent_id, agent.queue_run(trigger="heartbeat", focus=f"run {n}"))
-        for k in range(tools_per_run):
-            run.record(
-                ev.LLMResponded,
-                model="scripted/t",
-                message={"k": k},
-                usage={"total_tokens": 10},
-                cost_usd=0.001,
-            )
-            run.record(
-                ev.ToolCallRequested,
-                call_id=f"c{k}",
-                tool="recall",
-                arguments={"query": f"q{n}.{k}"},
-            )
-            run.record(
-                ev.ToolCallSucceeded,
-                call_id=f"c{k}",
-                tool="recall",
-                result={"hits": k},
-                duration_ms=1.0,
-            )
-        run.record(ev.RunCompleted, iterations=tools_per_run, tool_calls=tools_per_run)
-        ledger.append(agent, run)
 
 
 def test_audit_and_runs_views_describe_each_tool_call_and_run(

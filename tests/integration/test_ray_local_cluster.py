@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import missing_component
+from tests.components import missing_component
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 

@@ -22,7 +22,7 @@ from owlclaw.database import Database
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.loop import AgentRuntime
-from tests.integration.test_cli_ledger import owlclaw
+from tests.cli import owlclaw_on as owlclaw
 from tests.scripted import call
 
 pytestmark = pytest.mark.integration

@@ -20,42 +20,11 @@ from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
-from tests.integration.test_cli_ledger import owlclaw
+from tests.audited_run import record
+from tests.cli import owlclaw_on as owlclaw
 from tests.scripted import call, decide
 
 pytestmark = pytest.mark.integration
-
-STEPS: list[dict[str, Any]] = [
-    {"tool_calls": [{"name": "query_state", "arguments": {"state_name": "market_state"}}]},
-    {
-        "tool_calls": [
-            {"name": "entry_check", "arguments": {"symbol": "AAPL"}},
-            {"name": "log_decision", "arguments": {"reasoning": "calm", "decision_type": "other"}},
-        ]
-    },
-    {"tool_calls": [{"name": "schedule_once", "arguments": {"delay_seconds": "0"}}]},
-    {"content": "Entered nothing; checking again later."},
-]
-
-
-def record(ledger: Ledger) -> None:
-    registry = Registry()
-    calls: list[str] = []
-
-    @registry.state("market_state")
-    def market_state() -> dict[str, Any]:
-        return {"open": True}
-
-    @registry.capability("Check whether to enter a position.")
-    def entry_check(symbol: str) -> dict[str, Any]:
-        calls.append(symbol)
-        return {"enter": False, "symbol": symbol}
-
-    register_script("audited", STEPS)
-    runtime = AgentRuntime(ledger, "audited", models=["scripted/audited"], registry=registry)
-    result = asyncio.run(runtime.run("webhook", focus="look for entries"))
-    runtime.close()
-    assert result.status == "completed" and calls == ["AAPL"]
 
 
 def test_replay_reproduces_the_recorded_steps_without_writing(fresh_db: Database) -> None:

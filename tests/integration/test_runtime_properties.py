@@ -74,9 +74,9 @@ def memory(ledger: Ledger, local_embedder: Embedder) -> Iterator[MemoryStore]:
     runner.stop()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _warm(ledger: Ledger) -> None:
-    """One run first, so litellm's one-time set-up is not inside a timing property."""
+@pytest.fixture(scope="module")
+def warm(ledger: Ledger) -> None:
+    """One run before the timing properties, so litellm's one-time set-up is not inside one."""
     register_script("warm", [{"content": "ok"}])
     runtime = AgentRuntime(ledger, "warm-up", models=["scripted/warm"])
     asyncio.run(runtime.run("webhook"))
@@ -383,7 +383,9 @@ def test_property_11_function_calls_never_exceed_the_limit(
 
 @EXAMPLES
 @given(timeout=st.floats(min_value=0.05, max_value=0.1), slow=st.booleans())
-def test_property_12_llm_calls_time_out(ledger: Ledger, timeout: float, slow: bool) -> None:
+def test_property_12_llm_calls_time_out(
+    ledger: Ledger, warm: None, timeout: float, slow: bool
+) -> None:
     """A call slower than its limit times out; one that answers at once completes, under a
     limit (60 s) that a loaded machine meets, not under the slow call's 50-100 ms."""
     limit = timeout if slow else 60.0
@@ -459,7 +461,9 @@ def test_property_15_heartbeat_with_pending_events_runs_the_model(
 
 @EXAMPLES
 @given(run_timeout=st.floats(min_value=0.05, max_value=0.12), slow=st.booleans())
-def test_property_16_runs_time_out(ledger: Ledger, run_timeout: float, slow: bool) -> None:
+def test_property_16_runs_time_out(
+    ledger: Ledger, warm: None, run_timeout: float, slow: bool
+) -> None:
     """A run whose model takes twice its time limit times out; one with a limit far above
     anything a loaded machine needs completes. The fast case gets 60 s, not the slow case's
     tenth of a second: a run of real commits on a loaded CI machine can take that long, and the

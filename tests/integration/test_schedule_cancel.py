@@ -15,7 +15,8 @@ from events.aggregates import UnknownSchedule
 from owlclaw.timers.fires import TimerFire
 from owlclaw.timers.registrations import TimersView
 from projections import ProjectionRunner, SchedulesView
-from tests.integration.test_timers_builtin import agent_events, delivering, host, schedule
+from tests.scripted import agent_events
+from tests.timers import delivering, host, schedule
 
 pytestmark = pytest.mark.integration
 

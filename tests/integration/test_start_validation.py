@@ -12,7 +12,7 @@ import pytest
 
 from tests.apps import make_app
 from tests.cli import free_port, owlclaw, start_run, user_env
-from tests.integration.test_process_lifecycle import postgres_on
+from tests.postgres import postgres_on
 
 pytestmark = pytest.mark.integration
 

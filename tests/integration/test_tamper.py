@@ -25,7 +25,7 @@ from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.approvals import Decision, answer_directly
 from owlclaw.runtime.loop import AgentRuntime
-from tests.integration.test_approvals import park, resumed, trader
+from tests.approvals import park, resumed, trader
 from tests.scripted import decide, play
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -18,18 +18,16 @@ from hypothesis import strategies as st
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
-from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.llm.scripted import register_script
 from owlclaw.reports.inspection import open_schedules, schedules_of
-from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker, deliver_with_retries
 from projections import ProjectionRunner
+from tests.scripted import agent_events
+from tests.timers import delivering, host, schedule
 
 pytestmark = pytest.mark.integration
-T = TypeVar("T")
 
 
 class Clock:
@@ -45,48 +43,6 @@ def timers(ledger: Ledger) -> Iterator[tuple[TimersView, ProjectionRunner]]:
     view = TimersView(ledger.datastore, ledger=ledger)
     view.create_table()
     yield view, ProjectionRunner(ledger, view)
-
-
-def host(ledger: Ledger, script: str) -> AgentHost:
-    return AgentHost(ledger, OwlClawConfig(runtime=RuntimeConfig(models=(f"scripted/{script}",))))
-
-
-def delivering(ledger: Ledger, work: Callable[[Deliver], Awaitable[T]], script: str = "act") -> T:
-    """Run ``work`` with fires delivered to agents hosted here (playing ``scripted/<script>``);
-    returns once the runs those fires started have ended."""
-
-    async def main() -> T:
-        agents = host(ledger, script)
-        started: list[tuple[str, str]] = []
-
-        async def deliver(fire: TimerFire) -> FireOutcome:
-            outcome = await agents.fire(fire)
-            if outcome.run_id is not None:
-                started.append((fire.agent_id, outcome.run_id))
-            return outcome
-
-        try:
-            result = await work(deliver)
-            for agent_id, run_id in started:
-                await agents.result(agent_id, run_id)
-            return result
-        finally:
-            await agents.close()
-
-    return asyncio.run(main())
-
-
-def schedule(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> str:
-    register_script("plan", [{"tool_calls": [{"name": tool, "arguments": arguments}]}])
-    register_script("act", [{"content": "checked"}])
-    runtime = AgentRuntime(ledger, agent_id, models=["scripted/plan"])
-    result = asyncio.run(runtime.run("webhook"))
-    runtime.close()
-    return result.run_id
-
-
-def agent_events(ledger: Ledger, agent_id: str) -> list[ev.LedgerEvent]:
-    return ledger.stream(ledger.load_agent(agent_id).id)
 
 
 def fired_runs(ledger: Ledger, agent_id: str) -> list[ev.RunQueued]:
@@ -283,7 +239,7 @@ def test_cli_schedules_lists_active_schedules_with_next_fire(
 ) -> None:
     import json
 
-    from tests.integration.test_cli_ledger import owlclaw
+    from tests.cli import owlclaw_on as owlclaw
 
     schedule(ledger, "listed", "schedule_cron", cron_expression="0 9 * * 1-5", focus="open")
     schedule(ledger, "listed", "schedule_once", delay_seconds=600, focus="later")

@@ -27,10 +27,10 @@ from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, sta
 from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import Deliver, TimerWorker
 from projections import ProjectionRunner
-from tests.conftest import missing_component
-from tests.integration.test_timers_builtin import delivering
+from tests.components import missing_component
+from tests.timers import delivering
 
-# One worker runs the module in file order: the cron made at its start is checked at its end.
+# One xdist worker runs the module, so its tests share one engine (each plans its own schedules).
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("hatchet")]
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,19 +115,26 @@ def worker(
     process.wait(timeout=30)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cron_made_first(ledger_db: Database, hatchet: Any, worker: subprocess.Popen[bytes]) -> None:
-    """A cron fires at minute boundaries, so its test waits for up to two minutes: the schedule
-    is made as the module starts and those minutes pass while the module's other tests run."""
-    with Ledger(ledger_db.url) as ledger:
-        plan(ledger, "h-cron", "schedule_cron", cron_expression="* * * * *", focus="watch")
-        register(ledger, hatchet)
+@pytest.fixture
+def ledger(ledger_db: Database) -> Iterator[Ledger]:
+    """A ledger on the worker's database: the one its fires are delivered to."""
+    with Ledger(ledger_db.url) as led:
+        yield led
 
 
 @pytest.fixture
-def ledger(ledger_db: Database) -> Iterator[Ledger]:
-    with Ledger(ledger_db.url) as led:
+def own_ledger(fresh_db: Database) -> Iterator[Ledger]:
+    """A ledger of the test's own, for a test that works on every timer row (adopting them,
+    firing the due ones): the other tests' rows are not in its database."""
+    with Ledger(fresh_db.url) as led:
         yield led
+
+
+@pytest.fixture
+def minute_cron(ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]) -> None:
+    """A cron fired every minute through the engine (its test waits up to two minutes)."""
+    plan(ledger, "h-cron", "schedule_cron", cron_expression="* * * * *", focus="watch")
+    register(ledger, hatchet)
 
 
 def plan(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> None:
@@ -173,10 +180,7 @@ def test_a_fire_due_right_after_an_engine_restart_arrives_on_time(
 ) -> None:
     """hatchet-lite exited on SIGTERM before its engine removed its scheduler partition: after a
     restart on the same database the tenant stayed on the dead partition and fires came 22-31 s
-    late, until Hatchet's one-minute rebalance. The engine now cleans up before it exits.
-
-    First in the module, so its restart and wait pass while the cron's minutes do. A minute
-    boundary within the restart may go unfired: the cron's first fire is then the next one."""
+    late, until Hatchet's one-minute rebalance. The engine now cleans up before it exits."""
     engine.restart()
     plan(ledger, "h-restart", "schedule_once", delay_seconds=AHEAD_S, focus="after the restart")
     register(ledger, hatchet)
@@ -281,32 +285,34 @@ def test_a_schedule_made_while_hatchet_is_down_is_kept_and_moved_once_it_is_back
 
 
 def test_a_fire_due_sooner_than_the_lead_goes_on_the_builtin_fast_path(
-    ledger: Ledger, hatchet: Any
+    own_ledger: Ledger, hatchet: Any
 ) -> None:
     register_script("act", [{"content": "checked"}])
-    plan(ledger, "h-soon", "schedule_once", delay_seconds=2, focus="soon")
-    view = register(ledger, hatchet)
-    assert [r.backend for r in events_of(ledger, "h-soon", ev.ScheduleRegistered)] == ["builtin"]
+    plan(own_ledger, "h-soon", "schedule_once", delay_seconds=2, focus="soon")
+    view = register(own_ledger, hatchet)
+    assert [r.backend for r in events_of(own_ledger, "h-soon", ev.ScheduleRegistered)] == [
+        "builtin"
+    ]
 
     async def fire_due(deliver: Deliver) -> None:
         worker = TimerWorker(view, deliver)
         while not await worker.tick():  # the worker's own poll, until the timer is due
             await asyncio.sleep(TimerWorker.POLL_S)
 
-    delivering(ledger, fire_due)
-    [fired] = events_of(ledger, "h-soon", ev.TimerFired)
-    [requested] = events_of(ledger, "h-soon", ev.ScheduleRequested)
+    delivering(own_ledger, fire_due)
+    [fired] = events_of(own_ledger, "h-soon", ev.TimerFired)
+    [requested] = events_of(own_ledger, "h-soon", ev.ScheduleRequested)
     assert fired.fire_time == requested.fire_at
 
 
 def test_switching_from_hatchet_to_builtin_keeps_the_schedule(
-    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
+    own_ledger: Ledger, hatchet: Any
 ) -> None:
     from owlclaw.timers.registrations import BuiltinBackend
 
-    plan(ledger, "h-switch", "schedule_cron", cron_expression="0 0 1 1 *", focus="yearly")
-    register(ledger, hatchet)
-    builtin = TimersView(ledger.datastore, backend=BuiltinBackend(), ledger=ledger)
+    plan(own_ledger, "h-switch", "schedule_cron", cron_expression="0 0 1 1 *", focus="yearly")
+    register(own_ledger, hatchet)
+    builtin = TimersView(own_ledger.datastore, backend=BuiltinBackend(), ledger=own_ledger)
     assert builtin.adopt() >= 1
     with builtin.datastore.transaction(commit=False) as curs:
         [row] = curs.execute(
@@ -334,7 +340,7 @@ def test_a_late_hatchet_fire_follows_the_misfire_policy() -> None:
 
 
 def test_cron_fires_at_two_consecutive_minutes(
-    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes], cron_made_first: None
+    ledger: Ledger, hatchet: Any, minute_cron: None
 ) -> None:
     assert wait_until(lambda: len(events_of(ledger, "h-cron", ev.TimerFired)) >= 2, 150)
     first, second = (e.fire_time for e in events_of(ledger, "h-cron", ev.TimerFired)[:2])

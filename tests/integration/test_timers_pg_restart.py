@@ -46,9 +46,10 @@ from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
 from tests.cli import free_port, owlclaw, owlclaw_json, user_env
-from tests.conftest import missing_component
-from tests.integration.test_postgres_restart import pg_ctl, wait_until
-from tests.integration.test_timers_builtin import host, schedule
+from tests.components import missing_component
+from tests.postgres import pg_ctl
+from tests.timers import host, schedule
+from tests.waiting import wait_until
 
 # ``owlclaw run`` with its default placement starts Ray: one Ray at a time.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]

@@ -30,7 +30,7 @@ from owlclaw.timers.hatchet_engine import missing_binaries
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from tests.apps import make_app
 from tests.cli import owlclaw, user_env
-from tests.conftest import missing_component
+from tests.components import missing_component
 from tests.served import local_service
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -30,7 +30,7 @@ from owlclaw.server.service import Service
 from owlclaw.server.webhook import MAX_BODY_BYTES, serving
 from tests.apps import make_app
 from tests.cli import free_port, owlclaw
-from tests.integration.test_ledger import DOCUMENTED_SQL
+from tests.postgres import DOCUMENTED_SQL
 from tests.served import local_service
 
 pytestmark = pytest.mark.integration

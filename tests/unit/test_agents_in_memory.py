@@ -1,4 +1,4 @@
-"""The ``Agents`` contract (tests/integration/test_agents_conformance.py) held against the
+"""The ``Agents`` contract (tests/agents_contract.py) held against the
 in-process mailbox host on the in-memory ledger: the same tests, no database, in seconds."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from actors.host import AgentHost
 from events import Ledger
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
-from tests.integration.test_agents_conformance import (
+from tests.agents_contract import (
     SCRIPTS,
     Setting,
     test_a_heartbeat_acts_only_on_what_the_agent_received,

@@ -1,5 +1,8 @@
-"""The ``Agents`` contract, held against both implementations: the in-process mailbox host
-(``local``) and the Ray directory of host actors (``ray``, shared placement, one host actor).
+"""The ``Agents`` contract, one suite for every implementation: a test module imports its tests
+and gives them a ``setting`` fixture. ``tests/integration/test_agents_local_and_ray.py`` holds the
+in-process mailbox host (``local``) and the Ray directory of host actors (``ray``, shared
+placement, one host actor) to it, ``tests/unit/test_agents_in_memory.py`` the host on the
+in-memory ledger.
 
 Like eventsourcing's recorder suites, every test here runs against each implementation: FIFO order
 of runs and fires, one end event per run, resume after a crash, fencing against a second writer,
@@ -11,12 +14,10 @@ one until its timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
-import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,14 +25,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from actors.directory import AgentDirectory
-from actors.host import AgentHost
 from events import Agent, Ledger, UnknownAgent
 from events import catalog as ev
 from events.aggregates import ApprovalClosed, Run, UnknownSchedule, UnknownTools, run_stream_id
 from owlclaw.agents import Agents
-from owlclaw.config import OwlClawConfig, RuntimeConfig
-from owlclaw.database import Database
+from owlclaw.config import OwlClawConfig
 from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, overdue, pending
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.timers.fires import FireOutcome, TimerFire
@@ -39,7 +37,6 @@ from owlclaw.tools.governance import OPERATOR_DISABLED
 from owlclaw.tools.switches import ToolsChange
 from tests.apps import make_app
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 T = TypeVar("T")
 DECIDE = {"name": "log_decision", "arguments": {"reasoning": "ok", "decision_type": "other"}}
 SCRIPTS: dict[str, Any] = {
@@ -150,76 +147,6 @@ class Setting:
         model = f'[agent]\nmodels = ["scripted/{script}"]\n'
         root = make_app(self.apps / agent_id, config=model)
         return self.ledger.register_agent(agent_id, str(root))
-
-
-@pytest.fixture(scope="module")
-def base_config(db: Database, tmp_path_factory: pytest.TempPathFactory) -> OwlClawConfig:
-    scripts = tmp_path_factory.mktemp("scripts")
-    for name, script in SCRIPTS.items():
-        (scripts / f"{name}.json").write_text(json.dumps(script))
-    return OwlClawConfig(
-        database_url=db.url,
-        database_name=str(db.params["dbname"]),
-        runtime=RuntimeConfig(models=("scripted/answer",), scripts_dir=str(scripts)),
-    )
-
-
-@pytest.fixture(scope="module")
-def module_ledger(db: Database) -> Iterator[Ledger]:
-    with Ledger(db.url) as led:
-        yield led
-
-
-@pytest.fixture(scope="module")
-def apps(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("apps")
-
-
-@pytest.fixture(scope="module")
-def ray_hosts(module_ledger: Ledger, base_config: OwlClawConfig) -> Iterator[dict[Any, Agents]]:
-    """The Ray setting's directories, one per idle time, shared by the module's tests (a host
-    actor starts once); their actors are killed at the end."""
-    directories: dict[Any, Agents] = {}
-    yield directories
-    import ray
-
-    for directory in directories.values():
-        assert isinstance(directory, AgentDirectory)
-        namespace = directory.actor_options["namespace"]
-        with contextlib.suppress(ValueError):  # never started
-            ray.kill(ray.get_actor(directory.actor_name("any"), namespace=namespace))
-
-
-@pytest.fixture(params=["local", "ray"])
-def setting(
-    request: pytest.FixtureRequest,
-    module_ledger: Ledger,
-    base_config: OwlClawConfig,
-    apps: Path,
-) -> Setting:
-    if request.param == "local":
-
-        def make_local(idle_s: float | None) -> Agents:
-            return AgentHost(module_ledger, base_config, idle_s=idle_s)
-
-        return Setting("local", module_ledger, base_config, make_local, apps)
-    request.getfixturevalue("ray_cluster")
-    directories: dict[Any, Agents] = request.getfixturevalue("ray_hosts")
-
-    def make_ray(idle_s: float | None) -> Agents:
-        if idle_s not in directories:
-            directories[idle_s] = AgentDirectory(
-                module_ledger,
-                base_config,
-                placement="shared",
-                pool_size=1,
-                idle_s=idle_s,
-                actor_options={"namespace": f"conformance-{uuid.uuid4().hex[:8]}"},
-                owner=False,  # closing it after a test leaves the host actor for the next
-            )
-        return directories[idle_s]
-
-    return Setting("ray", module_ledger, base_config, make_ray, apps)
 
 
 def unique(prefix: str) -> str:

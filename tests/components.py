@@ -1,0 +1,18 @@
+"""The real components a test needs (PostgreSQL, Ray, Hatchet, a browser, the embedding model):
+with ``CI=true`` a missing one is a failure; locally it is a clear skip."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def missing_component(what: str, why: object) -> None:
+    """Fail in CI, skip locally, always naming the component."""
+    message = f"{what} is not available: {why}"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
