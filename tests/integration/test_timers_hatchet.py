@@ -306,7 +306,7 @@ def test_a_fire_due_sooner_than_the_lead_goes_on_the_builtin_fast_path(
 
 
 def test_switching_from_hatchet_to_builtin_keeps_the_schedule(
-    own_ledger: Ledger, hatchet: Any
+    own_ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
 ) -> None:
     from owlclaw.timers.registrations import BuiltinBackend
 
