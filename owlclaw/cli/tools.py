@@ -25,7 +25,7 @@ from owlclaw.cli.common import (
 from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.inspection import bring_up_to_date
-from owlclaw.tools.switches import ToolsChange
+from owlclaw.messages import ToolsChange
 from owlclaw.tools.tool import Tool
 
 if TYPE_CHECKING:

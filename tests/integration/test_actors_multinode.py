@@ -19,7 +19,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.runtime.loop import RunResult
+from owlclaw.messages import Activate, RunResult
 from tests.conftest import missing_component
 from tests.waiting import wait_for
 
@@ -94,7 +94,9 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         placed = {a: _placed(directories, home[a], a, directory) for a in agents}
         assert set(placed.values()) == {head_id, worker.node_id}  # agents on both nodes
         for agent_id in agents:  # activated (litellm imported) before the runs start
-            ray.get(directories[home[agent_id]].handle(agent_id).activate.remote(agent_id))
+            ray.get(
+                directories[home[agent_id]].handle(agent_id).ask.remote(Activate(agent_id=agent_id))
+            )
         doomed = [  # the worker's agents' processes, asked now: the kill follows the starts
             ray.get(directories[home[a]].handle(a).pid.remote())
             for a in agents

@@ -20,9 +20,9 @@ from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.replay import RecordedRun
 from owlclaw.llm.scripted import register_script
+from owlclaw.messages import AnswerApproval, Decision, Result, RunResult, Submit
 from owlclaw.runtime.app_code import AppCode
-from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, answer_directly, pending
-from owlclaw.runtime.loop import RunResult
+from owlclaw.runtime.approvals import ToolArgumentsInvalid, answer_directly, pending
 from owlclaw.runtime.verify import ReplayReport, replay_run
 from owlclaw.tools.stats import tool_stats
 from projections import ProjectionRunner
@@ -66,8 +66,8 @@ async def park(ledger: Ledger, agent_id: str) -> tuple[str, str]:
     """Run the agent until it parks; (run id, approval id). The host then stops."""
     host = AgentHost(ledger, config(agent_id))
     try:
-        run_id = await host.submit(agent_id, "webhook", focus="buy ACME")
-        result = await host.result(agent_id, run_id)
+        run_id = await host.ask(Submit(agent_id=agent_id, trigger="webhook", focus="buy ACME"))
+        result = await host.ask(Result(agent_id=agent_id, run_id=run_id))
     finally:
         await host.close()
     assert result.status == "parked"
@@ -80,7 +80,7 @@ async def resumed(ledger: Ledger, agent_id: str, run_id: str) -> RunResult:
     """A new host activates the agent: an answered parked run resumes first."""
     host = AgentHost(ledger, config(agent_id))
     try:
-        return await host.result(agent_id, run_id)
+        return await host.ask(Result(agent_id=agent_id, run_id=run_id))
     finally:
         await host.close()
 
@@ -173,8 +173,8 @@ def test_edited_arguments_are_checked_against_the_tool_and_used(
         host = AgentHost(ledger, config("edited"))
         try:
             decision = Decision(approval_id, True, "carol", arguments=arguments)
-            answered = await host.answer_approval("edited", decision)
-            return (await host.result("edited", answered.run_id)).status
+            answered = await host.ask(AnswerApproval(agent_id="edited", decision=decision))
+            return (await host.ask(Result(agent_id="edited", run_id=answered.run_id))).status
         finally:
             await host.close()
 
@@ -195,8 +195,8 @@ def test_calls_below_the_condition_do_not_wait(ledger: Ledger, tmp_path: Path) -
     async def run() -> RunResult:
         host = AgentHost(ledger, config("small"))
         try:
-            run_id = await host.submit("small", "webhook")
-            return await host.result("small", run_id)
+            run_id = await host.ask(Submit(agent_id="small", trigger="webhook"))
+            return await host.ask(Result(agent_id="small", run_id=run_id))
         finally:
             await host.close()
 

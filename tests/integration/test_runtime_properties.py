@@ -28,11 +28,12 @@ from owlclaw.app import AppError, estimate_tokens, load_app, sanitize, select_sk
 from owlclaw.config import ConfigError, RuntimeConfig, load_config
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.messages import RunResult
 from owlclaw.runtime.builtin_tools import BUILTINS
 from owlclaw.runtime.capabilities import Registry
 from owlclaw.runtime.context import HEADER, ContextItem, build_context
 from owlclaw.runtime.governance import Governance
-from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.runtime.loop import AgentRuntime
 from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
 from projections.memory import render_memory_files

@@ -8,8 +8,9 @@ from pathlib import Path
 from events import Ledger
 from events import catalog as ev
 from owlclaw.app import RateLimit, load_app
+from owlclaw.messages import RunResult
 from owlclaw.runtime.governance import Governance
-from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.rate_limits import RateLimiter
 from tests.apps import make_app
 from tests.scripted import decide, play, run_events

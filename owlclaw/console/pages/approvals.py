@@ -16,8 +16,9 @@ from events.aggregates import ApprovalClosed
 from owlclaw.console.auth import operator_of
 from owlclaw.console.flash import redirect_with, shown, take_flash
 from owlclaw.console.render import render
+from owlclaw.messages import Decision
 from owlclaw.relative_time import relative
-from owlclaw.runtime.approvals import Decision, PendingApproval, unique_prefixes
+from owlclaw.runtime.approvals import PendingApproval, unique_prefixes
 from owlclaw.service import Service
 
 BACK = "/ui/approvals"

@@ -13,6 +13,7 @@ from owlclaw.console.auth import operator_of
 from owlclaw.console.flash import redirect_with, shown, take_flash
 from owlclaw.console.render import render
 from owlclaw.inspection import schedules_of
+from owlclaw.messages import CancelSchedule
 from owlclaw.service import Service
 from projections import SchedulesView
 
@@ -53,7 +54,8 @@ def routes(service: Service) -> list[web.RouteDef]:
                 back, f"not cancelled: the reason is over {MAX_REASON} characters", ok=False
             )
         try:
-            position = await service.cancel_schedule(agent, schedule_id, by, reason)
+            message = CancelSchedule(agent_id=agent, schedule_id=schedule_id, by=by, reason=reason)
+            position = await service.ask(message)
         except UnknownSchedule as e:
             raise redirect_with(back, f"not cancelled: {e}", ok=False) from e
         raise redirect_with(
