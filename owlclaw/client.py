@@ -122,7 +122,7 @@ class ServerClient:
                 told = True
             time.sleep(poll_s)
 
-    def trigger(
+    def submit(
         self,
         agent_id: str,
         focus: str | None,
@@ -141,7 +141,7 @@ class ServerClient:
         data = self._call("POST", f"/agents/{fire.agent_id}/fires", msgspec.to_builtins(fire))
         return msgspec.convert(data, FireOutcome)
 
-    def send_event(self, agent_id: str, source: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> dict[str, Any]:
         body = {"source": source, "payload": payload}
         result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/events", body)
         return result

@@ -135,7 +135,7 @@ def make_app(service: Service, token: str) -> web.Application:
             return _error(404, "unknown_agent", str(e))
         return response
 
-    async def trigger(request: web.Request) -> web.Response:
+    async def submit(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: TriggerBody = await _body(request, TriggerBody)
@@ -146,31 +146,31 @@ def make_app(service: Service, token: str) -> web.Application:
                 "bad_request",
                 f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters",
             )
-        submit = Submit(
+        message = Submit(
             agent_id=agent_id,
             trigger="webhook",
             focus=data.focus,
             payload=data.payload,
             idempotency_key=key,
         )
-        run_id = await service.ask(submit)
+        run_id = await service.ask(message)
         if not data.wait:
             return web.json_response({"agent_id": agent_id, "run_id": run_id}, status=202)
         result = msgspec.to_builtins(await service.ask(Result(agent_id=agent_id, run_id=run_id)))
         return web.json_response({"agent_id": agent_id, "run_id": run_id, "result": result})
 
-    async def fires(request: web.Request) -> web.Response:
+    async def fire(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
-        fire: Fire = await _body(request, Fire)
-        if fire.agent_id != agent_id:
+        message: Fire = await _body(request, Fire)
+        if message.agent_id != agent_id:
             return _error(
-                400, "bad_request", f"the fire is for {fire.agent_id!r}, not {agent_id!r}"
+                400, "bad_request", f"the fire is for {message.agent_id!r}, not {agent_id!r}"
             )
-        outcome = await service.ask(fire)
+        outcome = await service.ask(message)
         return web.json_response(msgspec.to_builtins(outcome))
 
-    async def events(request: web.Request) -> web.Response:
+    async def receive(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: EventBody = await _body(request, EventBody)
@@ -179,7 +179,7 @@ def make_app(service: Service, token: str) -> web.Application:
         )
         return web.json_response({"agent_id": agent_id, "position": position}, status=202)
 
-    async def tools(request: web.Request) -> web.Response:
+    async def change_tools(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: ToolsBody = await _body(request, ToolsBody)
@@ -201,10 +201,10 @@ def make_app(service: Service, token: str) -> web.Application:
     app = web.Application(middlewares=[json_errors, guard], client_max_size=MAX_BODY_BYTES)
     app.add_routes(
         [
-            web.post("/agents/{agent_id}/trigger", trigger),
-            web.post("/agents/{agent_id}/events", events),
-            web.post("/agents/{agent_id}/fires", fires),
-            web.post("/agents/{agent_id}/tools", tools),
+            web.post("/agents/{agent_id}/trigger", submit),
+            web.post("/agents/{agent_id}/events", receive),
+            web.post("/agents/{agent_id}/fires", fire),
+            web.post("/agents/{agent_id}/tools", change_tools),
             *_approval_routes(service),
             web.get("/status", status),
             web.get("/health", health),

@@ -183,13 +183,13 @@ class Demo:
     async def webhook_trigger(self, focus: str) -> str:
         """A trigger through the HTTP endpoint, as an outside system sends it."""
         with ServerClient(self.config) as client:
-            accepted = await asyncio.to_thread(client.trigger, AGENT, focus, {"symbol": "ACME"})
+            accepted = await asyncio.to_thread(client.submit, AGENT, focus, {"symbol": "ACME"})
         self.say(f"webhook POST /agents/{AGENT}/trigger → run {accepted['run_id'][:8]} accepted")
         return str(accepted["run_id"])
 
     def webhook_event(self, payload: dict[str, Any]) -> None:
         with ServerClient(self.config) as client:
-            client.send_event(AGENT, "market-feed", payload)
+            client.receive(AGENT, "market-feed", payload)
 
     async def follow(
         self, ledger: Ledger, run_id: str, *, until_parked: bool = False, skip: int = 0
