@@ -136,15 +136,13 @@ class AgentDirectory:
         the interrupted run from the ledger)."""
         if isinstance(message, REGISTERED_FIRST):
             await asyncio.to_thread(self.ledger.require_agent, message.agent_id)
-        attempts = RESULT_ATTEMPTS if isinstance(message, Result) else 1
-        for attempt in range(1, attempts + 1):
+        retries = RESULT_ATTEMPTS - 1 if isinstance(message, Result) else 0
+        for _ in range(retries):
             try:
                 return await self._forward(message)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                if attempt == attempts:
-                    raise
                 await asyncio.sleep(0.5)
-        raise AssertionError("unreachable")
+        return await self._forward(message)
 
     async def _forward(self, message: Message[R]) -> R:
         """An error the host raised (UnknownAgent, ApprovalClosed, ...) is raised here as itself:

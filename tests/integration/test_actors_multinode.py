@@ -19,7 +19,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.messages import Activate, RunResult
+from owlclaw.messages import Activate, Result, RunResult, Submit
 from tests.conftest import missing_component
 from tests.waiting import wait_for
 
@@ -102,7 +102,10 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
             for a in agents
             if placed[a] == worker.node_id
         ]
-        run_ids = {a: asyncio.run(directories[home[a]].submit(a, "webhook")) for a in agents}
+        run_ids = {
+            a: asyncio.run(directories[home[a]].ask(Submit(agent_id=a, trigger="webhook")))
+            for a in agents
+        }
 
         def started(run_id: str) -> bool:
             events = ledger.stream(uuid.UUID(run_id))
@@ -112,7 +115,9 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         killed_at = _kill(nodes, worker, doomed)  # the worker node dies with its agents mid-run
 
         async def results() -> list[RunResult]:
-            waits = (directories[home[a]].result(a, r) for a, r in run_ids.items())
+            waits = (
+                directories[home[a]].ask(Result(agent_id=a, run_id=r)) for a, r in run_ids.items()
+            )
             return list(await asyncio.gather(*waits))
 
         outcomes = asyncio.run(results())
