@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 import ray
@@ -23,14 +23,39 @@ from events import Ledger, UnknownAgent
 from events import catalog as ev
 from owlclaw.agents import HostStatus
 from owlclaw.config import OwlClawConfig
-from owlclaw.runtime.approvals import ApprovalAnswer, Decision
-from owlclaw.runtime.loop import RunResult
-from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.tools.subagents import SubAgentReport
-from owlclaw.tools.switches import ToolsChange
+from owlclaw.messages import (
+    AnswerApproval,
+    CancelSchedule,
+    ChangeTools,
+    Message,
+    Receive,
+    Result,
+    Submit,
+    SubmitAndWait,
+)
 from projections.feed import afollow_run
 
+R = TypeVar("R")
 Placement = Literal["dedicated", "shared"]
+REGISTERED_FIRST = (Submit, SubmitAndWait, Receive, ChangeTools, CancelSchedule, AnswerApproval)
+"""Messages from outside (a client, an operator) that must name a registered agent: checked
+before any actor is asked, so that a wrong name starts none."""
+RESULT_ATTEMPTS = 30
+"""How often a ``Result`` is asked again while its actor restarts (every 0.5 s)."""
+
+
+class Placed(msgspec.Struct, frozen=True):
+    """How a directory places agents: what another directory needs to find the same actors (an
+    actor's own, for the sub-agents its agents spawn; ``actors.ray_host.Placed``)."""
+
+    placement: Placement
+    pool_size: int
+    idle_s: float | None
+    actor_options: dict[str, Any]
+    node_llm: bool
+
+    def open(self, ledger: Ledger, config: OwlClawConfig) -> AgentDirectory:
+        return AgentDirectory(ledger, config, owner=False, **msgspec.structs.asdict(self))
 
 
 class AgentDirectory:
@@ -67,16 +92,10 @@ class AgentDirectory:
         litellm's ~210 MB for one agent; a shared host carries it for many and saves the hop."""
         self._handles: dict[str, Any] = {}
 
-    def settings(self) -> dict[str, Any]:
-        """What another directory needs to find the same actors (an actor's own, for the
-        sub-agents its agents spawn)."""
-        return {
-            "placement": self.placement,
-            "pool_size": self.pool_size,
-            "idle_s": self.idle_s,
-            "actor_options": self.actor_options,
-            "node_llm": self.node_llm,
-        }
+    def placed(self) -> Placed:
+        return Placed(
+            self.placement, self.pool_size, self.idle_s, self.actor_options, self.node_llm
+        )
 
     def actor_name(self, agent_id: str) -> str:
         if self.placement == "dedicated":
@@ -107,104 +126,40 @@ class AgentDirectory:
                 **self.actor_options,
             }
             self._handles[name] = AgentHostActor.options(**options).remote(  # type: ignore[attr-defined]
-                msgspec.to_builtins(self.config), self.idle_s, self.settings()
+                msgspec.to_builtins(self.config), self.idle_s, self.placed()
             )
         return self._handles[name]
 
-    async def _ask(self, agent_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call ``method`` of the agent's actor. An error the host raised (UnknownAgent,
-        ApprovalClosed, ...) is raised here as itself: Ray wraps it with the actor's traceback,
-        which the CLI, the webhook and the console would otherwise show whole."""
+    async def ask(self, message: Message[R]) -> R:
+        """Forward the message to its agent's actor (one round trip). A ``Result`` outlasts the
+        actor's death: Ray restarts it and the wait goes on there (the restarted actor resumes
+        the interrupted run from the ledger)."""
+        if isinstance(message, REGISTERED_FIRST):
+            await asyncio.to_thread(self.ledger.require_agent, message.agent_id)
+        retries = RESULT_ATTEMPTS - 1 if isinstance(message, Result) else 0
+        for _ in range(retries):
+            try:
+                return await self._forward(message)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                await asyncio.sleep(0.5)
+        return await self._forward(message)
+
+    async def _forward(self, message: Message[R]) -> R:
+        """An error the host raised (UnknownAgent, ApprovalClosed, ...) is raised here as itself:
+        Ray wraps it with the actor's traceback, which the CLI, the webhook and the console
+        would otherwise show whole."""
         try:
-            return await getattr(self.handle(agent_id), method).remote(*args, **kwargs)
+            reply: R = await self.handle(message.agent_id).ask.remote(message)
+            return reply
         except ray.exceptions.RayTaskError as e:
             if isinstance(e.cause, Exception) and not isinstance(e.cause, ray.exceptions.RayError):
                 raise e.cause from None
             raise
 
-    async def submit(
-        self,
-        agent_id: str,
-        trigger: str,
-        *,
-        focus: str | None = None,
-        payload: dict[str, Any] | None = None,
-        context: dict[str, Any] | None = None,
-        idempotency_key: str | None = None,
-    ) -> str:
-        """Accept a run of a registered agent; returns its run id (UnknownAgent otherwise)."""
-        await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        run_id: str = await self._ask(
-            agent_id, "submit", agent_id, trigger, focus, payload, context, idempotency_key
-        )
-        return run_id
-
-    async def result(self, agent_id: str, run_id: str, *, attempts: int = 30) -> RunResult:
-        """Wait for a run to end. If its actor dies meanwhile, Ray restarts it and the wait goes
-        on there: the restarted actor resumes the interrupted run from the ledger."""
-        for attempt in range(attempts):
-            try:
-                result: RunResult = await self._ask(agent_id, "result", agent_id, run_id)
-                return result
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                if attempt == attempts - 1:
-                    raise
-                await asyncio.sleep(0.5)
-        raise AssertionError("unreachable")
-
-    async def run(self, agent_id: str, trigger: str, **kwargs: Any) -> RunResult:
-        """Accept a run and wait for it in one call to the actor (if the actor dies meanwhile,
-        ``submit`` + ``result`` is the way to follow the run through the restart)."""
-        await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        result: RunResult = await self._ask(agent_id, "run", agent_id, trigger, **kwargs)
-        return result
-
     def events(self, run_id: str, *, timeout_s: float = 600.0) -> AsyncIterator[ev.LedgerEvent]:
         """The run's events as they are committed, until its end event (from any driver: they
         are read from the ledger, which outlives the actor)."""
         return afollow_run(self.ledger, run_id, timeout_s=timeout_s)
-
-    async def activate(self, agent_id: str) -> float:
-        """Make the agent's actor ready (started, agent rebuilt); milliseconds the actor took."""
-        taken: float = await self._ask(agent_id, "activate", agent_id)
-        return taken
-
-    async def fire(self, fire: TimerFire) -> FireOutcome:
-        outcome: FireOutcome = await self._ask(fire.agent_id, "fire", fire)
-        return outcome
-
-    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
-        await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        position: int = await self._ask(agent_id, "receive", agent_id, source, payload)
-        return position
-
-    async def change_tools(
-        self, agent_id: str, enable: list[str], disable: list[str]
-    ) -> ToolsChange:
-        await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        change: ToolsChange = await self._ask(agent_id, "change_tools", agent_id, enable, disable)
-        return change
-
-    async def cancel_schedule(
-        self, agent_id: str, schedule_id: str, by: str, reason: str = ""
-    ) -> int:
-        await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        position: int = await self._ask(
-            agent_id, "cancel_schedule", agent_id, schedule_id, by, reason
-        )
-        return position
-
-    async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
-        await asyncio.to_thread(self.ledger.require_agent, agent_id)
-        answer: ApprovalAnswer = await self._ask(agent_id, "answer_approval", agent_id, decision)
-        return answer
-
-    async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
-        await self._ask(agent_id, "subagent_finished", agent_id, report)
-
-    async def expire_approvals(self, agent_id: str) -> int:
-        expired: int = await self._ask(agent_id, "expire_approvals", agent_id)
-        return expired
 
     async def status(self, agent_id: str | None = None) -> HostStatus:
         """One agent's host, or (None) every host this directory has used, merged."""
@@ -217,10 +172,6 @@ class AgentDirectory:
             activations=sum(s.activations for s in statuses),
             passivations=sum(s.passivations for s in statuses),
         )
-
-    async def cancel(self, agent_id: str, run_id: str) -> bool:
-        cancelled: bool = await self._ask(agent_id, "cancel", agent_id, run_id)
-        return cancelled
 
     async def close(self) -> None:
         """Kill the actors this directory started (they are detached: they outlive drivers)."""

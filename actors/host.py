@@ -29,20 +29,36 @@ from events.ledger import CONNECTIONS
 from owlclaw.agents import AgentActivity, Agents, HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.scripted import load_script_dir
-from owlclaw.runtime.approvals import ApprovalAnswer, Decision
-from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.messages import (
+    Activate,
+    AnswerApproval,
+    ApprovalAnswer,
+    Cancel,
+    CancelSchedule,
+    ChangeTools,
+    ExpireApprovals,
+    Fire,
+    FireOutcome,
+    Message,
+    Receive,
+    Result,
+    RunResult,
+    SubAgentFinished,
+    Submit,
+    SubmitAndWait,
+    ToolsChange,
+)
+from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.runtime.models import Completer, LiteLLM
-from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.tools.subagents import SubAgentReport, report_of
-from owlclaw.tools.switches import ToolsChange
+from owlclaw.tools.subagents import report_of
 from projections.feed import afollow_run
 from projections.memory import MemoryStore
 
-T = TypeVar("T")
+R = TypeVar("R")
 log = logging.getLogger("owlclaw.host")
 LEDGER_THREADS = CONNECTIONS
 """A host's threads for its agents' ledger calls: as many as the ledger has connections."""
-Message = tuple[str, Any, "asyncio.Future[RunResult]"]
+Mail = tuple[str, Any, "asyncio.Future[RunResult]"]
 """("run", RunQueued, result) or ("resume", run id, result)."""
 
 
@@ -53,7 +69,7 @@ class RunCancelled(Exception):
 @dataclass
 class _Hosted:
     runtime: AgentRuntime
-    mailbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
+    mailbox: asyncio.Queue[Mail] = field(default_factory=asyncio.Queue)
     consumer: asyncio.Task[None] | None = None
     results: dict[str, asyncio.Future[RunResult]] = field(default_factory=dict)
     accepting: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -94,91 +110,108 @@ class AgentHost:
         self._retiring: set[asyncio.Task[None]] = set()
         self.activations = 0
         self.passivations = 0
+        self._handlers: dict[type[Message[Any]], Callable[[Any], Awaitable[Any]]] = {
+            Submit: self._submit,
+            SubmitAndWait: self._submit_and_wait,
+            Result: self._result,
+            Fire: self._fire,
+            Receive: self._receive,
+            ChangeTools: self._change_tools,
+            CancelSchedule: self._cancel_schedule,
+            AnswerApproval: self._answer_approval,
+            ExpireApprovals: self._expire_approvals,
+            SubAgentFinished: self._subagent_finished,
+            Cancel: self._cancel,
+            Activate: self._activate,
+        }
+        """What ``ask`` does with each message: one handler per message class."""
 
     # --- messages -------------------------------------------------------------------------
 
-    async def submit(
-        self,
-        agent_id: str,
-        trigger: str,
-        *,
-        focus: str | None = None,
-        payload: dict[str, Any] | None = None,
-        context: dict[str, Any] | None = None,
-        idempotency_key: str | None = None,
-    ) -> str:
-        """Accept a run; returns its id once RunQueued is committed."""
+    async def ask(self, message: Message[R]) -> R:
+        """Hand a message to its handler (``_handlers``: one per message class)."""
+        reply: R = await self._handlers[type(message)](message)
+        return reply
 
-        async def queue(runtime: AgentRuntime) -> tuple[str, ev.RunQueued | None]:
-            run_id, queued = await runtime.submit(
-                trigger, focus, payload, context, idempotency_key=idempotency_key
+    @contextlib.asynccontextmanager
+    async def _writer(self, agent_id: str) -> AsyncIterator[_Hosted]:
+        """The agent's hosted copy, held for one write through its runtime under its accepting
+        lock (so mailbox order is acceptance order); a conflict stands this copy down."""
+        while True:
+            hosted = await self._active(agent_id)
+            await hosted.accepting.acquire()
+            if self._agents.get(agent_id) is hosted:
+                break
+            hosted.accepting.release()  # passivated meanwhile: activate again
+        try:
+            yield hosted
+        except StreamConflict:
+            self._stand_down(agent_id, hosted)
+            raise
+        finally:
+            hosted.accepting.release()
+
+    async def _submit(self, message: Submit) -> str:
+        """Accept a run; its id once RunQueued is committed."""
+        async with self._writer(message.agent_id) as hosted:
+            run_id, queued = await hosted.runtime.submit(message)
+            if queued is not None:
+                self._enqueue(hosted, queued)
+            return str(run_id)
+
+    async def _submit_and_wait(self, message: SubmitAndWait) -> RunResult:
+        """Accept a run and wait for it."""
+        run_id = await self._submit(
+            Submit(
+                agent_id=message.agent_id,
+                trigger=message.trigger,
+                focus=message.focus,
+                payload=message.payload,
+                context=message.context,
             )
-            return str(run_id), queued
+        )
+        return await self._result(Result(agent_id=message.agent_id, run_id=run_id))
 
-        return await self._accept(agent_id, queue)
-
-    async def fire(self, fire: TimerFire) -> FireOutcome:
+    async def _fire(self, fire: Fire) -> FireOutcome:
         """Judge a timer delivery; a fire's run joins the mailbox like any accepted run."""
+        async with self._writer(fire.agent_id) as hosted:
+            outcome, queued = await hosted.runtime.fire(fire)
+            if queued is not None:
+                self._enqueue(hosted, queued)
+            return outcome
 
-        async def judge(runtime: AgentRuntime) -> tuple[FireOutcome, ev.RunQueued | None]:
-            return await runtime.accept_fire(fire)
+    async def _receive(self, message: Receive) -> int:
+        async with self._writer(message.agent_id) as hosted:
+            return await hosted.runtime.receive(message)
 
-        return await self._accept(fire.agent_id, judge)
+    async def _change_tools(self, message: ChangeTools) -> ToolsChange:
+        async with self._writer(message.agent_id) as hosted:
+            return await hosted.runtime.change_tools(message)
 
-    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
-        """Record an inbound event through the agent's own writer (its runtime)."""
+    async def _cancel_schedule(self, message: CancelSchedule) -> int:
+        async with self._writer(message.agent_id) as hosted:
+            return await hosted.runtime.cancel_schedule(message)
 
-        async def record(runtime: AgentRuntime) -> tuple[int, ev.RunQueued | None]:
-            return await runtime.receive(source, payload), None
+    async def _answer_approval(self, message: AnswerApproval) -> ApprovalAnswer:
+        """Record a person's answer; the parked run resumes."""
+        async with self._writer(message.agent_id) as hosted:
+            answer = await hosted.runtime.answer_approval(message)
+            self._resume(hosted, uuid.UUID(answer.run_id))
+            return answer
 
-        return await self._accept(agent_id, record)
+    async def _expire_approvals(self, message: ExpireApprovals) -> int:
+        """Expire the agent's overdue approvals; their runs resume (each parked call denied)."""
+        async with self._writer(message.agent_id) as hosted:
+            runs = await hosted.runtime.expire_approvals(message)
+            for run_id in runs:
+                self._resume(hosted, run_id)
+            return len(runs)
 
-    async def change_tools(
-        self, agent_id: str, enable: list[str], disable: list[str]
-    ) -> ToolsChange:
-        """Enable and disable tools through the agent's own writer (its runtime)."""
-
-        async def change(runtime: AgentRuntime) -> tuple[ToolsChange, ev.RunQueued | None]:
-            return await runtime.change_tools(enable, disable), None
-
-        return await self._accept(agent_id, change)
-
-    async def cancel_schedule(
-        self, agent_id: str, schedule_id: str, by: str, reason: str = ""
-    ) -> int:
-        """Cancel an active schedule through the agent's own writer (its runtime)."""
-
-        async def cancel(runtime: AgentRuntime) -> tuple[int, ev.RunQueued | None]:
-            return await runtime.cancel_schedule(schedule_id, by, reason), None
-
-        return await self._accept(agent_id, cancel)
-
-    async def answer_approval(self, agent_id: str, decision: Decision) -> ApprovalAnswer:
-        """Record a person's answer through the agent's writer; the parked run resumes."""
-
-        async def answer(runtime: AgentRuntime) -> tuple[ApprovalAnswer, list[uuid.UUID]]:
-            answered = await runtime.answer_approval(decision)
-            return answered, [uuid.UUID(answered.run_id)]
-
-        return await self._accept(agent_id, answer)
-
-    async def expire_approvals(self, agent_id: str) -> int:
-        """Record ApprovalExpired for the agent's overdue approvals; their runs resume (each
-        parked call is denied). How many expired."""
-
-        async def expire(runtime: AgentRuntime) -> tuple[int, list[uuid.UUID]]:
-            runs = await runtime.expire_approvals()
-            return len(runs), runs
-
-        return await self._accept(agent_id, expire)
-
-    async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
-        """Record a sub-agent's end through the agent's writer; a run waiting for it resumes."""
-
-        async def record(runtime: AgentRuntime) -> tuple[None, list[uuid.UUID]]:
-            return None, await runtime.record_subagent(report)
-
-        await self._accept(agent_id, record)
+    async def _subagent_finished(self, report: SubAgentFinished) -> None:
+        """Record a sub-agent's end; a run waiting for it resumes."""
+        async with self._writer(report.agent_id) as hosted:
+            for run_id in await hosted.runtime.subagent_finished(report):
+                self._resume(hosted, run_id)
 
     async def _report_end(self, run_id: str) -> None:
         """A sub-agent's ended run is reported to its parent; a report that does not arrive
@@ -188,50 +221,23 @@ class AgentHost:
         if report is None:
             return
         try:
-            await self.agents.subagent_finished(report.parent_agent_id, report)
+            await self.agents.ask(report)
         except Exception:
-            log.exception(
-                "reporting the end of sub-agent run %s to %s", run_id, report.parent_agent_id
-            )
+            log.exception("reporting the end of sub-agent run %s to %s", run_id, report.agent_id)
 
-    async def _accept(
-        self,
-        agent_id: str,
-        write: Callable[[AgentRuntime], Awaitable[tuple[T, ev.RunQueued | list[uuid.UUID] | None]]],
-    ) -> T:
-        """Write through the agent's runtime under its accepting lock (so mailbox order is
-        acceptance order); a run it queued, or the parked runs it answered (their ids), join
-        the mailbox; a conflict stands this copy down."""
-        while True:
-            hosted = await self._activate(agent_id)
-            async with hosted.accepting:
-                if self._agents.get(agent_id) is not hosted:
-                    continue  # passivated meanwhile: activate again
-                try:
-                    answer, queued = await write(hosted.runtime)
-                except StreamConflict:
-                    self._stand_down(agent_id, hosted)
-                    raise
-                if isinstance(queued, list):
-                    for run_id in queued:
-                        self._resume(hosted, run_id)
-                elif queued is not None:
-                    self._enqueue(hosted, queued)
-                return answer
-
-    async def result(self, agent_id: str, run_id: str) -> RunResult:
+    async def _result(self, message: Result) -> RunResult:
         """Wait for an accepted run to end. A run that ended before this host (re)started is
         answered from the ledger."""
-        hosted = await self._activate(agent_id)
-        future = hosted.results.get(run_id)
+        hosted = await self._active(message.agent_id)
+        future = hosted.results.get(message.run_id)
         if future is None:
-            return await asyncio.to_thread(self._recorded_result, run_id)
+            return await asyncio.to_thread(self._recorded_result, message.run_id)
         try:
             return await asyncio.shield(future)
         except RunCancelled:
-            return await asyncio.to_thread(self._recorded_result, run_id)
+            return await asyncio.to_thread(self._recorded_result, message.run_id)
         except StreamConflict:  # this copy stood down: the run ended or is the new owner's
-            return await self.result(agent_id, run_id)
+            return await self._result(message)
 
     def _recorded_result(self, run_id: str) -> RunResult:
         run = self.ledger.load_run(uuid.UUID(run_id))  # UnknownRun if it does not exist
@@ -242,15 +248,15 @@ class AgentHost:
     def events(self, run_id: str, *, timeout_s: float = 600.0) -> AsyncIterator[ev.LedgerEvent]:
         return afollow_run(self.ledger, run_id, timeout_s=timeout_s)
 
-    async def activate(self, agent_id: str) -> float:
-        """Make the agent ready (rebuilt from the ledger if it was not); milliseconds taken."""
+    async def _activate(self, message: Activate) -> float:
         began = time.perf_counter()
-        await self._activate(agent_id)
+        await self._active(message.agent_id)
         return (time.perf_counter() - began) * 1000
 
-    async def cancel(self, agent_id: str, run_id: str) -> bool:
+    async def _cancel(self, message: Cancel) -> bool:
         """Cancel the agent's run — running, or parked (it ends with RunTerminated) — and the
         sub-agent runs it started that have not ended."""
+        agent_id, run_id = message.agent_id, message.run_id
         running = self._cancel_running(agent_id, run_id)
         cancelled = running is not None
         if running is not None:
@@ -258,16 +264,14 @@ class AgentHost:
             # (the SubAgentSpawned of the child it started last): read the spawns after that.
             await asyncio.wait([running])
         else:
-
-            async def end(runtime: AgentRuntime) -> tuple[bool, None]:
-                return await runtime.end_parked(uuid.UUID(run_id)), None
-
-            cancelled = await self._accept(agent_id, end)
+            async with self._writer(agent_id) as hosted:
+                cancelled = await hosted.runtime.end_parked(uuid.UUID(run_id))
         if cancelled:
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
             for spawn in list(agent.state.spawns.values()):
                 if str(spawn.run_id) == run_id and not spawn.finished:
-                    await self.agents.cancel(spawn.child_agent_id, str(spawn.child_run_id))
+                    child = Cancel(agent_id=spawn.child_agent_id, run_id=str(spawn.child_run_id))
+                    await self.agents.ask(child)
         return cancelled
 
     def _cancel_running(self, agent_id: str, run_id: str) -> asyncio.Task[RunResult] | None:
@@ -298,7 +302,8 @@ class AgentHost:
 
     # --- activation and passivation ---------------------------------------------------------
 
-    async def _activate(self, agent_id: str) -> _Hosted:
+    async def _active(self, agent_id: str) -> _Hosted:
+        """The agent's hosted copy, activated (rebuilt from the ledger) if it was not."""
         hosted = self._agents.get(agent_id)
         if hosted is not None:
             hosted.last_active = time.monotonic()
@@ -336,7 +341,7 @@ class AgentHost:
         interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
         if interrupted is not None:
             self._resume(hosted, interrupted)
-        expired = await runtime.expire_approvals()
+        expired = await runtime.expire_approvals(ExpireApprovals(agent_id=agent_id))
         open_spawns = any(not spawn.finished for spawn in agent.state.spawns.values())
         if expired or (open_spawns and await runtime.reconcile_spawns()):
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
@@ -435,7 +440,7 @@ class AgentHost:
         self._ledger_threads.shutdown(wait=True)
 
 
-def _drain_queue(mailbox: asyncio.Queue[Message]) -> list[Message]:
+def _drain_queue(mailbox: asyncio.Queue[Mail]) -> list[Mail]:
     items = []
     while not mailbox.empty():
         items.append(mailbox.get_nowait())

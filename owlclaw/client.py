@@ -10,10 +10,9 @@ import httpx
 import msgspec
 
 from owlclaw.config import OwlClawConfig
-from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
+from owlclaw.messages import ApprovalAnswer, Decision, Fire, FireOutcome, ToolsChange
+from owlclaw.runtime.approvals import PendingApproval
 from owlclaw.server_token import server_token
-from owlclaw.timers.fires import FireOutcome, TimerFire
-from owlclaw.tools.switches import ToolsChange
 
 TRIGGER_ATTEMPTS = 3
 
@@ -123,7 +122,7 @@ class ServerClient:
                 told = True
             time.sleep(poll_s)
 
-    def trigger(
+    def submit(
         self,
         agent_id: str,
         focus: str | None,
@@ -137,12 +136,12 @@ class ServerClient:
         result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/trigger", body, headers)
         return result
 
-    def fire(self, fire: TimerFire) -> FireOutcome:
+    def fire(self, fire: Fire) -> FireOutcome:
         """Deliver a timer fire to the agent hosted by the server."""
         data = self._call("POST", f"/agents/{fire.agent_id}/fires", msgspec.to_builtins(fire))
         return msgspec.convert(data, FireOutcome)
 
-    def send_event(self, agent_id: str, source: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> dict[str, Any]:
         body = {"source": source, "payload": payload}
         result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/events", body)
         return result

@@ -30,11 +30,24 @@ from events import catalog as ev
 from events.aggregates import ApprovalClosed, Run, UnknownSchedule, UnknownTools, run_stream_id
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig
-from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, overdue, pending
+from owlclaw.messages import (
+    Activate,
+    AnswerApproval,
+    Cancel,
+    CancelSchedule,
+    ChangeTools,
+    Decision,
+    ExpireApprovals,
+    Fire,
+    FireOutcome,
+    Receive,
+    Result,
+    Submit,
+    ToolsChange,
+)
+from owlclaw.runtime.approvals import ToolArgumentsInvalid, overdue, pending
 from owlclaw.runtime.loop import AgentRuntime
-from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.governance import OPERATOR_DISABLED
-from owlclaw.tools.switches import ToolsChange
 from tests.apps import make_app
 
 T = TypeVar("T")
@@ -218,13 +231,21 @@ def test_runs_and_fires_of_one_agent_execute_one_at_a_time_in_acceptance_order(
     schedule(ledger, agent_id, "sch-fifo", at)
 
     async def scenario(agents: Agents) -> tuple[list[str], FireOutcome]:
-        first = [agents.submit(agent_id, "webhook", focus=f"n{i}") for i in range(10)]
+        first = [
+            agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus=f"n{i}"))
+            for i in range(10)
+        ]
         accepted = list(await asyncio.gather(*first))
-        outcome = await agents.fire(TimerFire(agent_id, "sch-fifo", at))
+        outcome = await agents.ask(Fire(agent_id=agent_id, schedule_id="sch-fifo", fire_time=at))
         assert outcome.run_id is not None
         accepted.append(outcome.run_id)
-        accepted += [await agents.submit(agent_id, "webhook", focus=f"m{i}") for i in range(5)]
-        results = await asyncio.gather(*(agents.result(agent_id, r) for r in accepted))
+        accepted += [
+            await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus=f"m{i}"))
+            for i in range(5)
+        ]
+        results = await asyncio.gather(
+            *(agents.ask(Result(agent_id=agent_id, run_id=r)) for r in accepted)
+        )
         assert [r.status for r in results] == ["completed"] * len(accepted)
         return accepted, outcome
 
@@ -258,10 +279,10 @@ def test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run(setting: S
     schedule(ledger, agent_id, "sch-dup", at)
 
     async def scenario(agents: Agents) -> list[FireOutcome]:
-        fire = TimerFire(agent_id, "sch-dup", at)
-        first, second = await agents.fire(fire), await agents.fire(fire)
+        fire = Fire(agent_id=agent_id, schedule_id="sch-dup", fire_time=at)
+        first, second = await agents.ask(fire), await agents.ask(fire)
         assert first.run_id is not None
-        await agents.result(agent_id, first.run_id)
+        await agents.ask(Result(agent_id=agent_id, run_id=first.run_id))
         return [first, second]
 
     first, second = hosted(setting, scenario)
@@ -280,7 +301,7 @@ def assert_plain(error: Exception, kind: type[Exception]) -> None:
 def test_an_unknown_agent_is_a_clear_error(setting: Setting) -> None:
     async def scenario(agents: Agents) -> None:
         with pytest.raises(UnknownAgent, match="nobody-here") as caught:
-            await agents.submit("nobody-here", "webhook")
+            await agents.ask(Submit(agent_id="nobody-here", trigger="webhook"))
         assert_plain(caught.value, UnknownAgent)
 
     hosted(setting, scenario)
@@ -293,10 +314,16 @@ def test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run(
     setting.register(agent_id, "answer")
 
     async def scenario(agents: Agents) -> tuple[str, str, str]:
-        first = await agents.submit(agent_id, "webhook", focus="once", idempotency_key="k-1")
-        again = await agents.submit(agent_id, "webhook", focus="once", idempotency_key="k-1")
-        other = await agents.submit(agent_id, "webhook", focus="twice", idempotency_key="k-2")
-        await agents.result(agent_id, other)
+        first = await agents.ask(
+            Submit(agent_id=agent_id, trigger="webhook", focus="once", idempotency_key="k-1")
+        )
+        again = await agents.ask(
+            Submit(agent_id=agent_id, trigger="webhook", focus="once", idempotency_key="k-1")
+        )
+        other = await agents.ask(
+            Submit(agent_id=agent_id, trigger="webhook", focus="twice", idempotency_key="k-2")
+        )
+        await agents.ask(Result(agent_id=agent_id, run_id=other))
         return first, again, other
 
     first, again, other = hosted(setting, scenario)
@@ -332,7 +359,7 @@ def test_an_interrupted_run_resumes_first_then_runs_accepted_before_the_crash(
 
     async def scenario(agents: Agents) -> list[str]:
         run_ids = [str(queued.run_id), *(str(q.run_id) for q in later)]
-        return [(await agents.result(agent_id, r)).status for r in run_ids]
+        return [(await agents.ask(Result(agent_id=agent_id, run_id=r))).status for r in run_ids]
 
     assert hosted(setting, scenario) == ["completed"] * 3
     first = [type(e).__name__ for e in ledger.stream(queued.run_id)]
@@ -363,14 +390,20 @@ def test_a_second_writer_fences_the_host_and_the_streams_never_fork(setting: Set
     intruder = AgentRuntime(ledger, agent_id, models=["scripted/answer"])
 
     async def scenario(agents: Agents) -> tuple[str, str, str]:
-        first = await agents.submit(agent_id, "webhook", focus="first")
+        first = await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus="first"))
         try:
             await until(recorded(ledger, first, ev.ToolCallRequested))
-            second, _ = await intruder.submit("webhook", "from another writer")
+            second, _ = await intruder.submit(
+                Submit(agent_id=agent_id, trigger="webhook", focus="from another writer")
+            )
         finally:
             released.touch()
-        assert (await agents.result(agent_id, first)).status == "failed"
-        return first, str(second), (await agents.result(agent_id, str(second))).status
+        assert (await agents.ask(Result(agent_id=agent_id, run_id=first))).status == "failed"
+        return (
+            first,
+            str(second),
+            (await agents.ask(Result(agent_id=agent_id, run_id=str(second)))).status,
+        )
 
     first, second, second_status = hosted(setting, scenario)
     intruder.close()
@@ -397,14 +430,14 @@ def test_what_the_host_accepts_during_a_run_queues_behind_it_and_breaks_nothing(
     schedule(ledger, agent_id, "sch-busy", at)
 
     async def scenario(agents: Agents) -> list[str]:
-        first = await agents.submit(agent_id, "webhook", focus="first")
+        first = await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus="first"))
         await until(recorded(ledger, first, ev.DecisionLogged))
-        second = await agents.submit(agent_id, "webhook", focus="second")
-        fired = await agents.fire(TimerFire(agent_id, "sch-busy", at))
-        await agents.receive(agent_id, "mail", {"subject": "hello"})
+        second = await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus="second"))
+        fired = await agents.ask(Fire(agent_id=agent_id, schedule_id="sch-busy", fire_time=at))
+        await agents.ask(Receive(agent_id=agent_id, source="mail", payload={"subject": "hello"}))
         assert fired.run_id is not None
         accepted = [first, second, fired.run_id]
-        results = [await agents.result(agent_id, r) for r in accepted]
+        results = [await agents.ask(Result(agent_id=agent_id, run_id=r)) for r in accepted]
         assert [r.status for r in results] == ["completed"] * 3
         return accepted
 
@@ -432,16 +465,19 @@ def test_status_answers_during_a_run_and_cancel_ends_it_while_the_mailbox_goes_o
     ledger.register_agent(agent_id, str(app))
 
     async def scenario(agents: Agents) -> tuple[bool, str, str]:
-        slow = await agents.submit(agent_id, "webhook", focus="slow")
-        after = await agents.submit(agent_id, "webhook", focus="next")
+        slow = await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus="slow"))
+        after = await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus="next"))
         try:
             await until(recorded(ledger, slow, ev.ToolCallRequested))  # inside its tool call
             activity = (await agents.status(agent_id)).agents[agent_id]
             assert activity.running == slow and activity.queued == 1  # the next waits behind
-            cancelled = await agents.cancel(agent_id, slow)
+            cancelled = await agents.ask(Cancel(agent_id=agent_id, run_id=slow))
         finally:
             released.touch()
-        first, second = await agents.result(agent_id, slow), await agents.result(agent_id, after)
+        first, second = (
+            await agents.ask(Result(agent_id=agent_id, run_id=slow)),
+            await agents.ask(Result(agent_id=agent_id, run_id=after)),
+        )
         return cancelled, first.status, second.status
 
     cancelled, first, second = hosted(setting, scenario)
@@ -456,17 +492,22 @@ def test_an_idle_agent_is_passivated_and_reactivated_from_the_ledger(setting: Se
     setting.register(agent_id, "answer")
 
     async def scenario(agents: Agents) -> tuple[int, int, str]:
-        await agents.result(agent_id, await agents.submit(agent_id, "webhook"))
+        await agents.ask(
+            Result(
+                agent_id=agent_id,
+                run_id=await agents.ask(Submit(agent_id=agent_id, trigger="webhook")),
+            )
+        )
         deadline = time.monotonic() + 30
         while agent_id in (await agents.status(agent_id)).agents:
             assert time.monotonic() < deadline, "never passivated"
             await asyncio.sleep(0.05)
         before = await agents.status(agent_id)
-        run_id = await agents.submit(agent_id, "webhook")
+        run_id = await agents.ask(Submit(agent_id=agent_id, trigger="webhook"))
         # Counted before the result: the run may end and the agent passivate again before a
         # result call reaches a Ray host, which then answers it from the ledger (an activation)
         after = await agents.status(agent_id)
-        result = await agents.result(agent_id, run_id)
+        result = await agents.ask(Result(agent_id=agent_id, run_id=run_id))
         return before.passivations, after.activations - before.activations, result.status
 
     passivations, reactivations, status = hosted(setting, scenario, idle_s=0.3)
@@ -489,18 +530,22 @@ def test_a_trigger_is_accepted_at_once_while_another_agent_of_the_host_waits_on_
     setting.register(free, "answer")
 
     async def scenario(agents: Agents) -> tuple[bool, str, str, int]:
-        await agents.activate(busy)
-        await agents.activate(free)
-        waiting = await agents.submit(busy, "webhook")
+        await agents.ask(Activate(agent_id=busy))
+        await agents.ask(Activate(agent_id=free))
+        waiting = await agents.ask(Submit(agent_id=busy, trigger="webhook"))
         try:
             await until(recorded(ledger, waiting, ev.ToolCallRequested))
-            accepted = await agents.submit(free, "webhook", idempotency_key="retry-me")
-            retried = await agents.submit(free, "webhook", idempotency_key="retry-me")
-            done = await agents.result(free, accepted)
+            accepted = await agents.ask(
+                Submit(agent_id=free, trigger="webhook", idempotency_key="retry-me")
+            )
+            retried = await agents.ask(
+                Submit(agent_id=free, trigger="webhook", idempotency_key="retry-me")
+            )
+            done = await agents.ask(Result(agent_id=free, run_id=accepted))
             still_waiting = not await asyncio.to_thread(settled(ledger, waiting))
         finally:
             answered.touch()
-        slow = await agents.result(busy, waiting)
+        slow = await agents.ask(Result(agent_id=busy, run_id=waiting))
         assert slow.status == "completed" and slow.tools_called == ["wait_outside"]
         queued = [
             e for e in ledger.stream(ledger.load_agent(free).id) if isinstance(e, ev.RunQueued)
@@ -530,20 +575,24 @@ def test_a_blocking_sync_tool_times_out_while_another_agent_of_the_host_complete
     setting.register(free, "answer")
 
     async def scenario(agents: Agents) -> tuple[list[str], bool, str]:
-        await agents.activate(blocked)
-        await agents.activate(free)
-        waiting = await agents.submit(blocked, "webhook")
+        await agents.ask(Activate(agent_id=blocked))
+        await agents.ask(Activate(agent_id=free))
+        waiting = await agents.ask(Submit(agent_id=blocked, trigger="webhook"))
         try:
             await until(recorded(ledger, waiting, ev.ToolCallRequested))
             statuses = []
             for _ in range(2):
-                accepted = await agents.submit(free, "webhook")
-                statuses.append((await agents.result(free, accepted)).status)
+                accepted = await agents.ask(Submit(agent_id=free, trigger="webhook"))
+                statuses.append((await agents.ask(Result(agent_id=free, run_id=accepted))).status)
             still_blocked = not returned.exists()  # the free agent did not wait for it
             await until(recorded(ledger, waiting, ev.ToolCallTimedOut))
         finally:
             answered.touch()
-        return statuses, still_blocked, (await agents.result(blocked, waiting)).status
+        return (
+            statuses,
+            still_blocked,
+            (await agents.ask(Result(agent_id=blocked, run_id=waiting))).status,
+        )
 
     statuses, still_blocked, blocked_status = hosted(setting, scenario)
     assert still_blocked, "the free agent waited for the blocked one"
@@ -558,9 +607,21 @@ def test_a_heartbeat_acts_only_on_what_the_agent_received(setting: Setting) -> N
     setting.register(agent_id, "one_tool")
 
     async def scenario(agents: Agents) -> tuple[str, int, str]:
-        idle = await agents.result(agent_id, await agents.submit(agent_id, "heartbeat"))
-        position = await agents.receive(agent_id, "webhook", {"order": 7})
-        acting = await agents.result(agent_id, await agents.submit(agent_id, "heartbeat"))
+        idle = await agents.ask(
+            Result(
+                agent_id=agent_id,
+                run_id=await agents.ask(Submit(agent_id=agent_id, trigger="heartbeat")),
+            )
+        )
+        position = await agents.ask(
+            Receive(agent_id=agent_id, source="webhook", payload={"order": 7})
+        )
+        acting = await agents.ask(
+            Result(
+                agent_id=agent_id,
+                run_id=await agents.ask(Submit(agent_id=agent_id, trigger="heartbeat")),
+            )
+        )
         return idle.status, position, acting.status
 
     idle, position, acting = hosted(setting, scenario)
@@ -582,11 +643,18 @@ def test_tools_are_switched_through_the_agents_writer(setting: Setting) -> None:
     setting.register(agent_id, "one_tool")
 
     async def scenario(agents: Agents) -> ToolsChange:
-        change = await agents.change_tools(agent_id, [], ["log_decision"])
+        change = await agents.ask(
+            ChangeTools(agent_id=agent_id, enable=[], disable=["log_decision"])
+        )
         with pytest.raises(UnknownTools, match="has no tool 'nope'") as caught:
-            await agents.change_tools(agent_id, ["nope"], [])
+            await agents.ask(ChangeTools(agent_id=agent_id, enable=["nope"], disable=[]))
         assert_plain(caught.value, UnknownTools)
-        await agents.result(agent_id, await agents.submit(agent_id, "webhook"))
+        await agents.ask(
+            Result(
+                agent_id=agent_id,
+                run_id=await agents.ask(Submit(agent_id=agent_id, trigger="webhook")),
+            )
+        )
         return change
 
     change = hosted(setting, scenario)
@@ -610,13 +678,19 @@ def test_a_schedule_is_cancelled_through_the_agents_writer_during_a_run(setting:
     schedule(ledger, agent_id, "sch-old", datetime.now(UTC) + timedelta(minutes=5))
 
     async def scenario(agents: Agents) -> int:
-        run_id = await agents.submit(agent_id, "webhook")
+        run_id = await agents.ask(Submit(agent_id=agent_id, trigger="webhook"))
         await until(recorded(ledger, run_id, ev.DecisionLogged))
-        position = await agents.cancel_schedule(agent_id, "sch-old", "console:ops", "obsolete")
+        position = await agents.ask(
+            CancelSchedule(
+                agent_id=agent_id, schedule_id="sch-old", by="console:ops", reason="obsolete"
+            )
+        )
         with pytest.raises(UnknownSchedule, match="no active schedule 'sch-old'") as caught:
-            await agents.cancel_schedule(agent_id, "sch-old", "console:ops")
+            await agents.ask(
+                CancelSchedule(agent_id=agent_id, schedule_id="sch-old", by="console:ops")
+            )
         assert_plain(caught.value, UnknownSchedule)
-        assert (await agents.result(agent_id, run_id)).status == "completed"
+        assert (await agents.ask(Result(agent_id=agent_id, run_id=run_id))).status == "completed"
         return position
 
     position = hosted(setting, scenario)
@@ -639,20 +713,30 @@ def test_parked_runs_wait_for_their_answers_while_the_mailbox_goes_on(setting: S
     ledger.register_agent(agent_id, str(make_app(setting.apps / agent_id, config=config)))
 
     async def scenario(agents: Agents) -> list[str]:
-        first = await agents.submit(agent_id, "webhook", focus="first")
-        second = await agents.submit(agent_id, "webhook", focus="second")  # not blocked
-        parked = [(await agents.result(agent_id, r)).status for r in (first, second)]
+        first = await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus="first"))
+        second = await agents.ask(
+            Submit(agent_id=agent_id, trigger="webhook", focus="second")
+        )  # not blocked
+        parked = [
+            (await agents.ask(Result(agent_id=agent_id, run_id=r))).status for r in (first, second)
+        ]
         waiting = {a.run_id: a.approval_id for a in pending(ledger, [agent_id])}
-        yes = await agents.answer_approval(agent_id, Decision(waiting[first], True, "ops"))
+        yes = await agents.ask(
+            AnswerApproval(agent_id=agent_id, decision=Decision(waiting[first], True, "ops"))
+        )
         edit = Decision(waiting[second], True, "ops", arguments={"reasoning": ""})
         with pytest.raises(ToolArgumentsInvalid, match="edited arguments of log_decision") as bad:
-            await agents.answer_approval(agent_id, edit)
+            await agents.ask(AnswerApproval(agent_id=agent_id, decision=edit))
         assert_plain(bad.value, ToolArgumentsInvalid)
-        no = await agents.answer_approval(
-            agent_id, Decision(waiting[second], False, "ops", "not now")
+        no = await agents.ask(
+            AnswerApproval(
+                agent_id=agent_id, decision=Decision(waiting[second], False, "ops", "not now")
+            )
         )
         with pytest.raises(ApprovalClosed, match="already granted") as closed:
-            await agents.answer_approval(agent_id, Decision(waiting[first], False, "ops"))
+            await agents.ask(
+                AnswerApproval(agent_id=agent_id, decision=Decision(waiting[first], False, "ops"))
+            )
         assert_plain(closed.value, ApprovalClosed)
         await until(recorded(ledger, no.run_id, ev.RunCompleted))
         await until(recorded(ledger, yes.run_id, ev.RunCompleted))
@@ -676,10 +760,10 @@ def test_an_overdue_approval_expires_through_the_agents_writer(setting: Setting)
     ledger.register_agent(agent_id, str(make_app(setting.apps / agent_id, config=config)))
 
     async def scenario(agents: Agents) -> int:
-        run_id = await agents.submit(agent_id, "webhook")
-        assert (await agents.result(agent_id, run_id)).status == "parked"
+        run_id = await agents.ask(Submit(agent_id=agent_id, trigger="webhook"))
+        assert (await agents.ask(Result(agent_id=agent_id, run_id=run_id))).status == "parked"
         await until(lambda: overdue(ledger, [agent_id]) == [agent_id])
-        expired = await agents.expire_approvals(agent_id)
+        expired = await agents.ask(ExpireApprovals(agent_id=agent_id))
         await until(recorded(ledger, run_id, ev.RunCompleted))
         return expired
 

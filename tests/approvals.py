@@ -9,6 +9,7 @@ from actors.host import AgentHost
 from events import Ledger
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
+from owlclaw.messages import Result, Submit
 from owlclaw.runtime.approvals import pending
 from owlclaw.runtime.loop import RunResult
 from tests.apps import make_app
@@ -48,8 +49,8 @@ async def park(ledger: Ledger, agent_id: str) -> tuple[str, str]:
     """Run the agent until it parks; (run id, approval id). The host then stops."""
     host = AgentHost(ledger, config(agent_id))
     try:
-        run_id = await host.submit(agent_id, "webhook", focus="buy ACME")
-        result = await host.result(agent_id, run_id)
+        run_id = await host.ask(Submit(agent_id=agent_id, trigger="webhook", focus="buy ACME"))
+        result = await host.ask(Result(agent_id=agent_id, run_id=run_id))
     finally:
         await host.close()
     assert result.status == "parked"
@@ -62,6 +63,6 @@ async def resumed(ledger: Ledger, agent_id: str, run_id: str) -> RunResult:
     """A new host activates the agent: an answered parked run resumes first."""
     host = AgentHost(ledger, config(agent_id))
     try:
-        return await host.result(agent_id, run_id)
+        return await host.ask(Result(agent_id=agent_id, run_id=run_id))
     finally:
         await host.close()

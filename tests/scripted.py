@@ -9,7 +9,8 @@ from typing import Any
 from events import Ledger
 from events import catalog as ev
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.messages import RunResult
+from owlclaw.runtime.loop import AgentRuntime
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from actors.host import AgentHost
 from events import Ledger
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
+from owlclaw.messages import Fire, FireOutcome, Result
 from owlclaw.runtime.loop import AgentRuntime
-from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.worker import Deliver
 
 T = TypeVar("T")
@@ -30,8 +30,8 @@ def delivering(ledger: Ledger, work: Callable[[Deliver], Awaitable[T]], script: 
         agents = host(ledger, script)
         started: list[tuple[str, str]] = []
 
-        async def deliver(fire: TimerFire) -> FireOutcome:
-            outcome = await agents.fire(fire)
+        async def deliver(fire: Fire) -> FireOutcome:
+            outcome = await agents.ask(fire)
             if outcome.run_id is not None:
                 started.append((fire.agent_id, outcome.run_id))
             return outcome
@@ -39,7 +39,7 @@ def delivering(ledger: Ledger, work: Callable[[Deliver], Awaitable[T]], script: 
         try:
             result = await work(deliver)
             for agent_id, run_id in started:
-                await agents.result(agent_id, run_id)
+                await agents.ask(Result(agent_id=agent_id, run_id=run_id))
             return result
         finally:
             await agents.close()

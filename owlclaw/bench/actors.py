@@ -27,6 +27,7 @@ from events import catalog as ev
 from owlclaw.bench import percentiles
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.messages import Activate, SubmitAndWait
 from owlclaw.timers.registrations import TimersView
 from projections import ProjectionRunner
 
@@ -184,7 +185,8 @@ def _register(ledger: Ledger, agents: list[str]) -> None:
 
 async def _run_all(directory: AgentDirectory, agents: list[str]) -> tuple[float, list[str]]:
     began = time.perf_counter()
-    results = await asyncio.gather(*(directory.run(a, "webhook") for a in agents))
+    runs = [SubmitAndWait(agent_id=a, trigger="webhook") for a in agents]
+    results = await asyncio.gather(*(directory.ask(run) for run in runs))
     return time.perf_counter() - began, [r.run_id for r in results]
 
 
@@ -198,14 +200,14 @@ def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, A
     cold = []
     for name in names:  # one at a time: a cold start is a new process importing litellm
         began = time.perf_counter()
-        ray.get(directory.handle(name).activate.remote(name))
+        ray.get(directory.handle(name).ask.remote(Activate(agent_id=name)))
         cold.append((time.perf_counter() - began) * 1000)
     elapsed, run_ids = asyncio.run(_run_all(directory, names))
     rss = [ray.get(directory.handle(n).rss_bytes.remote()) for n in names]
     imported = ray.get(directory.handle(names[0]).imported.remote(HEAVY))
     shared_llm = _rss_of(ray.get(node_llm.pid.remote()))
     time.sleep(1.5)  # idle_s passes: the agents are passivated inside their actors
-    warm = [ray.get(directory.handle(n).activate.remote(n)) for n in names]
+    warm = [ray.get(directory.handle(n).ask.remote(Activate(agent_id=n))) for n in names]
     asyncio.run(directory.close())
     per_agent = sum(rss) / len(rss)
     return {
@@ -232,10 +234,12 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
     _register(ledger, names)
     hosts = {directory.actor_name(n): n for n in names}
     for name in hosts.values():  # start the hosts (a process importing litellm) first
-        ray.get(directory.handle(name).activate.remote(name))
+        ray.get(directory.handle(name).ask.remote(Activate(agent_id=name)))
     rss_before = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
     cold = [
-        ray.get(directory.handle(n).activate.remote(n)) for n in names if n not in hosts.values()
+        ray.get(directory.handle(n).ask.remote(Activate(agent_id=n)))
+        for n in names
+        if n not in hosts.values()
     ]
     pids = [ray.get(directory.handle(n).pid.remote()) for n in hosts.values()]
     activated = _activations(directory, hosts.values())
@@ -248,7 +252,7 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
     rss_after = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
     imported = ray.get(directory.handle(names[0]).imported.remote(HEAVY))
     time.sleep(IDLE_S + 1)  # idle_s passes: every agent is passivated
-    warm = [ray.get(directory.handle(n).activate.remote(n)) for n in names[:200]]
+    warm = [ray.get(directory.handle(n).ask.remote(Activate(agent_id=n))) for n in names[:200]]
     asyncio.run(directory.close())
     per_agent = max(1.0, (rss_after - rss_before) / len(cold))
     host_rss = rss_before / len(hosts)

@@ -28,7 +28,7 @@ from owlclaw.bench import percentiles
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.messages import Fire, FireOutcome, Result
 from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
@@ -117,7 +117,7 @@ def builtin_lateness(ledger: Ledger, agents: Agents, fires: int, count: int) -> 
     planned = [(names[i % count], start + i * spacing) for i in range(fires)]
     _schedule(ledger, planned)
     ProjectionRunner(ledger, view).catch_up()
-    worker = TimerWorker(view, agents.fire)
+    worker = TimerWorker(view, agents.ask)
 
     async def until_done() -> list[float]:
         stop = asyncio.Event()
@@ -147,8 +147,8 @@ def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[st
         local = _local(ledger)
         fired: list[tuple[str, str]] = []
 
-        async def deliver(fire: TimerFire) -> FireOutcome:
-            outcome = await local.fire(fire)
+        async def deliver(fire: Fire) -> FireOutcome:
+            outcome = await local.ask(fire)
             if outcome.run_id is not None:
                 fired.append((fire.agent_id, outcome.run_id))
             return outcome
@@ -160,7 +160,7 @@ def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[st
             delivered = 0
             while delivered < due:
                 delivered += await worker.tick()
-            await asyncio.gather(*(local.result(a, r) for a, r in fired))  # each fire's run
+            await asyncio.gather(*(local.ask(Result(agent_id=a, run_id=r)) for a, r in fired))
             elapsed = time.perf_counter() - began
             await local.close()
             return elapsed

@@ -185,7 +185,7 @@ def trigger(
         client.wait_ready(
             wait_ready, waiting=lambda: err.print(f"[dim]{waiting}[/]", highlight=False)
         )
-        accepted = client.trigger(
+        accepted = client.submit(
             agent, focus, data, idempotency_key=idempotency_key or uuid.uuid4().hex
         )
     run_id = accepted["run_id"]

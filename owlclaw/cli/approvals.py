@@ -29,8 +29,9 @@ from owlclaw.cli.common import (
 )
 from owlclaw.cli.tables import text, whole
 from owlclaw.config import OwlClawConfig, load_config
+from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.reports.relative_time import relative
-from owlclaw.runtime.approvals import ApprovalAnswer, Decision, PendingApproval
+from owlclaw.runtime.approvals import PendingApproval
 
 ARGS_EXAMPLE = """pass an object, e.g. --args '{"amount": 900}'"""
 NoteOption = Annotated[str, typer.Option("--note", help="Why, for the ledger and the model.")]

@@ -24,8 +24,8 @@ from owlclaw.cli.common import (
 )
 from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
+from owlclaw.messages import ToolsChange
 from owlclaw.reports.inspection import bring_up_to_date
-from owlclaw.tools.switches import ToolsChange
 from owlclaw.tools.tool import Tool
 
 if TYPE_CHECKING:

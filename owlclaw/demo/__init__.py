@@ -32,6 +32,7 @@ from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.client import ServerClient
 from owlclaw.config import OwlClawConfig
+from owlclaw.messages import Submit
 from owlclaw.reports.narrate import step_text
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
@@ -131,23 +132,27 @@ class Demo:
 
         self.scenario("Scenario 4 — a schedule that is no longer needed is cancelled")
         self.market(is_trading_time=True, session="halted", volatility="high", rebound_signal=False)
-        run_id = await service.submit(AGENT, "webhook", "pre-close review")
+        run_id = await service.ask(
+            Submit(agent_id=AGENT, trigger="webhook", focus="pre-close review")
+        )
         await self.follow(ledger, run_id)
         cancelled = self.scheduled(ledger, run_id)
 
         # Scenarios 3 and 5 need no timer: they run while the first schedule's timer waits.
         self.scenario("Scenario 3 — outside trading hours the agent decides to do nothing")
         self.market(is_trading_time=False, session="closed")
-        run_id = await service.submit(AGENT, "heartbeat")
+        run_id = await service.ask(Submit(agent_id=AGENT, trigger="heartbeat"))
         await self.follow(ledger, run_id)
         self.say("an inbound event arrives through the webhook: the session closed")
         await asyncio.to_thread(self.webhook_event, {"event": "session_closed"})
-        run_id = await service.submit(AGENT, "heartbeat")
+        run_id = await service.ask(Submit(agent_id=AGENT, trigger="heartbeat"))
         await self.follow(ledger, run_id)
 
         self.scenario("Scenario 5 — a large order waits for a person's approval")
         self.market(is_trading_time=True, session="open", volatility="falling", rebound_signal=True)
-        run_id = await service.submit(AGENT, "webhook", "rebound confirmed: buy ACME")
+        run_id = await service.ask(
+            Submit(agent_id=AGENT, trigger="webhook", focus="rebound confirmed: buy ACME")
+        )
         seen = await self.follow(ledger, run_id, until_parked=True)
         parked = seen[-1]
         assert isinstance(parked, ev.RunParked), f"run {run_id} did not park: {parked}"
@@ -163,8 +168,12 @@ class Demo:
 
         self.scenario("Scenario 2 — a lesson remembered is recalled when it matters")
         self.market(is_trading_time=True, session="open", volatility="high", index_change_pct=-4.2)
-        run_id = await service.submit(
-            AGENT, "webhook", "market alert: ACME index -4.2% in 10 minutes"
+        run_id = await service.ask(
+            Submit(
+                agent_id=AGENT,
+                trigger="webhook",
+                focus="market alert: ACME index -4.2% in 10 minutes",
+            )
         )
         await self.follow(ledger, run_id)
 
@@ -174,13 +183,13 @@ class Demo:
     async def webhook_trigger(self, focus: str) -> str:
         """A trigger through the HTTP endpoint, as an outside system sends it."""
         with ServerClient(self.config) as client:
-            accepted = await asyncio.to_thread(client.trigger, AGENT, focus, {"symbol": "ACME"})
+            accepted = await asyncio.to_thread(client.submit, AGENT, focus, {"symbol": "ACME"})
         self.say(f"webhook POST /agents/{AGENT}/trigger → run {accepted['run_id'][:8]} accepted")
         return str(accepted["run_id"])
 
     def webhook_event(self, payload: dict[str, Any]) -> None:
         with ServerClient(self.config) as client:
-            client.send_event(AGENT, "market-feed", payload)
+            client.receive(AGENT, "market-feed", payload)
 
     async def follow(
         self, ledger: Ledger, run_id: str, *, until_parked: bool = False, skip: int = 0

@@ -12,41 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-from uuid import UUID
 
 import msgspec
 
 from events import Ledger
 from events.aggregates import Agent, Approval, UnknownApproval, now
+from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.tool import Tool
 
 
 class ToolArgumentsInvalid(ValueError):
     """An approver's edited arguments do not fit the tool's schema (nothing recorded)."""
-
-
-class Decision(msgspec.Struct, frozen=True):
-    """A person's answer to one approval: yes (optionally with edited arguments) or no."""
-
-    approval_id: str
-    approve: bool
-    by: str
-    note: str = ""
-    arguments: dict[str, Any] | None = None
-
-
-class ApprovalAnswer(msgspec.Struct, frozen=True):
-    approval_id: str
-    agent_id: str
-    run_id: str
-    status: str
-    position: int
-
-    @classmethod
-    def of(cls, agent: Agent, approval_id: str, run_id: UUID, position: int) -> ApprovalAnswer:
-        status = agent.state.approvals[approval_id].status
-        return cls(approval_id, agent.agent_id, str(run_id), status, position)
 
 
 class PendingApproval(msgspec.Struct, frozen=True):

@@ -22,11 +22,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import date
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -35,10 +34,25 @@ from events import Ledger, LedgerUnavailable, StreamConflict
 from events import catalog as ev
 from events.aggregates import ActiveSchedule, Agent, Run, now, run_stream_id
 from owlclaw import tracing
+from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.replay import RecordedRun
-from owlclaw.runtime.approvals import ApprovalAnswer, Decision, checked_edit, record_decision
+from owlclaw.messages import (
+    AnswerApproval,
+    ApprovalAnswer,
+    CancelSchedule,
+    ChangeTools,
+    ExpireApprovals,
+    Fire,
+    FireOutcome,
+    Receive,
+    RunResult,
+    SubAgentFinished,
+    Submit,
+    ToolsChange,
+)
+from owlclaw.runtime.approvals import checked_edit, record_decision
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import FOREIGN_FACTS, AgentWriter, stand_down
 from owlclaw.runtime.models import Completer, EveryModelFailed, LiteLLM, ask
@@ -48,7 +62,6 @@ from owlclaw.runtime.prompt import Prompt, system_prompt
 from owlclaw.runtime.reloader import AppReloader
 from owlclaw.runtime.serial import SerialExecutor
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
-from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.errors import Parked, Stopped, ToolError
 from owlclaw.tools.executor import (
@@ -65,45 +78,12 @@ from owlclaw.tools.executor import (
 from owlclaw.tools.governance import Governance, spent_today
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 from owlclaw.tools.rate_limits import RateLimiter
-from owlclaw.tools.subagents import SubAgentReport, SubAgents
-from owlclaw.tools.switches import ToolsChange
+from owlclaw.tools.subagents import SubAgents
 from owlclaw.tools.threads import HandlerThreads
 from owlclaw.tools.tool import RunScope, Tool
 from projections.memory import MemoryStore
 
-if TYPE_CHECKING:
-    from owlclaw.agents import Agents
-
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """How a run ended, as its Run stream records it (so a result read back from the ledger
-    after a restart is the same as the one its process returned)."""
-
-    run_id: str
-    status: str
-    iterations: int
-    tool_calls: int
-    tools_called: list[str]
-    duration_ms: float
-    tokens: int
-    cost_usd: float
-
-    @classmethod
-    def of(cls, run: Run) -> RunResult:
-        state = run.state
-        return cls(
-            run_id=str(run.id),
-            status=state.status,
-            iterations=state.llm_calls,
-            tool_calls=state.tool_calls,
-            tools_called=list(state.tools_called),
-            duration_ms=state.duration_ms,
-            tokens=state.tokens,
-            cost_usd=state.cost_usd,
-        )
 
 
 class _Stop(Exception):
@@ -216,26 +196,21 @@ class AgentRuntime:
         state = RunProgress(agent, Run.start(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
-    async def submit(
-        self,
-        trigger: str,
-        focus: str | None = None,
-        payload: dict[str, Any] | None = None,
-        context: dict[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-    ) -> tuple[UUID, ev.RunQueued | None]:
+    async def submit(self, message: Submit) -> tuple[UUID, ev.RunQueued | None]:
         """Accept a run: RunQueued is committed at once (its id is final and it survives a
         crash); ``run_queued`` executes it later, in queue order. With an idempotency key the
         agent already accepted, nothing is recorded: the earlier run's id, and None."""
         agent = await self._io_call(self._prepare_agent)
-        if idempotency_key is not None and (known := agent.run_for_key(idempotency_key)):
+        key = message.idempotency_key
+        if key is not None and (known := agent.run_for_key(key)):
             return known, None
-        queued = agent.queue_run(trigger, focus, payload, context, idempotency_key=idempotency_key)
+        queued = agent.queue_run(
+            message.trigger, message.focus, message.payload, message.context, idempotency_key=key
+        )
         await self._append(agent)
         return queued.run_id, queued
 
-    async def accept_fire(self, fire: TimerFire) -> tuple[FireOutcome, ev.RunQueued | None]:
+    async def fire(self, fire: Fire) -> tuple[FireOutcome, ev.RunQueued | None]:
         """Judge a timer delivery and commit the verdict: TimerFired with its run's RunQueued
         (one commit: a fire is never recorded without its run, and at most once), or
         TimerDeduplicated / TimerMissed. The run then executes through ``run_queued``."""
@@ -245,41 +220,42 @@ class AgentRuntime:
         run_id = str(queued.run_id) if queued is not None else None
         return FireOutcome(kind, reason, run_id), queued
 
-    async def receive(self, source: str, payload: dict[str, Any]) -> int:
+    async def receive(self, message: Receive) -> int:
         """Record an inbound event for the next heartbeat; its log position."""
         agent = await self._io_call(self._prepare_agent)
-        agent.record(ev.InboundReceived, source=source, payload=payload)
+        agent.record(ev.InboundReceived, source=message.source, payload=message.payload)
         return (await self._append(agent))[1][-1]
 
-    async def change_tools(self, enable: list[str], disable: list[str]) -> ToolsChange:
+    async def change_tools(self, message: ChangeTools) -> ToolsChange:
         """Enable and disable tools as the agent's writer (ToolsChanged), checked against the
         tools of its app as loaded now; from the next run on, governance hides disabled ones."""
         agent = await self._io_call(self._prepare_agent)
-        if agent.change_tools(enable, disable, list(self.tools())) is None:
+        if agent.change_tools(message.enable, message.disable, list(self.tools())) is None:
             return ToolsChange(self.agent_id, list(agent.state.disabled_tools))
         # a ToolsChanged commutes with any fact appended meanwhile (a run's schedule): rebase
         agent, positions = await self._append(agent, over=None)
         return ToolsChange(self.agent_id, list(agent.state.disabled_tools), positions[-1])
 
-    async def cancel_schedule(self, schedule_id: str, by: str, reason: str = "") -> int:
+    async def cancel_schedule(self, message: CancelSchedule) -> int:
         """Cancel an active schedule as the agent's writer (ScheduleCancelled naming ``by``);
         the timer service then removes its timer from the backend. UnknownSchedule (nothing
         recorded) when it is not active. The log position of the cancel."""
         agent = await self._io_call(self._prepare_agent)
-        agent.cancel_schedule(schedule_id, by, reason)
+        agent.cancel_schedule(message.schedule_id, message.by, message.reason)
         return (await self._append(agent))[1][-1]
 
-    async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
+    async def answer_approval(self, message: AnswerApproval) -> ApprovalAnswer:
         """Record a person's answer as the agent's writer. ApprovalClosed (nothing to answer)
         or ToolArgumentsInvalid (edited arguments outside the tool's schema): nothing recorded.
         The run to resume is in the answer."""
+        decision = message.decision
         agent = await self._io_call(self._prepare_agent)
         checked_edit(agent, decision, self.tools())
         approval = record_decision(agent, decision)
         agent, positions = await self._append(agent)
         return ApprovalAnswer.of(agent, decision.approval_id, approval.run_id, positions[-1])
 
-    async def expire_approvals(self) -> list[UUID]:
+    async def expire_approvals(self, _: ExpireApprovals) -> list[UUID]:
         """Record ApprovalExpired for this agent's overdue approvals; the runs to resume."""
         agent = await self._io_call(self._prepare_agent)
         runs = agent.expire_approvals(now())
@@ -287,16 +263,18 @@ class AgentRuntime:
             await self._append(agent)
         return runs
 
-    async def record_subagent(self, report: SubAgentReport) -> list[UUID]:
+    async def subagent_finished(self, report: SubAgentFinished) -> list[UUID]:
         """Record a sub-agent's end as this agent's writer (SubAgentFinished; for a spawn that
         does not wait, also an InboundReceived for the heartbeat); the waiting run to resume."""
         agent = await self._io_call(self._prepare_agent)
         known = agent.state.spawns.get(report.spawn_id)
         if known is not None and known.finished:
             return []
-        agent.record(ev.SubAgentFinished, **report.event_fields())
+        fields = report.event_fields()
+        agent.record(ev.SubAgentFinished, **fields)
         if not report.wait:
-            agent.record(ev.InboundReceived, source="subagent", payload=msgspec.to_builtins(report))
+            told = msgspec.to_builtins({"parent_agent_id": report.agent_id, **fields})
+            agent.record(ev.InboundReceived, source="subagent", payload=told)
         await self._append(agent)
         return [report.run_id] if report.wait else []
 
@@ -310,7 +288,7 @@ class AgentRuntime:
                 continue
             report = await self.subagents.ended(spawn.child_run_id)
             if report is not None:
-                resume += await self.record_subagent(report)
+                resume += await self.subagent_finished(report)
         return resume
 
     async def load(self, loaded: Agent | None = None) -> None:
@@ -335,7 +313,7 @@ class AgentRuntime:
         return await self._io_call(partial(self._writer.append, over=over), agent, *runs)
 
     async def run_queued(self, queued: ev.RunQueued) -> RunResult:
-        """Execute a run accepted by ``submit`` or ``accept_fire``."""
+        """Execute a run accepted by ``submit`` or ``fire``."""
         started = time.perf_counter()
         agent = await self._io_call(self._prepare_agent)
         state = RunProgress(agent, Run.start(self.agent_id, queued), started)

@@ -27,25 +27,24 @@ from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
-from owlclaw.runtime.approvals import (
+from owlclaw.messages import (
+    Activate,
+    AnswerApproval,
     ApprovalAnswer,
     Decision,
-    PendingApproval,
-    agent_of,
-    overdue,
-    pending,
+    ExpireApprovals,
+    Message,
+    Submit,
 )
-from owlclaw.runtime.loop import RunResult
+from owlclaw.runtime.approvals import PendingApproval, agent_of, overdue, pending
 from owlclaw.server.metrics import Metrics
 from owlclaw.server.serving_locks import ServingLocks, server_name
 from owlclaw.supervisor import Supervisor
-from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
 from owlclaw.timers.serve import place_agents, start_hosts, start_timers
 from owlclaw.timers.worker import TimerWorker
 from owlclaw.tools.subagents import watch_subagents
-from owlclaw.tools.switches import ToolsChange
 from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner, View
 from projections.embedders import Embedder
@@ -57,6 +56,7 @@ WORKER_START_S = 60.0
 LOCK_CHECK_S = 5.0
 """How often the serving locks' connection is checked (and the locks taken again)."""
 V = TypeVar("V", bound=View)
+R = TypeVar("R")
 
 
 class NotServed(KeyError):
@@ -132,7 +132,7 @@ class Service:
         if self.config.timers.backend == "hatchet":  # hosts made here, with this config, before
             await start_hosts(self._agents, self._as_client())  # the Hatchet worker needs them
         for agent_id in self.apps:  # the first trigger should not wait for imports
-            await self.agents.activate(agent_id)
+            await self.agents.ask(Activate(agent_id=agent_id))
         self.progress(f"timer service ({self.config.timers.backend})")
         if self._engine_starting is not None:
             self._engine = await self._engine_starting
@@ -238,7 +238,7 @@ class Service:
     def _timers(self) -> tuple[TimerWorker, ProjectionRunner]:
         assert self.ledger is not None
         backend = self._timer_backend()
-        return start_timers(self.ledger, self.config, backend, self.fire, served=list(self.apps))
+        return start_timers(self.ledger, self.config, backend, self.ask, served=list(self.apps))
 
     def _timer_backend(self) -> TimerBackend:
         if self.config.timers.backend != "hatchet":
@@ -309,7 +309,7 @@ class Service:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), every_s)
                 return
-            await self.submit(agent_id, "heartbeat")
+            await self.ask(Submit(agent_id=agent_id, trigger="heartbeat"))
 
     async def _expire_approvals(self, stop: asyncio.Event) -> None:
         """Every ``EXPIRY_CHECK_S``, expire the served agents' overdue approvals (read from the
@@ -320,7 +320,7 @@ class Service:
                 await asyncio.wait_for(stop.wait(), EXPIRY_CHECK_S)
                 return
             for agent_id in await asyncio.to_thread(overdue, self.ledger, list(self.apps)):
-                await self.agents.expire_approvals(agent_id)
+                await self.agents.ask(ExpireApprovals(agent_id=agent_id))
 
     async def _watch_subagents(self, stop: asyncio.Event) -> None:
         """Every ``EXPIRY_CHECK_S``, bring back sub-agent runs a dead host left behind and
@@ -344,54 +344,17 @@ class Service:
             raise NotServed(agent_id)
         return app
 
-    async def submit(
-        self,
-        agent_id: str,
-        trigger: str,
-        focus: str | None = None,
-        payload: dict[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-    ) -> str:
-        """Accept a run; its id once RunQueued is committed."""
-        self.served(agent_id)
-        return await self.agents.submit(
-            agent_id, trigger, focus=focus, payload=payload, idempotency_key=idempotency_key
-        )
-
-    async def result(self, agent_id: str, run_id: str) -> RunResult:
-        return await self.agents.result(agent_id, run_id)
-
-    async def fire(self, fire: TimerFire) -> FireOutcome:
-        self.served(fire.agent_id)
-        return await self.agents.fire(fire)
-
-    async def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> int:
-        """Hand an inbound event to the agent for its next heartbeat; its log position."""
-        self.served(agent_id)
-        return await self.agents.receive(agent_id, source, payload)
-
-    async def change_tools(
-        self, agent_id: str, enable: list[str], disable: list[str]
-    ) -> ToolsChange:
-        """Enable and disable a served agent's tools through its writer."""
-        self.served(agent_id)
-        return await self.agents.change_tools(agent_id, enable, disable)
-
-    async def cancel_schedule(
-        self, agent_id: str, schedule_id: str, by: str, reason: str = ""
-    ) -> int:
-        """An operator's cancel of a served agent's schedule, through its writer (the timer
-        service unregisters it from the backend); its log position."""
-        self.served(agent_id)
-        return await self.agents.cancel_schedule(agent_id, schedule_id, by, reason)
+    async def ask(self, message: Message[R]) -> R:
+        """Hand a message to a served agent's writer (``NotServed`` for any other agent)."""
+        self.served(message.agent_id)
+        return await self.agents.ask(message)
 
     async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Answer a served agent's approval through its writer; the parked run resumes."""
         assert self.ledger is not None
         served = list(self.apps)
         agent_id = await asyncio.to_thread(agent_of, self.ledger, decision.approval_id, served)
-        return await self.agents.answer_approval(agent_id, decision)
+        return await self.agents.ask(AnswerApproval(agent_id=agent_id, decision=decision))
 
     def pending_approvals(self) -> list[PendingApproval]:
         assert self.ledger is not None

@@ -7,7 +7,7 @@
   next heartbeat (202);
 - ``POST /agents/{id}/tools`` ``{"enable"?: [names], "disable"?: [names]}``: a ToolsChanged
   recorded by the agent's writer (200, the agent's disabled tools; 400 ``unknown_tool``);
-- ``POST /agents/{id}/fires`` (a TimerFire): a timer delivery from the Hatchet worker when the
+- ``POST /agents/{id}/fires`` (a ``Fire``): a timer delivery from the Hatchet worker when the
   agents live in this process; answered with the agent's verdict (200);
 - ``GET /approvals``: the served agents' pending approvals;
 - ``POST /approvals/{id}`` ``{"decision": "approve"|"deny", "by"?, "note"?, "arguments"?}``: a
@@ -31,7 +31,6 @@ is refused before anything is recorded (``owlclaw.server.request_body``).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -43,7 +42,8 @@ from aiohttp import web
 from events import UnknownAgent
 from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
-from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid
+from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
+from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.server.console import make_console
 from owlclaw.server.http_errors import json_error as _error
 from owlclaw.server.http_errors import json_errors
@@ -52,7 +52,6 @@ from owlclaw.server.metrics_route import metrics_route
 from owlclaw.server.request_body import BadBody, decode_body
 from owlclaw.server.service import NotServed, Service
 from owlclaw.server_token import server_token
-from owlclaw.timers.fires import TimerFire
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_IDEMPOTENCY_KEY = 200
@@ -137,7 +136,7 @@ def make_app(service: Service, token: str) -> web.Application:
             return _error(404, "unknown_agent", str(e))
         return response
 
-    async def trigger(request: web.Request) -> web.Response:
+    async def submit(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: TriggerBody = await _body(request, TriggerBody)
@@ -148,38 +147,47 @@ def make_app(service: Service, token: str) -> web.Application:
                 "bad_request",
                 f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters",
             )
-        run_id = await service.submit(
-            agent_id, "webhook", data.focus, data.payload, idempotency_key=key
+        message = Submit(
+            agent_id=agent_id,
+            trigger="webhook",
+            focus=data.focus,
+            payload=data.payload,
+            idempotency_key=key,
         )
+        run_id = await service.ask(message)
         if not data.wait:
             return web.json_response({"agent_id": agent_id, "run_id": run_id}, status=202)
-        result = dataclasses.asdict(await service.result(agent_id, run_id))
+        result = msgspec.to_builtins(await service.ask(Result(agent_id=agent_id, run_id=run_id)))
         return web.json_response({"agent_id": agent_id, "run_id": run_id, "result": result})
 
-    async def fires(request: web.Request) -> web.Response:
+    async def fire(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
-        fire: TimerFire = await _body(request, TimerFire)
-        if fire.agent_id != agent_id:
+        message: Fire = await _body(request, Fire)
+        if message.agent_id != agent_id:
             return _error(
-                400, "bad_request", f"the fire is for {fire.agent_id!r}, not {agent_id!r}"
+                400, "bad_request", f"the fire is for {message.agent_id!r}, not {agent_id!r}"
             )
-        outcome = await service.fire(fire)
+        outcome = await service.ask(message)
         return web.json_response(msgspec.to_builtins(outcome))
 
-    async def events(request: web.Request) -> web.Response:
+    async def receive(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: EventBody = await _body(request, EventBody)
-        position = await service.receive(agent_id, data.source, data.payload)
+        position = await service.ask(
+            Receive(agent_id=agent_id, source=data.source, payload=data.payload)
+        )
         return web.json_response({"agent_id": agent_id, "position": position}, status=202)
 
-    async def tools(request: web.Request) -> web.Response:
+    async def change_tools(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: ToolsBody = await _body(request, ToolsBody)
         try:
-            change = await service.change_tools(agent_id, data.enable, data.disable)
+            change = await service.ask(
+                ChangeTools(agent_id=agent_id, enable=data.enable, disable=data.disable)
+            )
         except ValueError as e:
             code = "unknown_tool" if isinstance(e, UnknownTools) else "bad_request"
             return _error(400, code, str(e))
@@ -194,10 +202,10 @@ def make_app(service: Service, token: str) -> web.Application:
     app = web.Application(middlewares=[json_errors, guard], client_max_size=MAX_BODY_BYTES)
     app.add_routes(
         [
-            web.post("/agents/{agent_id}/trigger", trigger),
-            web.post("/agents/{agent_id}/events", events),
-            web.post("/agents/{agent_id}/fires", fires),
-            web.post("/agents/{agent_id}/tools", tools),
+            web.post("/agents/{agent_id}/trigger", submit),
+            web.post("/agents/{agent_id}/events", receive),
+            web.post("/agents/{agent_id}/fires", fire),
+            web.post("/agents/{agent_id}/tools", change_tools),
             *_approval_routes(service),
             web.get("/status", status),
             web.get("/health", health),

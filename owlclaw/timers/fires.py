@@ -1,6 +1,7 @@
-"""Timer deliveries: what one carries, what the agent made of it, and the misfire policy.
+"""Timer deliveries: which fire times are due, and the misfire policy.
 
-Every delivery carries its idempotency key (schedule id, scheduled fire time). The verdict
+A delivery is a ``Fire`` message to the agent (``owlclaw.messages``), answered with its
+``FireOutcome``; it carries its idempotency key (schedule id, scheduled fire time). The verdict
 (``Agent.receive_fire``) is taken against the agent's state by the agent's own writer and
 committed with expected version, so two deliveries of the same fire can never both start a run.
 """
@@ -9,35 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import msgspec
-
-from events.aggregates import FireVerdict
-
 GRACE = timedelta(seconds=30)
 """A delivery later than this after its fire time counts as missed (the service was down)."""
-
-
-class TimerFire(msgspec.Struct, frozen=True):
-    """One delivery of a schedule's fire to its agent."""
-
-    agent_id: str
-    schedule_id: str
-    fire_time: datetime
-    missed: str | None = None
-    """Set when the misfire policy decided this fire is recorded as missed, with the reason."""
-
-    @property
-    def key(self) -> str:
-        return f"{self.schedule_id}@{self.fire_time.isoformat()}"
-
-
-class FireOutcome(msgspec.Struct, frozen=True):
-    """What the agent made of one delivery; returned once the verdict is committed (the fired
-    run, if any, then executes in the agent's mailbox)."""
-
-    kind: FireVerdict
-    reason: str = ""
-    run_id: str | None = None
 
 
 def plan(

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from hatchet_sdk import Context, EmptyModel
 
 from events.cron import canonical_cron
-from owlclaw.timers.fires import GRACE, TimerFire, plan
+from owlclaw.messages import Fire
+from owlclaw.timers.fires import GRACE, plan
 from owlclaw.timers.worker import Deliver, RetryPolicy
 
 if TYPE_CHECKING:
@@ -83,14 +84,19 @@ class HatchetBackend:
 
 def fire_of(
     task_input: dict[str, Any], metadata: dict[str, Any], now: datetime, grace: timedelta = GRACE
-) -> TimerFire:
+) -> Fire:
     """The fire a Hatchet task run stands for, with the misfire policy applied to its lateness."""
     stamp = task_input.get("fire_time") or metadata.get(CRON_FIRE_TIME)
     fire_time = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else now
     window = timedelta(seconds=int(task_input.get("catch_up_window_s", 3600)))
     policy = str(task_input.get("misfire", "coalesce"))
     [(_, missed)] = plan([fire_time], now, policy, window, grace)
-    return TimerFire(str(task_input["agent_id"]), str(task_input["schedule_id"]), fire_time, missed)
+    return Fire(
+        agent_id=str(task_input["agent_id"]),
+        schedule_id=str(task_input["schedule_id"]),
+        fire_time=fire_time,
+        missed=missed,
+    )
 
 
 def fire_task(
@@ -98,7 +104,7 @@ def fire_task(
     deliver: Deliver,
     retry: RetryPolicy | None = None,
     grace: timedelta = GRACE,
-    hand_back: Callable[[TimerFire], bool] = lambda _: False,
+    hand_back: Callable[[Fire], bool] = lambda _: False,
 ) -> Any:
     """The Hatchet task that receives fires; Hatchet retries it on failure, with backoff.
     A fire of an agent this worker does not serve goes to ``hand_back`` instead (it answers

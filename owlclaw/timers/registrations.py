@@ -23,7 +23,7 @@ from events import catalog as ev
 from events.catalog import LedgerEvent
 from events.cron import next_fire, next_fire_if_any
 from events.ledger import LoggedEvent
-from owlclaw.timers.fires import TimerFire
+from owlclaw.messages import Fire
 from projections.sqlvalues import text
 from projections.view import View
 
@@ -211,7 +211,7 @@ class TimersView(View):
         self.committed([])
         return moved
 
-    def hand_back(self, fire: TimerFire) -> bool:
+    def hand_back(self, fire: Fire) -> bool:
         """Give a fire of an agent not served here (from an engine that holds its timer) back
         to the built-in rows, due at its fire time, for the server that serves the agent: it
         fires it from there (and moves the timer to its own backend when it starts, ``adopt``).

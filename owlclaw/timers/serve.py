@@ -17,8 +17,8 @@ from datetime import timedelta
 from events import Ledger
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig
+from owlclaw.messages import Fire, FireOutcome
 from owlclaw.supervisor import Supervisor
-from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend, TimersView
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker
@@ -87,7 +87,7 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
 
     async def main() -> None:
         agents = place_agents(ledger, config, owner=False)
-        worker, runner = start_timers(ledger, config, _backend(config), agents.fire)
+        worker, runner = start_timers(ledger, config, _backend(config), agents.ask)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -126,7 +126,7 @@ def hatchet_worker(
     else:
         agents = place_agents(ledger, config, owner=False)
         asyncio.run(start_hosts(agents, config))
-        deliver = agents.fire
+        deliver = agents.ask
     retry = RetryPolicy(max_retries=config.timers.max_retries)
     grace = timedelta(seconds=config.timers.misfire_grace_s)
     backend = HatchetBackend(hatchet)
@@ -141,7 +141,7 @@ def _via_server(config: OwlClawConfig) -> Deliver:
 
     client = ServerClient(config)
 
-    async def deliver(fire: TimerFire) -> FireOutcome:
+    async def deliver(fire: Fire) -> FireOutcome:
         return await asyncio.to_thread(client.fire, fire)
 
     return deliver

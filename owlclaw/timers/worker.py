@@ -25,11 +25,12 @@ from eventsourcing import persistence
 
 from events.cron import cron_times, next_fire
 from events.recorder import drop_dead_connections
-from owlclaw.timers.fires import GRACE, FireOutcome, TimerFire, plan
+from owlclaw.messages import Fire, FireOutcome
+from owlclaw.timers.fires import GRACE, plan
 from owlclaw.timers.registrations import TimersView
 
 log = logging.getLogger(__name__)
-Deliver = Callable[[TimerFire], Awaitable[FireOutcome]]
+Deliver = Callable[[Fire], Awaitable[FireOutcome]]
 """Hand a fire to its agent (``Agents.fire``); returns once the verdict is committed."""
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.OperationalError,
@@ -58,7 +59,7 @@ class RetryPolicy:
     backoff_s: float = 0.05
 
 
-async def deliver_with_retries(deliver: Deliver, fire: TimerFire, policy: RetryPolicy) -> int:
+async def deliver_with_retries(deliver: Deliver, fire: Fire, policy: RetryPolicy) -> int:
     """Deliver, retrying failures up to ``policy.max_retries`` times; returns the attempts made.
     The last failure is raised."""
     for attempt in range(policy.max_retries + 1):
@@ -119,7 +120,12 @@ class TimerWorker:
         window = timedelta(seconds=row["catch_up_window_s"])
         try:
             for fire_time, missed in plan(due, now, row["misfire"], window, self.grace):
-                fire = TimerFire(row["agent_id"], row["schedule_id"], fire_time, missed)
+                fire = Fire(
+                    agent_id=row["agent_id"],
+                    schedule_id=row["schedule_id"],
+                    fire_time=fire_time,
+                    missed=missed,
+                )
                 await deliver_with_retries(self.deliver, fire, self.retry)
         except Exception as error:
             log.error("timer %s not delivered: %s", row["schedule_id"], error)

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import msgspec
 
 from events import Ledger
 from events import catalog as ev
-
-if TYPE_CHECKING:
-    from owlclaw.agents import Agents
+from owlclaw.agents import Agents
+from owlclaw.messages import Activate, SubAgentFinished, Submit
 
 log = logging.getLogger("owlclaw.subagents")
 FOCUS_CHARS = 500
@@ -29,31 +28,9 @@ CONTEXT_KEY = "spawned_by"
 """Where a child's RunQueued context names its parent's spawn."""
 
 
-class SubAgentReport(msgspec.Struct, frozen=True):
-    """How a child's run ended, for its parent."""
-
-    parent_agent_id: str
-    spawn_id: str
-    run_id: UUID
-    """The parent's run that spawned it."""
-    call_id: str
-    child_agent_id: str
-    child_run_id: UUID
-    wait: bool
-    status: str
-    answer: str
-    tokens: int
-    cost_usd: float
-
-    def event_fields(self) -> dict[str, Any]:
-        """The SubAgentFinished this report records on the parent's stream."""
-        fields = msgspec.structs.asdict(self)
-        del fields["parent_agent_id"]
-        return fields
-
-
-def report_of(events: list[ev.LedgerEvent]) -> SubAgentReport | None:
-    """The report of a child's ended run (None: not a sub-agent's run, or not ended)."""
+def report_of(events: list[ev.LedgerEvent]) -> SubAgentFinished | None:
+    """A child's ended run as the message to its parent (None: not a sub-agent's run, or
+    not ended)."""
     start = next((e for e in events if isinstance(e, ev.RunStarted)), None)
     end = next((e for e in events if isinstance(e, ev.RunEnded)), None)
     if start is None or end is None or CONTEXT_KEY not in start.context:
@@ -66,8 +43,8 @@ def report_of(events: list[ev.LedgerEvent]) -> SubAgentReport | None:
             told = error
         case _:
             told = getattr(end, "reason", "")
-    return SubAgentReport(
-        parent_agent_id=spawned["parent_agent_id"],
+    return SubAgentFinished(
+        agent_id=spawned["parent_agent_id"],
         spawn_id=spawned["spawn_id"],
         run_id=UUID(spawned["run_id"]),
         call_id=spawned["call_id"],
@@ -109,17 +86,19 @@ class SubAgents:
             depth=depth,
             withheld_tools=withheld_tools,
         )
-        run_id = await self.agents.submit(
-            child_agent_id,
-            "spawn",
-            focus=task[:FOCUS_CHARS],
-            payload={"task": task} if len(task) > FOCUS_CHARS else None,
-            context={CONTEXT_KEY: spawned_by},
-            idempotency_key=key,
+        run_id = await self.agents.ask(
+            Submit(
+                agent_id=child_agent_id,
+                trigger="spawn",
+                focus=task[:FOCUS_CHARS],
+                payload={"task": task} if len(task) > FOCUS_CHARS else None,
+                context={CONTEXT_KEY: spawned_by},
+                idempotency_key=key,
+            )
         )
         return UUID(run_id)
 
-    async def ended(self, child_run_id: UUID) -> SubAgentReport | None:
+    async def ended(self, child_run_id: UUID) -> SubAgentFinished | None:
         """The child run's report once it has ended."""
         return report_of(await asyncio.to_thread(self.ledger.stream, child_run_id))
 
@@ -169,10 +148,10 @@ async def watch_subagents(ledger: Ledger, agents: Agents, agent_ids: list[str]) 
             report = report_of(await asyncio.to_thread(ledger.stream, spawn.child_run_id))
             try:
                 if report is not None:
-                    await agents.subagent_finished(parent, report)
+                    await agents.ask(report)
                     continue
                 running += 1
-                await agents.activate(spawn.child_agent_id)
+                await agents.ask(Activate(agent_id=spawn.child_agent_id))
             except Exception:  # a host restarting: the next pass tries again
                 log.warning("sub-agent %s of %s not reached", spawn.child_agent_id, parent)
                 continue

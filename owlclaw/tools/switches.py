@@ -13,18 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-import msgspec
-
 from events import Ledger
-
-
-class ToolsChange(msgspec.Struct, frozen=True):
-    """What an enable/disable left: the agent's disabled tools, and where the ToolsChanged was
-    recorded (None: nothing changed, nothing recorded)."""
-
-    agent_id: str
-    disabled: list[str]
-    position: int | None = None
+from owlclaw.messages import ToolsChange
 
 
 def change_tools_directly(

@@ -23,7 +23,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.runtime.loop import RunResult
+from owlclaw.messages import Activate, Result, RunResult, Submit, SubmitAndWait
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 SLOW_S = 3.0
@@ -74,8 +74,14 @@ def test_runs_of_different_agents_run_in_parallel(
         ledger.register_agent(agent_id)
 
     async def all_at_once() -> list[RunResult]:
-        await asyncio.gather(*(directory.activate(a) for a in agents))  # actors up (litellm)
-        return list(await asyncio.gather(*(directory.run(a, "webhook") for a in agents)))
+        await asyncio.gather(
+            *(directory.ask(Activate(agent_id=a)) for a in agents)
+        )  # actors up (litellm)
+        return list(
+            await asyncio.gather(
+                *(directory.ask(SubmitAndWait(agent_id=a, trigger="webhook")) for a in agents)
+            )
+        )
 
     results = asyncio.run(all_at_once())
     import ray
@@ -128,7 +134,10 @@ def test_two_actors_for_one_agent_never_fork_its_streams(
     ]
 
     async def race() -> list[Any]:
-        calls = [twins[i % 2].submit.remote("contested", "webhook") for i in range(40)]
+        calls = [
+            twins[i % 2].ask.remote(Submit(agent_id="contested", trigger="webhook"))
+            for i in range(40)
+        ]
         return list(await asyncio.gather(*calls, return_exceptions=True))
 
     outcomes = asyncio.run(race())
@@ -137,7 +146,7 @@ def test_two_actors_for_one_agent_never_fork_its_streams(
     for run_id in accepted:
         owner = twins[outcomes.index(run_id) % 2]
         with contextlib.suppress(Exception):  # a run may lose a contested append: see below
-            ray.get(owner.result.remote("contested", run_id), timeout=60)
+            ray.get(owner.ask.remote(Result(agent_id="contested", run_id=run_id)), timeout=60)
     for twin in twins:
         ray.kill(twin)
     assert accepted and all("StreamConflict" in str(r) for r in refused)
@@ -161,7 +170,9 @@ def test_a_killed_agent_actor_restarts_and_its_interrupted_run_resumes(
     paced = playing(config, "paced")
     directory = AgentDirectory(ledger, paced)
     ledger.register_agent("phoenix")
-    run_id = asyncio.run(directory.submit("phoenix", "webhook", focus="three steps"))
+    run_id = asyncio.run(
+        directory.ask(Submit(agent_id="phoenix", trigger="webhook", focus="three steps"))
+    )
 
     def decisions() -> int:
         return sum(isinstance(e, ev.DecisionLogged) for e in ledger.stream(uuid.UUID(run_id)))
@@ -171,7 +182,7 @@ def test_a_killed_agent_actor_restarts_and_its_interrupted_run_resumes(
     while decisions() < 1 and time.monotonic() < deadline:
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)  # mid-run: a model call is in flight
-    result = asyncio.run(directory.result("phoenix", run_id))
+    result = asyncio.run(directory.ask(Result(agent_id="phoenix", run_id=run_id)))
     new_pid = ray.get(directory.handle("phoenix").pid.remote())
     asyncio.run(directory.close())
     events = ledger.stream(uuid.UUID(run_id))
@@ -192,7 +203,7 @@ def test_a_caller_streams_a_runs_events_while_it_runs(
     ledger.register_agent("streamed")
 
     async def follow() -> tuple[str, list[tuple[str, datetime]]]:
-        run_id = await directory.submit("streamed", "webhook")
+        run_id = await directory.ask(Submit(agent_id="streamed", trigger="webhook"))
         return run_id, [
             (type(e).__name__, datetime.now(UTC)) async for e in directory.events(run_id)
         ]

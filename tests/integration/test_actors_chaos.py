@@ -24,7 +24,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.runtime.loop import RunResult
+from owlclaw.messages import Result, RunResult, Submit, SubmitAndWait
 from projections import AuditView, ProjectionRunner, RunsView, rebuild
 from projections.view import View
 from tests.components import missing_component
@@ -80,7 +80,12 @@ def storm(
         for _ in range(RUNS_PER_AGENT):
             while True:  # a client retries when the host died before answering; if it had
                 try:  # committed the run already, that run is an extra one, never a lost one
-                    accepted.append((agent_id, await directory.submit(agent_id, "webhook")))
+                    accepted.append(
+                        (
+                            agent_id,
+                            await directory.ask(Submit(agent_id=agent_id, trigger="webhook")),
+                        )
+                    )
                     break
                 except died:
                     await asyncio.sleep(0.2)
@@ -113,7 +118,9 @@ def settle(ledger: Ledger, directory: AgentDirectory, agents: list[str]) -> None
         if not open_agents:
             return
         for agent_id in open_agents:
-            asyncio.run(directory.run(agent_id, "webhook"))  # activation resumes/starts them
+            asyncio.run(
+                directory.ask(SubmitAndWait(agent_id=agent_id, trigger="webhook"))
+            )  # activation resumes/starts them
 
 
 def assert_consistent(ledger: Ledger, agents: list[str], accepted: list[tuple[str, str]]) -> int:
@@ -158,11 +165,17 @@ def test_killing_agent_hosts_at_random_loses_forks_and_doubles_nothing(setting: 
         for agent_id in agents:
             ledger.register_agent(agent_id)
         for agent_id in {directory.actor_name(a): a for a in agents}.values():
-            asyncio.run(directory.run(agent_id, "webhook"))  # every host up before the storm
+            asyncio.run(
+                directory.ask(SubmitAndWait(agent_id=agent_id, trigger="webhook"))
+            )  # every host up before the storm
         accepted, kills = storm(directory, agents, random.Random(7))
 
         async def results() -> list[RunResult]:
-            return list(await asyncio.gather(*(directory.result(a, r) for a, r in accepted)))
+            return list(
+                await asyncio.gather(
+                    *(directory.ask(Result(agent_id=a, run_id=r)) for a, r in accepted)
+                )
+            )
 
         statuses = {r.status for r in asyncio.run(results())}
         settle(ledger, directory, agents)

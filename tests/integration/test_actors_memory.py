@@ -19,6 +19,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.messages import SubmitAndWait
 from projections import MemoryView, ProjectionRunner
 from projections.embedders import LOCAL_MODEL, Embedder
 
@@ -73,11 +74,17 @@ def test_hosts_remember_and_recall_through_what_the_node_shares(
 
     async def learn_then_recall() -> tuple[list[str], list[str]]:
         learnt = await asyncio.gather(
-            *(directory.run(a, "webhook", focus="learn this") for a in agents)
+            *(
+                directory.ask(SubmitAndWait(agent_id=a, trigger="webhook", focus="learn this"))
+                for a in agents
+            )
         )
         ProjectionRunner(ledger, view).catch_up()  # the service's memory projection
         recalled = await asyncio.gather(
-            *(directory.run(a, "webhook", focus="think back") for a in agents)
+            *(
+                directory.ask(SubmitAndWait(agent_id=a, trigger="webhook", focus="think back"))
+                for a in agents
+            )
         )
         return [r.run_id for r in learnt], [r.run_id for r in recalled]
 

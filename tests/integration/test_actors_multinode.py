@@ -19,7 +19,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.runtime.loop import RunResult
+from owlclaw.messages import Activate, Result, RunResult, Submit
 from tests.components import missing_component
 from tests.waiting import wait_for
 
@@ -94,13 +94,18 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         placed = {a: _placed(directories, home[a], a, directory) for a in agents}
         assert set(placed.values()) == {head_id, worker.node_id}  # agents on both nodes
         for agent_id in agents:  # activated (litellm imported) before the runs start
-            ray.get(directories[home[agent_id]].handle(agent_id).activate.remote(agent_id))
+            ray.get(
+                directories[home[agent_id]].handle(agent_id).ask.remote(Activate(agent_id=agent_id))
+            )
         doomed = [  # the worker's agents' processes, asked now: the kill follows the starts
             ray.get(directories[home[a]].handle(a).pid.remote())
             for a in agents
             if placed[a] == worker.node_id
         ]
-        run_ids = {a: asyncio.run(directories[home[a]].submit(a, "webhook")) for a in agents}
+        run_ids = {
+            a: asyncio.run(directories[home[a]].ask(Submit(agent_id=a, trigger="webhook")))
+            for a in agents
+        }
 
         def started(run_id: str) -> bool:
             events = ledger.stream(uuid.UUID(run_id))
@@ -110,7 +115,9 @@ def test_agents_on_a_dying_node_restart_elsewhere_and_resume(
         killed_at = _kill(nodes, worker, doomed)  # the worker node dies with its agents mid-run
 
         async def results() -> list[RunResult]:
-            waits = (directories[home[a]].result(a, r) for a, r in run_ids.items())
+            waits = (
+                directories[home[a]].ask(Result(agent_id=a, run_id=r)) for a, r in run_ids.items()
+            )
             return list(await asyncio.gather(*waits))
 
         outcomes = asyncio.run(results())

@@ -17,9 +17,10 @@ from events.aggregates import Run, agent_stream_id
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.messages import Activate, Result, RunResult, Submit
 from owlclaw.runtime import app_code
 from owlclaw.runtime.app_code import EXIT_GRACE_S, STARTUP_S
-from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.capabilities import Registry
 from tests.apps import make_app
 
@@ -75,7 +76,9 @@ def test_an_interrupted_run_resumes_from_its_recorded_steps(
 
     async def activate() -> RunResult:
         host = AgentHost(ledger, config_with("scripted/resume"))
-        result = await host.result("crashed", run_id)  # activation resumes it first
+        result = await host.ask(
+            Result(agent_id="crashed", run_id=run_id)
+        )  # activation resumes it first
         await host.close()
         return result
 
@@ -123,10 +126,31 @@ def test_an_agent_whose_app_directory_became_invalid_fails_its_runs_and_the_host
 
     async def scenario() -> list[RunResult]:
         host = AgentHost(ledger, config())
-        results = [await host.result("broken", await host.submit("broken", "webhook"))]
-        results.append(await host.result("healthy", await host.submit("healthy", "webhook")))
+        results = [
+            await host.ask(
+                Result(
+                    agent_id="broken",
+                    run_id=await host.ask(Submit(agent_id="broken", trigger="webhook")),
+                )
+            )
+        ]
+        results.append(
+            await host.ask(
+                Result(
+                    agent_id="healthy",
+                    run_id=await host.ask(Submit(agent_id="healthy", trigger="webhook")),
+                )
+            )
+        )
         (root / "SOUL.md").write_text("# Soul\\nBack.\\n")
-        results.append(await host.result("broken", await host.submit("broken", "webhook")))
+        results.append(
+            await host.ask(
+                Result(
+                    agent_id="broken",
+                    run_id=await host.ask(Submit(agent_id="broken", trigger="webhook")),
+                )
+            )
+        )
         await host.close()
         return results
 
@@ -166,8 +190,8 @@ def test_rate_limit_windows_survive_passivation_and_a_restart(
                 while "limited" in (await host.status("limited")).agents:
                     assert time.monotonic() < deadline, "never passivated"
                     await asyncio.sleep(0.05)
-            run_id = await host.submit("limited", "webhook")
-            await host.result("limited", run_id)
+            run_id = await host.ask(Submit(agent_id="limited", trigger="webhook"))
+            await host.ask(Result(agent_id="limited", run_id=run_id))
             outcomes += [
                 type(e).__name__
                 for e in ledger.stream(uuid.UUID(run_id))
@@ -221,15 +245,35 @@ def test_an_app_whose_code_hangs_or_raises_at_import_fails_alone_and_loads_once_
 
     async def scenario() -> tuple[float, bool, list[RunResult], list[int]]:
         host = AgentHost(ledger, OwlClawConfig(runtime=limits))
-        activating = asyncio.create_task(host.activate("looper"))
-        healthy = await host.result("healthy", await host.submit("healthy", "webhook"))
+        activating = asyncio.create_task(host.ask(Activate(agent_id="looper")))
+        healthy = await host.ask(
+            Result(
+                agent_id="healthy",
+                run_id=await host.ask(Submit(agent_id="healthy", trigger="webhook")),
+            )
+        )
         looper_was_loading = not activating.done()
         activation_ms = await activating
         probes = [len(probed)]
-        results = [healthy, await host.result("looper", await host.submit("looper", "webhook"))]
+        results = [
+            healthy,
+            await host.ask(
+                Result(
+                    agent_id="looper",
+                    run_id=await host.ask(Submit(agent_id="looper", trigger="webhook")),
+                )
+            ),
+        ]
         probes.append(len(probed))
         handlers.write_text(handlers.read_text().replace(statement, ""))
-        results.append(await host.result("looper", await host.submit("looper", "webhook")))
+        results.append(
+            await host.ask(
+                Result(
+                    agent_id="looper",
+                    run_id=await host.ask(Submit(agent_id="looper", trigger="webhook")),
+                )
+            )
+        )
         await host.close()
         return activation_ms, looper_was_loading, results, probes
 
@@ -260,7 +304,7 @@ def test_closing_the_host_while_a_run_is_in_flight_stops_its_consumer(ledger: Le
 
     async def go() -> AgentHost:
         host = AgentHost(ledger, config_with("scripted/host-slow"))  # never passivates
-        await host.submit("closing", "webhook")
+        await host.ask(Submit(agent_id="closing", trigger="webhook"))
         while not host.status_now().agents.get("closing", None) or not (
             host.status_now().agents["closing"].running
         ):

@@ -19,9 +19,9 @@ from events.aggregates import ApprovalClosed
 from owlclaw.app import load_app
 from owlclaw.audit.verify import ReplayReport, replay_run
 from owlclaw.llm.replay import RecordedRun
+from owlclaw.messages import AnswerApproval, Decision, Result, RunResult, Submit
 from owlclaw.runtime.app_code import AppCode
-from owlclaw.runtime.approvals import Decision, ToolArgumentsInvalid, answer_directly, pending
-from owlclaw.runtime.loop import RunResult
+from owlclaw.runtime.approvals import ToolArgumentsInvalid, answer_directly, pending
 from owlclaw.tools.stats import tool_stats
 from projections import ProjectionRunner
 from projections.tool_calls import AuditView
@@ -118,8 +118,8 @@ def test_edited_arguments_are_checked_against_the_tool_and_used(
         host = AgentHost(ledger, config("edited"))
         try:
             decision = Decision(approval_id, True, "carol", arguments=arguments)
-            answered = await host.answer_approval("edited", decision)
-            return (await host.result("edited", answered.run_id)).status
+            answered = await host.ask(AnswerApproval(agent_id="edited", decision=decision))
+            return (await host.ask(Result(agent_id="edited", run_id=answered.run_id))).status
         finally:
             await host.close()
 
@@ -140,8 +140,8 @@ def test_calls_below_the_condition_do_not_wait(ledger: Ledger, tmp_path: Path) -
     async def run() -> RunResult:
         host = AgentHost(ledger, config("small"))
         try:
-            run_id = await host.submit("small", "webhook")
-            return await host.result("small", run_id)
+            run_id = await host.ask(Submit(agent_id="small", trigger="webhook"))
+            return await host.ask(Result(agent_id="small", run_id=run_id))
         finally:
             await host.close()
 

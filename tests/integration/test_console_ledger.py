@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from events import catalog as ev
+from owlclaw.messages import Result, Submit
 from owlclaw.server.console.pages import ledger as ledger_page
 from tests.browser import Console, logged_in, scripted_app
 
@@ -36,8 +37,8 @@ def test_the_ledger_page_names_the_event_altered_in_the_database(
 ) -> None:
     served = console(scripted_app(tmp_path / "desk", "desk", [{"content": "all quiet"}]))
     service = served.service
-    run_id = served.call(service.submit("desk", "webhook", XSS))
-    assert served.call(service.result("desk", run_id)).status == "completed"
+    run_id = served.call(service.ask(Submit(agent_id="desk", trigger="webhook", focus=XSS)))
+    assert served.call(service.ask(Result(agent_id="desk", run_id=run_id))).status == "completed"
     page, url = logged_in(served.page, served.url, served.token, "alice"), served.url
 
     history = served.ledger.agent_history("desk")
@@ -97,8 +98,8 @@ def test_an_agent_stream_that_does_not_decode_is_named_on_its_row_and_its_ledger
 ) -> None:
     served = console(scripted_app(tmp_path / "desk", "desk", [{"content": "all quiet"}]))
     service = served.service
-    run_id = served.call(service.submit("desk", "webhook", "check"))
-    assert served.call(service.result("desk", run_id)).status == "completed"
+    run_id = served.call(service.ask(Submit(agent_id="desk", trigger="webhook", focus="check")))
+    assert served.call(service.ask(Result(agent_id="desk", run_id=run_id))).status == "completed"
     agent = served.ledger.load_agent("desk")
     [queued] = [e for e in served.ledger.stream(agent.id) if isinstance(e, ev.RunQueued)]
     with psycopg.connect(served.config.database_url, autocommit=True) as conn:

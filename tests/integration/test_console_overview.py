@@ -16,6 +16,7 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import run_stream_id
+from owlclaw.messages import Result, Submit
 from projections import VIEWS, RunsView
 from tests.apps import make_app
 from tests.browser import Console, logged_in
@@ -62,8 +63,8 @@ def record_run_days_ago(ledger: Ledger, agent_id: str, days: int, tool_calls: in
 def run_once(console: Console, agent_id: str, focus: str) -> datetime:
     """Trigger a run, wait for its end; when it started."""
     service = console.service
-    run_id = console.call(service.submit(agent_id, "webhook", focus=focus))
-    assert console.call(service.result(agent_id, run_id)).status == "completed"
+    run_id = console.call(service.ask(Submit(agent_id=agent_id, trigger="webhook", focus=focus)))
+    assert console.call(service.ask(Result(agent_id=agent_id, run_id=run_id))).status == "completed"
     return console.ledger.stream(uuid.UUID(run_id))[0].timestamp
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from events import catalog as ev
+from owlclaw.messages import Result, Submit
 from projections import VIEWS
 from tests.apps import make_app
 from tests.browser import Console, logged_in
@@ -37,8 +38,8 @@ def scripted_app(root: Path, steps: list[Any], extra: str = "") -> Path:
 def run_once(console: Console, agent_id: str, focus: str) -> str:
     """Trigger a run and wait for its end; its status."""
     service = console.service
-    run_id = console.call(service.submit(agent_id, "webhook", focus=focus))
-    return console.call(service.result(agent_id, run_id)).status
+    run_id = console.call(service.ask(Submit(agent_id=agent_id, trigger="webhook", focus=focus)))
+    return console.call(service.ask(Result(agent_id=agent_id, run_id=run_id))).status
 
 
 def agent_events(console: Console, agent_id: str) -> list[ev.LedgerEvent]:
@@ -169,8 +170,8 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     (trader / "handlers.py").write_text(HANDLERS)
     c = console(trader)
     service = c.service
-    run_id = c.call(service.submit("trader", "webhook", focus="buy ACME"))
-    assert c.call(service.result("trader", run_id)).status == "parked"
+    run_id = c.call(service.ask(Submit(agent_id="trader", trigger="webhook", focus="buy ACME")))
+    assert c.call(service.ask(Result(agent_id="trader", run_id=run_id))).status == "parked"
     page = logged_in(c.page, c.url, c.token, "alice")
     page.goto(f"{c.url}/ui/approvals")
     [approval] = service.pending_approvals()
@@ -187,7 +188,7 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     row.locator("button[value=approve]").click()
     page.wait_for_selector("p.flash.ok")
     assert f"granted {approval.approval_id} as console:alice" in page.inner_text("p.flash")
-    assert c.call(service.result("trader", run_id)).status == "completed"
+    assert c.call(service.ask(Result(agent_id="trader", run_id=run_id))).status == "completed"
     [granted] = [e for e in agent_events(c, "trader") if isinstance(e, ev.ApprovalGranted)]
     assert (granted.approval_id, granted.by, granted.note) == (
         approval.approval_id,
@@ -202,8 +203,10 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     assert answer["title"] == "Resumed: approval granted by console:alice"
     assert answer["note"] == "within limits" and answer["approval"] == approval.approval_id
 
-    again = c.call(service.submit("trader", "webhook", focus="buy ACME again"))
-    assert c.call(service.result("trader", again)).status == "parked"
+    again = c.call(
+        service.ask(Submit(agent_id="trader", trigger="webhook", focus="buy ACME again"))
+    )
+    assert c.call(service.ask(Result(agent_id="trader", run_id=again))).status == "parked"
     [second] = service.pending_approvals()
     page.goto(f"{c.url}/ui/approvals")
     row = page.locator(f"tr[data-approval='{second.approval_id}']")
@@ -211,7 +214,7 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     row.locator("button[value=deny]").click()
     page.wait_for_selector("p.flash.ok")
     assert f"denied {second.approval_id} as console:alice" in page.inner_text("p.flash")
-    assert c.call(service.result("trader", again)).status == "completed"
+    assert c.call(service.ask(Result(agent_id="trader", run_id=again))).status == "completed"
     [denied] = [e for e in agent_events(c, "trader") if isinstance(e, ev.ApprovalDenied)]
     assert (denied.approval_id, denied.by, denied.note) == (
         second.approval_id,

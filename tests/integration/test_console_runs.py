@@ -16,6 +16,7 @@ from playwright.sync_api import Page
 
 from events import catalog as ev
 from owlclaw import tracing
+from owlclaw.messages import Result, Submit
 from projections import RunsView
 from tests.browser import Console, logged_in, scripted_app
 from tests.langfuse_receiver import PROJECT_ID, Receiver
@@ -122,7 +123,9 @@ def test_the_server_stops_promptly_while_a_live_run_page_is_open(
     app = scripted_app(tmp_path / "desk", "desk", steps, governance='ask = ["remember"]')
     served = console(app)
     page = logged_in(served.page, served.url, served.token, "alice")
-    run_id = served.call(served.service.submit("desk", "webhook", "wait for me"))
+    run_id = served.call(
+        served.service.ask(Submit(agent_id="desk", trigger="webhook", focus="wait for me"))
+    )
     page.goto(f"{served.url}/ui/agents/desk/runs/{run_id}")
     page.locator(".step.parked").wait_for()  # the stream stays open: the run has not ended
     started = time.monotonic()
@@ -148,8 +151,13 @@ def test_a_sent_message_shows_its_delivery_and_the_open_page_follows_the_outbox(
     with (app / "owlclaw.toml").open("a") as config:
         config.write(tools)
     served = console(app)
-    run_id = served.call(served.service.submit("herald", "webhook", "tell ops"))
-    assert served.call(served.service.result("herald", run_id)).status == "completed"
+    run_id = served.call(
+        served.service.ask(Submit(agent_id="herald", trigger="webhook", focus="tell ops"))
+    )
+    assert (
+        served.call(served.service.ask(Result(agent_id="herald", run_id=run_id))).status
+        == "completed"
+    )
     assert receiver.holding.wait(30)
     page = logged_in(served.page, served.url, served.token, "alice")
     page.goto(f"{served.url}/ui/agents/herald/runs/{run_id}")

@@ -18,6 +18,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.database import Database
+from owlclaw.messages import Result
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
 from tests.apps import make_app
@@ -119,7 +120,7 @@ def serve_runs_and_scrape(fresh_db: Database, tmp_path: Path) -> tuple[Samples, 
                 url = f"{base}/agents/metered/trigger"
                 runs.append((await http.post(url, json={"focus": focus}, headers=auth)).json())
             for run in runs:
-                await service.result("metered", run["run_id"])
+                await service.ask(Result(agent_id="metered", run_id=run["run_id"]))
             assert service.ledger is not None
             target = await asyncio.to_thread(service.ledger.last_committed)
             deadline = asyncio.get_running_loop().time() + 30

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from owlclaw.messages import Result, Submit
 from tests.apps import make_app
 from tests.browser import Console, logged_in
 from tests.cli import free_port, owlclaw, owlclaw_json, start_run, user_env
@@ -74,9 +75,23 @@ def test_the_console_agents_page_says_the_agent_runs_its_previous_code(
     (app / "handlers.py").write_text(HANDLERS)
     c = console(app)
     service = c.service
-    c.call(service.result("desk", c.call(service.submit("desk", "webhook"))))
+    c.call(
+        service.ask(
+            Result(
+                agent_id="desk",
+                run_id=c.call(service.ask(Submit(agent_id="desk", trigger="webhook"))),
+            )
+        )
+    )
     (app / "handlers.py").write_text(BROKEN)
-    c.call(service.result("desk", c.call(service.submit("desk", "webhook"))))
+    c.call(
+        service.ask(
+            Result(
+                agent_id="desk",
+                run_id=c.call(service.ask(Submit(agent_id="desk", trigger="webhook"))),
+            )
+        )
+    )
     page = logged_in(c.page, c.url, c.token, "alice")
     warning = page.locator("[data-app-warning]")
     assert "running its previous code: kept the previous identity:" in warning.inner_text()

@@ -28,8 +28,9 @@ from owlclaw.app import AppError, estimate_tokens, load_app, sanitize, select_sk
 from owlclaw.config import ConfigError, RuntimeConfig, load_config
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.messages import RunResult
 from owlclaw.runtime.context import HEADER, ContextItem, build_context
-from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance

@@ -12,7 +12,7 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import UnknownSchedule
-from owlclaw.timers.fires import TimerFire
+from owlclaw.messages import CancelSchedule, Fire
 from owlclaw.timers.registrations import TimersView
 from projections import ProjectionRunner, SchedulesView
 from tests.scripted import agent_events
@@ -61,8 +61,10 @@ def test_operator_cancel_is_recorded_with_who_and_unregisters_the_timer(ledger: 
     async def cancel() -> int:
         agents = host(ledger, "act")
         try:
-            return await agents.cancel_schedule(
-                "ops", schedule_id, by="console:alice", reason="not needed"
+            return await agents.ask(
+                CancelSchedule(
+                    agent_id="ops", schedule_id=schedule_id, by="console:alice", reason="not needed"
+                )
             )
         finally:
             await agents.close()
@@ -90,7 +92,7 @@ def test_operator_cancel_is_recorded_with_who_and_unregisters_the_timer(ledger: 
         "cancelled by console:alice: not needed",
     )
     # a fire the backend still delivers is refused by the agent
-    late = TimerFire("ops", schedule_id, cancelled.timestamp)
+    late = Fire(agent_id="ops", schedule_id=schedule_id, fire_time=cancelled.timestamp)
     outcome = delivering(ledger, lambda deliver: deliver(late))
     assert (outcome.kind, outcome.run_id) == ("duplicate", None)
 
@@ -103,10 +105,16 @@ def test_cancelling_a_schedule_that_is_not_active_records_nothing(ledger: Ledger
         agents = host(ledger, "act")
         try:
             with pytest.raises(UnknownSchedule, match="no active schedule 'nope' of agent ops"):
-                await agents.cancel_schedule("ops", "nope", by="console:alice")
-            await agents.cancel_schedule("ops", schedule_id, by="console:alice")
+                await agents.ask(
+                    CancelSchedule(agent_id="ops", schedule_id="nope", by="console:alice")
+                )
+            await agents.ask(
+                CancelSchedule(agent_id="ops", schedule_id=schedule_id, by="console:alice")
+            )
             with pytest.raises(UnknownSchedule, match=schedule_id):
-                await agents.cancel_schedule("ops", schedule_id, by="console:bob")
+                await agents.ask(
+                    CancelSchedule(agent_id="ops", schedule_id=schedule_id, by="console:bob")
+                )
         finally:
             await agents.close()
 

@@ -16,6 +16,7 @@ from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.messages import Receive, Submit
 from owlclaw.server.service import NotServed, Service
 from tests.apps import make_app
 from tests.waiting import await_for
@@ -80,8 +81,8 @@ def test_heartbeats_skip_until_an_inbound_event_arrives(fresh_db: Database, tmp_
 
             await await_for(ended(ev.RunSkipped, 2), "two heartbeats skipped", timeout_s=10)
             with pytest.raises(NotServed):
-                await service.submit("someone-else", "webhook")
-            await service.receive("watcher", "webhook", {"order": 7})
+                await service.ask(Submit(agent_id="someone-else", trigger="webhook"))
+            await service.ask(Receive(agent_id="watcher", source="webhook", payload={"order": 7}))
             await await_for(ended(ev.RunCompleted, 1), "a heartbeat acting on the event", 10)
             beats = runs(ledger, "watcher")
             started = [r[0] for r in beats]

@@ -23,7 +23,8 @@ from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.tools.subagents import SubAgentReport, watch_subagents
+from owlclaw.messages import Activate, Cancel, Message, SubAgentFinished, Submit
+from owlclaw.tools.subagents import watch_subagents
 from tests.apps import make_app
 from tests.cli import owlclaw
 from tests.scripted import call
@@ -104,7 +105,7 @@ def run_parent(
         host = AgentHost(ledger, OwlClawConfig(runtime=RuntimeConfig(models=("x",))))
         try:
             ledger.attach_app(agent_id, str(root))
-            run_id = await host.submit(agent_id, "webhook")
+            run_id = await host.ask(Submit(agent_id=agent_id, trigger="webhook"))
             await asyncio.to_thread(settled, run_id)
             return run_id
         finally:
@@ -237,7 +238,7 @@ def test_cancelling_a_waiting_parent_cancels_its_running_children(
         host = AgentHost(ledger, OwlClawConfig(runtime=RuntimeConfig(models=("x",))))
         try:
             ledger.attach_app("impatient", str(root))
-            run_id = await host.submit("impatient", "webhook")
+            run_id = await host.ask(Submit(agent_id="impatient", trigger="webhook"))
             deadline = time.monotonic() + 30
             while True:  # both children are inside their (slow) model call
                 running = [a for a, s in host.status_now().agents.items() if s.running]
@@ -245,7 +246,7 @@ def test_cancelling_a_waiting_parent_cancels_its_running_children(
                     break
                 assert time.monotonic() < deadline, "the children did not start"
                 await asyncio.sleep(0.05)
-            assert await host.cancel("impatient", run_id)
+            assert await host.ask(Cancel(agent_id="impatient", run_id=run_id))
             spawns = ledger.load_agent("impatient").state.spawns.values()
             child_runs = [str(s.child_run_id) for s in spawns]
             for child_run in child_runs:
@@ -297,7 +298,7 @@ def test_on_ray_a_child_whose_host_is_killed_finishes_and_the_parent_gets_all_th
     ledger.attach_app("rayboss", str(root))
 
     async def go() -> str:
-        run_id = await directory.submit("rayboss", "webhook")
+        run_id = await directory.ask(Submit(agent_id="rayboss", trigger="webhook"))
         deadline = time.monotonic() + 120  # four cold actor starts on a loaded machine
         while len(ledger.load_agent("rayboss").state.spawns) < 3:
             assert time.monotonic() < deadline, "the parent did not spawn three sub-agents"
@@ -344,8 +345,11 @@ class LosesReports:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.host, name)
 
-    async def subagent_finished(self, agent_id: str, report: SubAgentReport) -> None:
-        return None
+    async def ask(self, message: Message[Any]) -> Any:
+        if isinstance(message, SubAgentFinished):
+            return None
+        assert self.host is not None
+        return await self.host.ask(message)
 
 
 def test_a_report_that_never_arrived_is_reconciled_when_the_parent_is_activated(
@@ -359,7 +363,7 @@ def test_a_report_that_never_arrived_is_reconciled_when_the_parent_is_activated(
         first = lossy.host = AgentHost(ledger, config, agents=lossy)
         try:
             ledger.attach_app("forgotten", str(root))
-            run_id = await first.submit("forgotten", "webhook")
+            run_id = await first.ask(Submit(agent_id="forgotten", trigger="webhook"))
             deadline = time.monotonic() + 30
             while True:
                 spawns = ledger.load_agent("forgotten").state.spawns.values()
@@ -372,7 +376,9 @@ def test_a_report_that_never_arrived_is_reconciled_when_the_parent_is_activated(
             await first.close()
         second = AgentHost(ledger, config)
         try:
-            await second.activate("forgotten")  # reconciles from the ledger, resumes the run
+            await second.ask(
+                Activate(agent_id="forgotten")
+            )  # reconciles from the ledger, resumes the run
             await asyncio.to_thread(ended, ledger, run_id)
         finally:
             await second.close()

@@ -23,7 +23,8 @@ from owlclaw.audit.chains import verify_agent
 from owlclaw.cli import app as cli
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.approvals import Decision, answer_directly
+from owlclaw.messages import Decision
+from owlclaw.runtime.approvals import answer_directly
 from owlclaw.runtime.loop import AgentRuntime
 from tests.approvals import park, resumed, trader
 from tests.scripted import decide, play

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from events import Ledger, LedgerUnavailable
-from owlclaw.timers.fires import FireOutcome, TimerFire
+from owlclaw.messages import Fire, FireOutcome
 from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import RetryPolicy, TimerWorker
 
@@ -52,10 +52,10 @@ class Deliveries:
     """Where the worker delivers: records each fire and stops the worker after it."""
 
     def __init__(self) -> None:
-        self.fires: list[TimerFire] = []
+        self.fires: list[Fire] = []
         self.stop = asyncio.Event()
 
-    async def fire(self, fire: TimerFire) -> FireOutcome:
+    async def fire(self, fire: Fire) -> FireOutcome:
         self.fires.append(fire)
         self.stop.set()
         return FireOutcome("fire")
@@ -98,9 +98,9 @@ def test_an_advance_that_meets_the_database_away_is_written_once_it_answers(
 ) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
-    fires: list[TimerFire] = []
+    fires: list[Fire] = []
 
-    async def deliver(fire: TimerFire) -> FireOutcome:
+    async def deliver(fire: Fire) -> FireOutcome:
         fires.append(fire)
         return FireOutcome("fire")
 
@@ -133,9 +133,9 @@ def test_a_worker_stopped_while_its_advance_meets_the_database_away_leaves_the_l
 def test_a_failed_delivery_releases_the_claim_to_be_claimed_again_soon(view: TimersView) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
-    refused: list[TimerFire] = []
+    refused: list[Fire] = []
 
-    async def unavailable(fire: TimerFire) -> FireOutcome:
+    async def unavailable(fire: Fire) -> FireOutcome:
         refused.append(fire)
         raise LedgerUnavailable("cannot look up stream heads: terminating connection")
 
@@ -165,7 +165,7 @@ def test_a_release_that_meets_the_database_away_is_written_once_it_answers(
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
 
-    async def unavailable(fire: TimerFire) -> FireOutcome:
+    async def unavailable(fire: Fire) -> FireOutcome:
         raise LedgerUnavailable("database unreachable")
 
     no_retries = RetryPolicy(max_retries=0)
@@ -177,7 +177,7 @@ def test_a_release_that_meets_the_database_away_is_written_once_it_answers(
 
 
 def test_the_backoff_of_a_failing_delivery_is_capped_by_the_lease(view: TimersView) -> None:
-    async def deliver(fire: TimerFire) -> FireOutcome:
+    async def deliver(fire: Fire) -> FireOutcome:
         return FireOutcome("fire")
 
     worker = TimerWorker(view, deliver, lease=LEASE)

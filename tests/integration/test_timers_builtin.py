@@ -19,8 +19,8 @@ from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
 from owlclaw.database import Database
+from owlclaw.messages import Fire, FireOutcome, Result
 from owlclaw.reports.inspection import open_schedules, schedules_of
-from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker, deliver_with_retries
 from projections import ProjectionRunner
@@ -113,7 +113,11 @@ def test_cancelled_schedule_never_starts_a_run(
     clock.now += timedelta(minutes=5)
     assert delivering(ledger, lambda d: TimerWorker(view, d, clock=clock).tick()) == 0
     # a backend that fires anyway (Hatchet may) is refused by the agent itself
-    late = TimerFire("canceller", requested.schedule_id, requested.fire_at or clock.now)
+    late = Fire(
+        agent_id="canceller",
+        schedule_id=requested.schedule_id,
+        fire_time=requested.fire_at or clock.now,
+    )
     outcome = delivering(ledger, lambda deliver: deliver(late))
     assert (outcome.kind, outcome.reason, outcome.run_id) == (
         "duplicate",
@@ -128,15 +132,19 @@ def test_duplicate_delivery_from_two_processes_starts_exactly_one_run(
 ) -> None:
     schedule(ledger, "twice", "schedule_once", delay_seconds=30, focus="once only")
     [requested] = [e for e in agent_events(ledger, "twice") if isinstance(e, ev.ScheduleRequested)]
-    fire = TimerFire("twice", requested.schedule_id, requested.fire_at or datetime.now(UTC))
+    fire = Fire(
+        agent_id="twice",
+        schedule_id=requested.schedule_id,
+        fire_time=requested.fire_at or datetime.now(UTC),
+    )
 
     async def both() -> None:
         first, second = host(ledger, "act"), host(ledger, "act")  # two independent writers
         outcomes: list[tuple[AgentHost, FireOutcome]] = []
 
         def recording(agents: AgentHost) -> Deliver:
-            async def deliver(fire: TimerFire) -> FireOutcome:
-                outcomes.append((agents, await agents.fire(fire)))
+            async def deliver(fire: Fire) -> FireOutcome:
+                outcomes.append((agents, await agents.ask(fire)))
                 return outcomes[-1][1]
 
             return deliver
@@ -149,7 +157,7 @@ def test_duplicate_delivery_from_two_processes_starts_exactly_one_run(
         assert sorted(o.kind for _, o in outcomes) == ["duplicate", "fire"]
         [(winner, outcome)] = [(h, o) for h, o in outcomes if o.run_id]
         assert outcome.run_id is not None
-        await winner.result("twice", outcome.run_id)
+        await winner.ask(Result(agent_id="twice", run_id=outcome.run_id))
         await first.close()
         await second.close()
 
@@ -203,13 +211,13 @@ def test_property_17_failed_deliveries_are_retried_up_to_the_limit(
     more than the configured maximum (Hatchet runs the same policy as the task's ``retries``)."""
     attempts: list[int] = []
 
-    async def flaky(fire: TimerFire) -> FireOutcome:
+    async def flaky(fire: Fire) -> FireOutcome:
         attempts.append(1)
         if len(attempts) <= failures:
             raise ConnectionError("ledger unavailable")
         return FireOutcome("fire")
 
-    fire = TimerFire("a", "s", datetime.now(UTC))
+    fire = Fire(agent_id="a", schedule_id="s", fire_time=datetime.now(UTC))
     policy = RetryPolicy(max_retries=retries, backoff_s=0.0)
     if failures <= retries:
         assert asyncio.run(deliver_with_retries(flaky, fire, policy)) == failures + 1
@@ -387,7 +395,7 @@ def test_an_engine_fire_of_an_agent_not_served_here_is_handed_back(ledger: Ledge
     [row] = timer_rows(registering)
     assert (row["backend"], row["backend_id"]) == ("engine", f"engine-{row['schedule_id']}")
     fire_time = row["next_fire_at"]
-    fire = TimerFire("stranger", row["schedule_id"], fire_time)
+    fire = Fire(agent_id="stranger", schedule_id=row["schedule_id"], fire_time=fire_time)
 
     here = TimersView(ledger.datastore, ledger=ledger, backend=engine, served=["trader"])
     assert TimersView(ledger.datastore, ledger=ledger, backend=engine).hand_back(fire) is False

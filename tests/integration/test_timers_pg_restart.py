@@ -39,8 +39,8 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
+from owlclaw.messages import Activate, Fire, FireOutcome, Result
 from owlclaw.supervisor import Supervisor
-from owlclaw.timers.fires import FireOutcome, TimerFire
 from owlclaw.timers.hatchet_engine import missing_binaries
 from owlclaw.timers.registrations import TimersView
 from owlclaw.timers.worker import TimerWorker
@@ -257,18 +257,18 @@ def test_a_builtin_delivery_failed_by_a_restart_is_delivered_again_by_the_same_w
         back.append(datetime.now(UTC))
 
     restarting = threading.Thread(target=outage, name="postgres-outage")
-    went_away: list[TimerFire] = []
+    went_away: list[Fire] = []
 
     async def main() -> ev.TimerFired:
         agents = host(writers, "act")
-        await agents.activate("sleeper")
+        await agents.ask(Activate(agent_id="sleeper"))
 
-        async def deliver(fire: TimerFire) -> FireOutcome:
+        async def deliver(fire: Fire) -> FireOutcome:
             if not went_away:  # claimed: now the database goes away
                 went_away.append(fire)
                 restarting.start()  # back at once, or after outage_s (the fire is tried meanwhile)
                 await asyncio.to_thread(restarting.join, 1.0 if outage_s else None)
-            return await agents.fire(fire)
+            return await agents.ask(fire)
 
         worker = TimerWorker(view, deliver, lease=LEASE)  # the only worker: no one else delivers
         supervisor = Supervisor()
@@ -281,7 +281,7 @@ def test_a_builtin_delivery_failed_by_a_restart_is_delivered_again_by_the_same_w
                 outage_s + AFTER_RESTART_S,
             )
             assert fired.run_id is not None
-            await agents.result("sleeper", str(fired.run_id))
+            await agents.ask(Result(agent_id="sleeper", run_id=str(fired.run_id)))
             return fired
         finally:
             await supervisor.stop()

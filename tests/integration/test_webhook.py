@@ -23,9 +23,9 @@ from owlclaw.app import load_app
 from owlclaw.client import ServerClient
 from owlclaw.config import OwlClawConfig, TimersConfig
 from owlclaw.database import Database
+from owlclaw.messages import Fire, Result, Submit
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
-from owlclaw.timers.fires import TimerFire
 from owlclaw.timers.hatchet_engine import missing_binaries
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from tests.apps import make_app
@@ -150,7 +150,7 @@ def test_a_fire_posted_to_the_server_is_judged_by_the_agent_it_hosts(
             fire_at=at,
         )
         ledger.append(agent)
-        fire = TimerFire("hooked", "sch-hooked", at)
+        fire = Fire(agent_id="hooked", schedule_id="sch-hooked", fire_time=at)
         with ServerClient(config) as client:
             first = await asyncio.to_thread(client.fire, fire)
             second = await asyncio.to_thread(client.fire, fire)
@@ -163,7 +163,7 @@ def test_a_fire_posted_to_the_server_is_judged_by_the_agent_it_hosts(
         assert first.kind == "fire" and first.run_id is not None
         assert (second.kind, second.run_id) == ("duplicate", None)
         assert misrouted.status_code == 400 and "'other'" in misrouted.json()["error"]
-        result = await service.result("hooked", first.run_id)
+        result = await service.ask(Result(agent_id="hooked", run_id=first.run_id))
         assert result.status == "completed"
         assert [q.trigger for q in queued(service)] == ["schedule_once"]
 
@@ -182,8 +182,8 @@ def test_with_local_placement_hatchet_fires_reach_the_agent_through_the_server(
     async def scenario(service: Service, config: OwlClawConfig) -> None:
         assert service.ledger is not None and service.timer_backend == "hatchet"
         ledger = service.ledger
-        planned = await service.submit("hooked", "webhook", "plan")
-        assert (await service.result("hooked", planned)).status == "completed"
+        planned = await service.ask(Submit(agent_id="hooked", trigger="webhook", focus="plan"))
+        assert (await service.ask(Result(agent_id="hooked", run_id=planned))).status == "completed"
 
         def fired_run() -> list[ev.RunQueued]:
             return [q for q in queued(service) if q.trigger == "schedule_once"]
@@ -195,7 +195,9 @@ def test_with_local_placement_hatchet_fires_reach_the_agent_through_the_server(
             ).read_text()
             await asyncio.sleep(0.2)
         [run] = fired_run()
-        assert (await service.result("hooked", str(run.run_id))).status == "completed"
+        assert (
+            await service.ask(Result(agent_id="hooked", run_id=str(run.run_id)))
+        ).status == "completed"
         agent_events = ledger.stream(ledger.load_agent("hooked").id)
         registered = [e for e in agent_events if isinstance(e, ev.ScheduleRegistered)]
         assert [r.backend for r in registered] == ["hatchet"]
@@ -219,8 +221,10 @@ def test_owlclaw_tools_disables_a_tool_through_the_server_that_serves_the_agent(
         off = await asyncio.to_thread(tools, "--disable", "remember", "--json")
         assert off.returncode == 0, off.stderr
         assert json.loads(off.stdout)["via"] == "server"
-        run_id = await service.submit("hooked", "webhook", "after the switch")
-        await service.result("hooked", run_id)
+        run_id = await service.ask(
+            Submit(agent_id="hooked", trigger="webhook", focus="after the switch")
+        )
+        await service.ask(Result(agent_id="hooked", run_id=run_id))
         [visible] = [
             e
             for e in service.ledger.stream(uuid.UUID(run_id))

@@ -26,6 +26,7 @@ from events import agent_stream_id
 from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
+from owlclaw.messages import Result
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import MAX_BODY_BYTES, serving
 from tests.apps import make_app
@@ -294,7 +295,9 @@ def test_fuzzed_requests_get_2xx_or_documented_json_errors(
                 return
             data = response.json()
             if isinstance(data, dict) and data.get("run_id"):  # let it end: the ledger is
-                ended = service.result(agent_id, data["run_id"])  # quiet for the next example
+                ended = service.ask(
+                    Result(agent_id=agent_id, run_id=data["run_id"])
+                )  # quiet for the next example
                 asyncio.run_coroutine_threadsafe(ended, loop).result(timeout=30)
 
         await asyncio.to_thread(one_request)

@@ -9,6 +9,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import INBOUND_KEPT, Run
 from owlclaw.llm.scripted import register_script
+from owlclaw.messages import Receive
 from owlclaw.runtime.inbound_prompt import INBOUND_BYTES, inbound_section
 from owlclaw.runtime.loop import AgentRuntime
 from tests.scripted import run_events
@@ -19,7 +20,12 @@ HOSTILE: dict[str, object] = {
 
 
 def receive(runtime: AgentRuntime, *payloads: dict[str, object]) -> list[int]:
-    return [asyncio.run(runtime.receive("market-feed", p)) for p in payloads]
+    return [
+        asyncio.run(
+            runtime.receive(Receive(agent_id=runtime.agent_id, source="market-feed", payload=p))
+        )
+        for p in payloads
+    ]
 
 
 def test_the_heartbeat_is_shown_what_arrived_fenced_and_consumes_it(ledger: Ledger) -> None:

@@ -18,8 +18,9 @@ from events import catalog as ev
 from events.aggregates import agent_stream_id
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
+from owlclaw.messages import Cancel, Result, RunResult, Submit
 from owlclaw.runtime.fencing import AgentWriter
-from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.subagents import SubAgents
 from tests.apps import make_app
 from tests.scripted import call
@@ -52,13 +53,13 @@ def test_a_run_cancelled_while_it_is_prepared_ends_once_and_the_next_runs(
 
     async def scenario() -> tuple[bool, str, str, str]:
         host = AgentHost(ledger, config)
-        first = await host.submit("early", "webhook")
+        first = await host.ask(Submit(agent_id="early", trigger="webhook"))
         await asyncio.to_thread(held.wait, 10)
-        cancelled = await host.cancel("early", first)
+        cancelled = await host.ask(Cancel(agent_id="early", run_id=first))
         release.set()
-        ended = await host.result("early", first)
-        second = await host.submit("early", "webhook")
-        results = ended, await host.result("early", second)
+        ended = await host.ask(Result(agent_id="early", run_id=first))
+        second = await host.ask(Submit(agent_id="early", trigger="webhook"))
+        results = ended, await host.ask(Result(agent_id="early", run_id=second))
         await host.close()
         return cancelled, first, results[0].status, results[1].status
 
@@ -110,10 +111,10 @@ def test_cancelling_a_parent_inside_its_last_spawn_cancels_that_child_too(
     async def go() -> tuple[list[uuid.UUID], list[bool]]:
         host = AgentHost(ledger, OwlClawConfig(runtime=RuntimeConfig(models=("x",))))
         try:
-            run_id = await host.submit("hasty", "webhook")
+            run_id = await host.ask(Submit(agent_id="hasty", trigger="webhook"))
             while len(checks) < 2:
                 await asyncio.sleep(0.01)
-            assert await host.cancel("hasty", run_id)
+            assert await host.ask(Cancel(agent_id="hasty", run_id=run_id))
             runs = [s.child_run_id for s in ledger.load_agent("hasty").state.spawns.values()]
             deadline = time.monotonic() + 10
             while not all(ended_runs(runs)) and time.monotonic() < deadline:

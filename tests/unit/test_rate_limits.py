@@ -8,7 +8,8 @@ from pathlib import Path
 from events import Ledger
 from events import catalog as ev
 from owlclaw.app import RateLimit, load_app
-from owlclaw.runtime.loop import AgentRuntime, RunResult
+from owlclaw.messages import RunResult
+from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.governance import Governance
 from owlclaw.tools.rate_limits import RateLimiter
 from tests.apps import make_app

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from owlclaw.messages import Fire
 from owlclaw.server.request_body import MAX_DEPTH, BadBody, decode_body
 from owlclaw.server.webhook import AnswerBody, EventBody, TriggerBody
-from owlclaw.timers.fires import TimerFire
 
 
 def nested(levels: int) -> bytes:
@@ -59,7 +59,7 @@ def test_bytes_that_are_not_utf8_are_refused() -> None:
         (b'{"decision": "deny", "note": "\\u0000"}', AnswerBody, "in \\$.note"),
         (
             b'{"agent_id": "a\\u0000", "schedule_id": "s", "fire_time": "2026-01-01T00:00:00Z"}',
-            TimerFire,
+            Fire,
             "in \\$.agent_id",
         ),
     ],

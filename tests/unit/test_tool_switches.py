@@ -12,6 +12,7 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent, UnknownTools
+from owlclaw.messages import ChangeTools
 from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from owlclaw.tools.switches import change_tools_directly
@@ -54,7 +55,11 @@ def test_a_disabled_tool_is_hidden_and_refused_until_enabled(ledger: Ledger) -> 
     assert (denied.tool, denied.reason) == ("remember", OPERATOR_DISABLED)
     assert not any(isinstance(e, ev.MemoryRemembered) for e in disabled)
 
-    enabled = asyncio.run(runtime.change_tools(["remember"], []))  # as the agent's writer
+    enabled = asyncio.run(
+        runtime.change_tools(
+            ChangeTools(agent_id=runtime.agent_id, enable=["remember"], disable=[])
+        )
+    )  # as the agent's writer
     assert enabled.disabled == [] and enabled.position is not None
     again = run_events(ledger, play(runtime, [remember, {"content": "ok"}]))
     [visible] = [e for e in again if isinstance(e, ev.VisibleToolsResolved)]
@@ -69,7 +74,9 @@ def test_an_unknown_tool_name_records_nothing(ledger: Ledger) -> None:
     play(runtime, [{"content": "first run"}])
     version = ledger.load_agent("careful").version
     with pytest.raises(UnknownTools, match="has no tool 'nope'"):
-        asyncio.run(runtime.change_tools([], ["nope"]))
+        asyncio.run(
+            runtime.change_tools(ChangeTools(agent_id="careful", enable=[], disable=["nope"]))
+        )
     assert ledger.load_agent("careful").version == version
 
 
@@ -90,7 +97,9 @@ def test_a_change_commits_over_a_fact_another_writer_appended_meanwhile(
         return seen
 
     monkeypatch.setattr(ledger, "stream_head", looked_up_then_a_run_schedules)
-    change = asyncio.run(runtime.change_tools([], ["remember"]))
+    change = asyncio.run(
+        runtime.change_tools(ChangeTools(agent_id="busy", enable=[], disable=["remember"]))
+    )
     assert change.disabled == ["remember"]
     agent = ledger.load_agent("busy")
     assert agent.disabled_tools == {"remember"} and "s1" in agent.state.schedules

@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from events.aggregates import ApprovalClosed
+from owlclaw.messages import Decision
 from owlclaw.reports.relative_time import relative
-from owlclaw.runtime.approvals import Decision, PendingApproval, unique_prefixes
+from owlclaw.runtime.approvals import PendingApproval, unique_prefixes
 from owlclaw.server.console.auth import operator_of
 from owlclaw.server.console.flash import redirect_with, shown, take_flash
 from owlclaw.server.console.render import render

@@ -9,6 +9,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from events.aggregates import UnknownSchedule
+from owlclaw.messages import CancelSchedule
 from owlclaw.reports.inspection import schedules_of
 from owlclaw.server.console.auth import operator_of
 from owlclaw.server.console.flash import redirect_with, shown, take_flash
@@ -53,7 +54,8 @@ def routes(service: Service) -> list[web.RouteDef]:
                 back, f"not cancelled: the reason is over {MAX_REASON} characters", ok=False
             )
         try:
-            position = await service.cancel_schedule(agent, schedule_id, by, reason)
+            message = CancelSchedule(agent_id=agent, schedule_id=schedule_id, by=by, reason=reason)
+            position = await service.ask(message)
         except UnknownSchedule as e:
             raise redirect_with(back, f"not cancelled: {e}", ok=False) from e
         raise redirect_with(

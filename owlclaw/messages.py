@@ -1,0 +1,219 @@
+"""Messages to an agent: one typed struct per operation, each declaring its reply type.
+
+Everything that reaches an agent — a webhook trigger, a timer fire, an inbound event, an
+operator's switch, an approval answer, a sub-agent's report — is one of these, handed to its
+one writer through ``Agents.ask`` (``owlclaw.agents``). The webhook, the CLI, the console, the
+timers and the sub-agents build a message; hosting forwards it whole (the Ray directory and
+actor never restate its fields); the host's handler for its class (``actors.host``) gives it to
+the ``AgentRuntime`` method of the same name. A new message is a struct here, its handler in
+``AgentHost`` and its test.
+
+This module sits at the bottom of the runtime core: it imports only ``events``, msgspec and the
+standard library, so everything above may use it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+import msgspec
+
+from events.aggregates import Agent, FireVerdict, Run
+
+R = TypeVar("R")
+
+# --- replies ---------------------------------------------------------------------------------
+
+
+class RunResult(msgspec.Struct, frozen=True):
+    """How a run ended, as its Run stream records it (so a result read back from the ledger
+    after a restart is the same as the one its process returned)."""
+
+    run_id: str
+    status: str
+    iterations: int
+    tool_calls: int
+    tools_called: list[str]
+    duration_ms: float
+    tokens: int
+    cost_usd: float
+
+    @classmethod
+    def of(cls, run: Run) -> RunResult:
+        state = run.state
+        return cls(
+            run_id=str(run.id),
+            status=state.status,
+            iterations=state.llm_calls,
+            tool_calls=state.tool_calls,
+            tools_called=list(state.tools_called),
+            duration_ms=state.duration_ms,
+            tokens=state.tokens,
+            cost_usd=state.cost_usd,
+        )
+
+
+class FireOutcome(msgspec.Struct, frozen=True):
+    """What the agent made of one delivery; returned once the verdict is committed (the fired
+    run, if any, then executes in the agent's mailbox)."""
+
+    kind: FireVerdict
+    reason: str = ""
+    run_id: str | None = None
+
+
+class ToolsChange(msgspec.Struct, frozen=True):
+    """What an enable/disable left: the agent's disabled tools, and where the ToolsChanged was
+    recorded (None: nothing changed, nothing recorded)."""
+
+    agent_id: str
+    disabled: list[str]
+    position: int | None = None
+
+
+class ApprovalAnswer(msgspec.Struct, frozen=True):
+    """An answer as recorded; ``run_id`` is the parked run it resumes."""
+
+    approval_id: str
+    agent_id: str
+    run_id: str
+    status: str
+    position: int
+
+    @classmethod
+    def of(cls, agent: Agent, approval_id: str, run_id: UUID, position: int) -> ApprovalAnswer:
+        status = agent.state.approvals[approval_id].status
+        return cls(approval_id, agent.agent_id, str(run_id), status, position)
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """A person's answer to one approval: yes (optionally with edited arguments) or no."""
+
+    approval_id: str
+    approve: bool
+    by: str
+    note: str = ""
+    arguments: dict[str, Any] | None = None
+
+
+# --- messages --------------------------------------------------------------------------------
+
+
+class Message(msgspec.Struct, Generic[R], frozen=True, kw_only=True):
+    """A message to one agent; ``R`` is its reply (``Agents.ask`` returns it, typed)."""
+
+    agent_id: str
+
+
+class Submit(Message[str], frozen=True, kw_only=True):
+    """Accept a run of a registered agent; its run id once RunQueued is committed (the run is
+    durable from then on). A key the agent already accepted returns that run's id."""
+
+    trigger: str
+    focus: str | None = None
+    payload: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+
+
+class SubmitAndWait(Message[RunResult], frozen=True, kw_only=True):
+    """Accept a run and wait for its end, in one message (to follow a run through its actor's
+    restart: ``Submit``, then ``Result``)."""
+
+    trigger: str
+    focus: str | None = None
+    payload: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+
+
+class Result(Message[RunResult], frozen=True, kw_only=True):
+    """Wait for an accepted run to end (answered from the ledger if it already has)."""
+
+    run_id: str
+
+
+class Fire(Message[FireOutcome], frozen=True, kw_only=True):
+    """One delivery of a schedule's fire; replied once the agent's verdict is committed. Its
+    key (schedule id, fire time) makes a second delivery of the same fire a duplicate."""
+
+    schedule_id: str
+    fire_time: datetime
+    missed: str | None = None
+    """Set when the misfire policy decided this fire is recorded as missed, with the reason."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.schedule_id}@{self.fire_time.isoformat()}"
+
+
+class Receive(Message[int], frozen=True, kw_only=True):
+    """Record an inbound event (InboundReceived) for the agent's next heartbeat; its log
+    position once committed."""
+
+    source: str
+    payload: dict[str, Any]
+
+
+class ChangeTools(Message[ToolsChange], frozen=True, kw_only=True):
+    """Enable and disable the agent's tools (ToolsChanged); UnknownTools (a ValueError) for a
+    name its app does not have, and nothing is recorded."""
+
+    enable: list[str]
+    disable: list[str]
+
+
+class CancelSchedule(Message[int], frozen=True, kw_only=True):
+    """Cancel an active schedule (ScheduleCancelled naming ``by``); UnknownSchedule (a
+    ValueError) and nothing recorded when it is not active. The log position of the cancel."""
+
+    schedule_id: str
+    by: str
+    reason: str = ""
+
+
+class AnswerApproval(Message[ApprovalAnswer], frozen=True, kw_only=True):
+    """Record a person's answer and resume the parked run; ApprovalClosed /
+    ToolArgumentsInvalid (ValueErrors) and nothing recorded otherwise."""
+
+    decision: Decision
+
+
+class ExpireApprovals(Message[int], frozen=True, kw_only=True):
+    """Record ApprovalExpired for the agent's overdue approvals; their parked runs resume, the
+    calls denied. How many expired."""
+
+
+class SubAgentFinished(Message[None], frozen=True, kw_only=True):
+    """A sub-agent's run ended: told to its parent (``agent_id``), which records it
+    (SubAgentFinished) and resumes the run that waits for it."""
+
+    spawn_id: str
+    run_id: UUID
+    """The parent's run that spawned it."""
+    call_id: str
+    child_agent_id: str
+    child_run_id: UUID
+    wait: bool
+    status: str
+    answer: str
+    tokens: int
+    cost_usd: float
+
+    def event_fields(self) -> dict[str, Any]:
+        """The SubAgentFinished this report records on the parent's stream."""
+        fields = msgspec.structs.asdict(self)
+        del fields["agent_id"]
+        return fields
+
+
+class Cancel(Message[bool], frozen=True, kw_only=True):
+    """Cancel the agent's run, running or parked (it ends with RunTerminated "cancelled"), and
+    the sub-agent runs it started; False when it was neither."""
+
+    run_id: str
+
+
+class Activate(Message[float], frozen=True, kw_only=True):
+    """Make the agent ready (rebuilt from the ledger if it was not); milliseconds taken."""
