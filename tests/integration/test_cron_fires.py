@@ -80,7 +80,7 @@ def test_views_record_no_fire_for_a_never_firing_cron_already_in_the_log(
         if isinstance(e, ev.ScheduleRequested) and e.schedule_id == "s-hourly"
     ]
     expected = croniter("0 * * * *", hourly.timestamp).get_next(datetime)
-    views = [SchedulesView(ledger.datastore), TimersView(ledger.datastore)]
+    views = [SchedulesView(ledger), TimersView(ledger, records=False)]
     for view in views:
         view.create_table()
         assert ProjectionRunner(ledger, view).catch_up() == ledger.head()

@@ -48,7 +48,7 @@ TOPICS = [
 
 @pytest.fixture
 def view(ledger: Ledger, local_embedder: Embedder) -> MemoryView:
-    memory_view = MemoryView(ledger.datastore, embedder=local_embedder)
+    memory_view = MemoryView(ledger, embedder=local_embedder)
     memory_view.create_table()
     return memory_view
 
@@ -260,7 +260,7 @@ def test_switching_the_embedding_model_reprojects_without_losing_recall(
     new_model = HalfDimensions(local_embedder)
     # As after a configuration change: the reader is configured with the new model and must
     # keep answering from the old index (with the old model) until the switch-over.
-    store = MemoryStore(MemoryView(ledger.datastore, embedder=new_model))
+    store = MemoryStore(MemoryView(ledger, embedder=new_model))
     answers: list[str] = []
     stop = threading.Event()
 
@@ -280,7 +280,7 @@ def test_switching_the_embedding_model_reprojects_without_losing_recall(
             ("test/minilm-first-192", 192)
         ]
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1 + len(TOPICS),)
-    switched = MemoryStore(MemoryView(ledger.datastore, embedder=new_model))
+    switched = MemoryStore(MemoryView(ledger, embedder=new_model))
     assert (
         switched.recall("switcher", "market crash recovery patterns").memories[0].content == LESSON
     )
@@ -289,7 +289,7 @@ def test_switching_the_embedding_model_reprojects_without_losing_recall(
 def test_memory_md_is_stable_and_archives_beyond_the_size_limit(
     ledger: Ledger, local_embedder: Embedder, tmp_path: Path
 ) -> None:
-    small = MemoryView(ledger.datastore, embedder=local_embedder, size_limit=1500)
+    small = MemoryView(ledger, embedder=local_embedder, size_limit=1500)
     small.create_table()
     agent = ledger.register_agent("writer")
     contents = [f"memory {i}: " + "lorem ipsum " * 10 for i in range(12)]

@@ -21,7 +21,7 @@ from owlclaw.audit.redecide import Decision, ReDecision, Step
 from owlclaw.cli import agents, audit, evals, inspect, tools
 from owlclaw.evidence.export import select_runs
 from owlclaw.relative_time import relative
-from owlclaw.tools.stats import ToolStats
+from projections.audit import ToolStats
 from projections.memory import Memory
 from tests.sample_run import AGENT_ID, record_sample_run
 
