@@ -158,14 +158,21 @@ class Ledger:
     """Append to and read from the agents' streams; read and follow the global log."""
 
     def __init__(
-        self, database_url: str, *, snapshot_interval: int = 100, pool_size: int = POOL_SIZE
+        self,
+        database_url: str,
+        *,
+        snapshot_interval: int = 100,
+        pool_size: int = POOL_SIZE,
+        idle_in_transaction_s: int = 5,
     ):
+        """``idle_in_transaction_s``: how long PostgreSQL lets a transaction of this ledger's
+        pool (its views' included) sit idle before it ends it."""
         env = {
             **postgres_env(database_url),
             "PERSISTENCE_MODULE": "events.recorder:OwlClawFactory",
             "POSTGRES_POOL_SIZE": str(pool_size),
             "POSTGRES_MAX_OVERFLOW": str(MAX_OVERFLOW),
-            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
+            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(idle_in_transaction_s),
             "POSTGRES_CONNECT_TIMEOUT": "5",
             "IS_SNAPSHOTTING_ENABLED": "y",
             "CREATE_TABLE": "y",

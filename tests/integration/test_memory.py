@@ -12,14 +12,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from eventsourcing.postgres import PostgresDatastore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent, Run
-from events.recorder import postgres_env
 from owlclaw.database import Database
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
 from projections.current import ViewBehind, catch_up_to_committed
@@ -164,25 +162,15 @@ def test_recall_finds_memories_when_embedding_the_query_outlasts_the_idle_timeou
     fresh_db: Database, ledger: Ledger, local_embedder: Embedder
 ) -> None:
     """The tour's empty recall: `owlclaw memory --recall` loaded the model inside the search's
-    transaction, which PostgreSQL ended after the datastore's idle-in-transaction timeout."""
-    env = postgres_env(fresh_db.url)
-    impatient = PostgresDatastore(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=env["POSTGRES_PORT"],
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"],
-        idle_in_transaction_session_timeout=1.0,  # what the view does between statements fits
-    )
-    try:
+    transaction, which PostgreSQL ended after the pool's idle-in-transaction timeout."""
+    # 1 s: what the view does between statements fits
+    with Ledger(fresh_db.url, idle_in_transaction_s=1) as impatient:
         view = MemoryView(impatient, embedder=local_embedder)
         view.create_table()
         remember(ledger, ledger.register_agent("slow"), [LESSON])
         ProjectionRunner(ledger, view).catch_up()
         view.embedder = SlowToLoad(local_embedder, load_s=1.5)
         result = MemoryStore(view).recall("slow", "market rebound after a drop")
-    finally:
-        impatient.close()
     assert result.warning is None
     assert [m.content for m in result.memories] == [LESSON]
 
