@@ -13,10 +13,12 @@ eventsourcing's in-memory (POPO) recorders, for fast tests that need no read mod
 from __future__ import annotations
 
 from collections.abc import Container, Generator, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import (
     IntegrityError,
@@ -24,7 +26,7 @@ from eventsourcing.persistence import (
     PersistenceError,
     StoredEvent,
 )
-from eventsourcing.postgres import PostgresDatastore
+from psycopg.sql import SQL, Identifier
 
 from events import catalog as ev
 from events.aggregates import Agent, Run, agent_stream_id, now, projector, run_stream_id
@@ -34,7 +36,12 @@ from events.group_commit import GroupCommit
 from events.hashchain import GENESIS_HASH, Row, VerifyReport, row_hash
 from events.heads import ANCHOR_STREAM_ID, Anchor, anchor_digest, anchored_heads
 from events.memory_recorder import InMemoryRecorder
-from events.recorder import OwlClawApplicationRecorder, drop_dead_connections, postgres_env
+from events.recorder import (
+    OwlClawApplicationRecorder,
+    drop_dead_connections,
+    listening,
+    postgres_env,
+)
 
 MAX_REBASES = 10
 REGISTER_BATCH = 1000
@@ -151,14 +158,21 @@ class Ledger:
     """Append to and read from the agents' streams; read and follow the global log."""
 
     def __init__(
-        self, database_url: str, *, snapshot_interval: int = 100, pool_size: int = POOL_SIZE
+        self,
+        database_url: str,
+        *,
+        snapshot_interval: int = 100,
+        pool_size: int = POOL_SIZE,
+        idle_in_transaction_s: int = 5,
     ):
+        """``idle_in_transaction_s``: how long PostgreSQL lets a transaction of this ledger's
+        pool (its views' included) sit idle before it ends it."""
         env = {
             **postgres_env(database_url),
             "PERSISTENCE_MODULE": "events.recorder:OwlClawFactory",
             "POSTGRES_POOL_SIZE": str(pool_size),
             "POSTGRES_MAX_OVERFLOW": str(MAX_OVERFLOW),
-            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
+            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(idle_in_transaction_s),
             "POSTGRES_CONNECT_TIMEOUT": "5",
             "IS_SNAPSHOTTING_ENABLED": "y",
             "CREATE_TABLE": "y",
@@ -590,12 +604,47 @@ class Ledger:
         assert isinstance(event, ev.ChainsAnchored)
         return Anchor.of(event)
 
-    # --- the PostgreSQL database, for read models ---------------------------------------------
+    # --- the PostgreSQL database, for read models (events.tracking) and benches ---------------
 
-    @property
-    def datastore(self) -> PostgresDatastore:
-        """The ledger's database (its connection pool), where views keep their tables."""
-        return self._postgres().datastore
+    def listen(self, channel: str | None = None) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """A connection of its own (outside the pool) LISTENing on ``channel`` (by default the
+        one appends are announced on, ``notify_channel``): wait on it with ``notifies``."""
+        return listening(self._postgres().datastore, channel or self.notify_channel)
+
+    def drop_dead_connections(self) -> None:
+        """Replace the pool's dead connections now (``events.recorder.drop_dead_connections``):
+        after a call met the database away, so the next one gets a live connection."""
+        drop_dead_connections(self._postgres().datastore)
+
+    def database_size(self) -> int:
+        """The size of the ledger's database in bytes (its log and the views' tables)."""
+        with self._postgres().datastore.get_connection() as conn:
+            row = conn.execute("SELECT pg_database_size(current_database()) AS b").fetchone()
+        return int(row["b"]) if row else 0
+
+    def count_events(self, types: Sequence[type[LedgerEvent]]) -> int:
+        """How many events of ``types`` the log holds."""
+        recorder = self._postgres()
+        with recorder.datastore.get_connection() as conn:
+            row = conn.execute(
+                SQL("SELECT count(*) AS n FROM {} WHERE topic = ANY(%s)").format(
+                    Identifier(recorder.events_table_name)
+                ),
+                ([topic_of(t) for t in types],),
+            ).fetchone()
+        return int(row["n"]) if row else 0
+
+    def stream_commits(self, stream: UUID) -> int:
+        """How many transactions committed ``stream``'s events (commits per step, in benches)."""
+        recorder = self._postgres()
+        with recorder.datastore.get_connection() as conn:
+            row = conn.execute(
+                SQL(
+                    "SELECT count(DISTINCT transaction_id) AS n FROM {} WHERE originator_id = %s"
+                ).format(Identifier(recorder.events_table_name)),
+                (stream,),
+            ).fetchone()
+        return int(row["n"]) if row else 0
 
     @property
     def notify_channel(self) -> str:

@@ -678,6 +678,14 @@ def connect_kwargs(datastore: PostgresDatastore) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k != "row_factory"}
 
 
+@contextmanager
+def listening(datastore: PostgresDatastore, channel: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection outside the datastore's pool, LISTENing on ``channel``."""
+    with psycopg.connect(**connect_kwargs(datastore), autocommit=True) as conn:
+        conn.execute(SQL("LISTEN {}").format(Identifier(channel)))
+        yield conn
+
+
 def postgres_env(url: str) -> dict[str, str]:
     """eventsourcing's POSTGRES_* settings for a libpq connection string or URL."""
     from psycopg.conninfo import conninfo_to_dict

@@ -35,12 +35,12 @@ def main() -> None:
     console = Console()
     config = load_config()
     with Ledger(open_database(config).url) as ledger:
-        view = RunsView(ledger.datastore)
+        view = RunsView(ledger)
         view.create_table()
         for logged in follow_projection(ledger, view, after=args.after):
             if not isinstance(logged.event, TERMINAL_RUN_EVENTS):
                 continue
-            with view.datastore.get_connection() as conn:
+            with view.connection() as conn:
                 rows = conn.execute(QUERY).fetchall()
             table = Table(title=f"cost per agent per hour (log position {logged.position})")
             for column in ("agent", "hour", "runs", "tokens", "cost USD"):

@@ -10,18 +10,15 @@ from typing import Any
 
 from events import Ledger
 from owlclaw.config import OwlClawConfig
-from projections import VIEWS, ApprovalNotifications, MemoryStore, MemoryView, Outbox, View
+from projections import VIEWS, ApprovalNotifications, MemoryStore, MemoryView, View
 from projections.embedders import Embedder, embedder_for
 
 
 def view_options(
-    name: str, config: OwlClawConfig, ledger: Ledger, embedder: Embedder | None = None
+    name: str, config: OwlClawConfig, embedder: Embedder | None = None
 ) -> dict[str, Any]:
-    """Constructor options of a view from the configuration (the outbox records delivery
-    failures in ``ledger``); ``embedder`` replaces the memory view's in-process model (a Ray
-    process's: the node's shared embedder of that model)."""
-    if name == Outbox.name:
-        return {"ledger": ledger}
+    """Constructor options of a view from the configuration; ``embedder`` replaces the memory
+    view's in-process model (a Ray process's: the node's shared embedder of that model)."""
     if name == ApprovalNotifications.name:
         approvals = config.approvals
         return {
@@ -50,7 +47,7 @@ def open_memory_view(
     ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
 ) -> MemoryView:
     """The memory view as configured, its tables created (``embedder``: see ``view_options``)."""
-    view = MemoryView(ledger.datastore, **view_options(MemoryView.name, config, ledger, embedder))
+    view = MemoryView(ledger, **view_options(MemoryView.name, config, embedder))
     view.create_table()
     return view
 
@@ -70,10 +67,7 @@ def open_views(
     """Every view, with its tables created (idempotent), on the ledger's database
     (``embedder``: see ``view_options``)."""
     config = config or OwlClawConfig()
-    views = [
-        cls(ledger.datastore, **view_options(name, config, ledger, embedder))
-        for name, cls in VIEWS.items()
-    ]
+    views = [cls(ledger, **view_options(name, config, embedder)) for name, cls in VIEWS.items()]
     for view in views:
         view.create_table()
     return views

@@ -52,7 +52,7 @@ class AgentsView(View):
         of the previous page; None: from the first)."""
         if not 1 <= limit <= MAX_PAGE:
             raise ValueError(f"a page holds 1 to {MAX_PAGE} agents, not {limit}")
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT agent_id, parent_agent_id, registered_at FROM {agents}"
@@ -64,6 +64,6 @@ class AgentsView(View):
 
     def count(self) -> int:
         """How many agents are registered (as far as the view has read the ledger)."""
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             row = curs.execute(self.sql("SELECT count(*) AS n FROM {agents}")).fetchone()
         return int(row["n"]) if row else 0

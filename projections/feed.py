@@ -14,12 +14,8 @@ import uuid
 from collections.abc import AsyncIterator, Generator, Sequence
 from dataclasses import dataclass
 
-import psycopg
-from psycopg.sql import SQL, Identifier
-
 from events.catalog import TERMINAL_RUN_EVENTS, LedgerEvent, RunParked
 from events.ledger import Ledger, LoggedEvent
-from events.recorder import connect_kwargs
 from projections.runner import channel
 from projections.view import View
 
@@ -50,8 +46,7 @@ def follow_log_until(
     database), until ``stop`` is set: checked after each batch and at least every second while
     the log is idle, so a supervised worker stops promptly. Each batch says the position it
     reaches, also when none of its events were wanted."""
-    with psycopg.connect(**connect_kwargs(ledger.datastore), autocommit=True) as conn:
-        conn.execute(SQL("LISTEN {}").format(Identifier(ledger.notify_channel)))
+    with ledger.listen() as conn:
         last = after
         while not stop.is_set():
             head = ledger.head()
@@ -71,8 +66,7 @@ def follow_projection(ledger: Ledger, view: View, after: int = 0) -> Generator[L
     Reading the view's tables after receiving position P therefore shows at least P.
     """
     last = after
-    with psycopg.connect(**connect_kwargs(view.datastore), autocommit=True) as conn:
-        conn.execute(SQL("LISTEN {}").format(Identifier(channel(view.name))))
+    with ledger.listen(channel(view.name)) as conn:
         while True:
             absorbed = view.max_tracking_id(view.tracking_name) or 0
             while last < absorbed:

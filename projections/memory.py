@@ -27,14 +27,12 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import PersistenceError
-from eventsourcing.postgres import PostgresDatastore
 from psycopg import Cursor
-from psycopg.sql import Composable, Identifier, Literal
+from psycopg.sql import Composable, Literal
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
-from events.ledger import LoggedEvent
-from events.recorder import connect_kwargs
+from events.ledger import Ledger, LoggedEvent
 from projections.embedders import Embedder, EmbeddingUnavailable, embedder_for
 from projections.runner import channel, lock_key
 from projections.sqlvalues import text
@@ -95,7 +93,7 @@ class MemoryView(View):
 
     def __init__(
         self,
-        datastore: PostgresDatastore,
+        ledger: Ledger,
         *,
         rebuilding: bool = False,
         embedder: Embedder | None = None,
@@ -107,7 +105,7 @@ class MemoryView(View):
         self.memory_dir = memory_dir
         """Where each agent's MEMORY.md is kept current (None: only ``render_memory_files``)."""
         self._vectors: dict[UUID, str] = {}
-        super().__init__(datastore, rebuilding=rebuilding)
+        super().__init__(ledger, rebuilding=rebuilding)
 
     @property
     def placeholders(self) -> Mapping[str, Composable]:
@@ -133,7 +131,7 @@ class MemoryView(View):
         change (or ``owlclaw memory``) writes it again.
         """
         written = []
-        with self.datastore.transaction(commit=True) as curs:
+        with self.transaction(commit=True) as curs:
             curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(self),))
             changed = curs.execute(
                 self.sql(
@@ -349,7 +347,7 @@ class MemoryStore:
         switch-over drops them), so a model switch cannot swap the index between reading its
         model and querying. The query is embedded outside that transaction: loading the model (a
         fresh ``owlclaw memory`` process) or calling an embedding API can take longer than the
-        datastore lets a transaction sit idle, and PostgreSQL then ended the search with nothing.
+        database lets a transaction sit idle, and PostgreSQL then ended the search with nothing.
         So the first pass only reads the index's model; the query is embedded with it; the
         second pass searches if the model is still the one the query was embedded with (after a
         switch in between, it embeds again).
@@ -357,7 +355,7 @@ class MemoryStore:
         view = self.view
         embedded: tuple[str, str] | None = None  # (model, query vector)
         while True:
-            with view.datastore.get_connection() as conn, conn.transaction():
+            with view.connection() as conn, conn.transaction():
                 cur = conn.cursor(row_factory=psycopg.rows.tuple_row)
                 cur.execute(
                     view.sql("LOCK TABLE {memories}, {memory_index_meta} IN ACCESS SHARE MODE")
@@ -399,8 +397,7 @@ class MemoryStore:
         if (view.max_tracking_id(view.tracking_name) or 0) >= position:
             return True
         deadline = time.monotonic() + timeout
-        with psycopg.connect(**connect_kwargs(view.datastore), autocommit=True) as conn:
-            conn.execute(psycopg.sql.SQL("LISTEN {}").format(Identifier(channel(view.name))))
+        with view.ledger.listen(channel(view.name)) as conn:
             while (view.max_tracking_id(view.tracking_name) or 0) < position:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -464,5 +461,5 @@ def write_memory_files(
 
 def render_memory_files(view: MemoryView, agent_id: str, directory: Path) -> tuple[Path, Path]:
     """Write MEMORY.md and MEMORY.archive.md for one agent into ``directory`` now."""
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         return write_memory_files(curs, view, agent_id, directory)

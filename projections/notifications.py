@@ -14,12 +14,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from eventsourcing.postgres import PostgresDatastore
 from psycopg import Cursor
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
-from events.ledger import LoggedEvent
+from events.ledger import Ledger, LoggedEvent
 from projections.delivery import post_json
 from projections.sqlvalues import text
 from projections.view import View
@@ -37,14 +36,14 @@ class ApprovalNotifications(View):
 
     def __init__(
         self,
-        datastore: PostgresDatastore,
+        ledger: Ledger,
         *,
         url: str | None = None,
         timeout_s: float = 10.0,
         attempts: int = 5,
         rebuilding: bool = False,
     ):
-        super().__init__(datastore, rebuilding=rebuilding)
+        super().__init__(ledger, rebuilding=rebuilding)
         self.url, self.timeout_s, self.attempts = url, timeout_s, attempts
         self._outcomes: dict[str, tuple[int | None, str | None]] = {}
 

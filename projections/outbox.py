@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import ClassVar
 
-from eventsourcing.postgres import PostgresDatastore
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
@@ -59,9 +58,8 @@ class Outbox(View):
         " http_status integer, error text, at timestamptz NOT NULL, position bigint NOT NULL)",
     )
 
-    def __init__(self, datastore: PostgresDatastore, *, ledger: Ledger, rebuilding: bool = False):
-        super().__init__(datastore, rebuilding=rebuilding)
-        self.ledger = ledger
+    def __init__(self, ledger: Ledger, *, rebuilding: bool = False):
+        super().__init__(ledger, rebuilding=rebuilding)
         self._outcomes: dict[str, Outcome] = {}
 
     def prepare(self, batch: list[LoggedEvent]) -> None:
@@ -105,7 +103,7 @@ class Outbox(View):
         """Which of these events are parked: ``retry_parked`` is applying them again."""
         if not positions:
             return set()
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 "SELECT position FROM projection_errors WHERE view_name = %s"
                 " AND position = ANY(%s)",
@@ -119,7 +117,7 @@ class Outbox(View):
         if not message_ids:
             return {}
         serving = Identifier(self.tables[0])
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             exists = curs.execute("SELECT to_regclass(%s) AS t", (self.tables[0],)).fetchone()
             if exists is None or exists["t"] is None:
                 return {}

@@ -31,7 +31,6 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from events.ledger import Ledger, LedgerUnavailable, LoggedEvent
-from events.recorder import connect_kwargs
 from projections import parked as parking
 from projections.embedders import EmbeddingUnavailable
 from projections.parked import ParkedEvent, describe
@@ -217,7 +216,7 @@ class ProjectionRunner:
     def _transact(self, start: int, end: int, work: Callable[[Cursor[DictRow]], None]) -> bool:
         """Do ``work`` and track ``end`` in one transaction under the projection's lock; False
         (and nothing done) when another runner moved the tracked position off ``start``."""
-        with self.view.datastore.transaction(commit=True) as curs:
+        with self.view.transaction(commit=True) as curs:
             curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.lock_key,))
             tracked = curs.execute(
                 SQL("SELECT notification_id FROM {} WHERE application_name = %s").format(
@@ -261,8 +260,7 @@ class ProjectionRunner:
         """
         ledger = self.ledger
         self.position = self.view.max_tracking_id(self.view.tracking_name) or 0
-        with psycopg.connect(**connect_kwargs(ledger.datastore), autocommit=True) as conn:
-            conn.execute(SQL("LISTEN {}").format(Identifier(ledger.notify_channel)))
+        with ledger.listen() as conn:
             while not stop.is_set():
                 if self.step():
                     continue
@@ -322,7 +320,7 @@ def projection_status(
 ) -> ProjectionStatus:
     position = view.max_tracking_id(view.tracking_name) or 0
     head = ledger.head()
-    with view.datastore.transaction() as curs:
+    with view.transaction() as curs:
         errors = parking.parked(curs, view.tracking_name)
     lag_seconds = 0.0
     if head > position:
@@ -358,7 +356,7 @@ def retry_parked(ledger: Ledger, view: View) -> list[RetryOutcome]:
     """
     outcomes = []
     lock = lock_key(view)
-    with view.datastore.transaction() as curs:
+    with view.transaction() as curs:
         pending = parking.parked(curs, view.tracking_name)
     for entry in pending:
         [logged] = ledger.read(after=entry.position - 1, limit=1, up_to=entry.position)
@@ -369,7 +367,7 @@ def retry_parked(ledger: Ledger, view: View) -> list[RetryOutcome]:
             if is_infrastructure(e):
                 raise
             failure = e
-        with view.datastore.transaction(commit=True) as curs:
+        with view.transaction(commit=True) as curs:
             curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
             if failure is None:
                 try:
@@ -405,10 +403,9 @@ def rebuild(
     live runner then notices the moved tracking position and continues from it. The events the
     rebuild parked replace the live view's.
     """
-    datastore = ledger.datastore
-    fresh = view_class(datastore, rebuilding=True, **view_options)
+    fresh = view_class(ledger, rebuilding=True, **view_options)
     fresh.create_table()
-    with datastore.transaction(commit=True) as curs:
+    with fresh.transaction(commit=True) as curs:
         fresh.drop_tables(curs)
         curs.execute(
             SQL("DELETE FROM {} WHERE application_name = %s").format(Identifier(TRACKING_TABLE)),
@@ -418,8 +415,8 @@ def rebuild(
     fresh.create_table()
     runner = ProjectionRunner(ledger, fresh)
     runner.catch_up(progress=progress)
-    live = view_class(datastore, **view_options)
-    with datastore.transaction(commit=True) as curs:
+    live = view_class(ledger, **view_options)
+    with live.transaction(commit=True) as curs:
         curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (runner.lock_key,))
         live.drop_tables(curs)
         fresh.rename_into(curs, live)

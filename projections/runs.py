@@ -96,7 +96,7 @@ class RunsView(View):
 
     def of_agent(self, agent_id: str, limit: int = 100, before: int | None = None) -> list[RunRow]:
         """The agent's latest ``limit`` runs (before run number ``before``), newest first."""
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT run_id, run_no, trigger, focus, status, started_at, duration_ms,"
@@ -107,12 +107,37 @@ class RunsView(View):
             ).fetchall()
         return [msgspec.convert(row, RunRow) for row in rows]
 
+    def per_agent(self) -> list[dict[str, Any]]:
+        """Each agent with runs: agent_id, runs, active (running or interrupted), last_run (its
+        latest start); by agent id."""
+        with self.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT agent_id, count(*) AS runs,"
+                    " count(*) FILTER (WHERE status IN ('running', 'interrupted')) AS active,"
+                    " max(started_at) AS last_run FROM {runs} GROUP BY agent_id ORDER BY agent_id"
+                )
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def active(self) -> list[dict[str, Any]]:
+        """The runs running or interrupted: agent_id, run_no, trigger, focus, status,
+        started_at; oldest first."""
+        with self.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT agent_id, run_no, trigger, focus, status, started_at FROM {runs}"
+                    " WHERE status IN ('running', 'interrupted') ORDER BY started_at"
+                )
+            ).fetchall()
+        return [dict(r) for r in rows]
+
     def started_since(
         self, since: datetime, agent_ids: Sequence[str] | None = None
     ) -> dict[str, int]:
         """How many runs each agent (of ``agent_ids``, or every one) started at or after
         ``since``."""
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT agent_id, count(*) AS n FROM {runs} WHERE started_at >= %s"
@@ -125,7 +150,7 @@ class RunsView(View):
     def daily(self, since: datetime) -> list[DayOfAgent]:
         """Per agent and UTC day, the runs started at or after ``since`` (a run counts on the
         day it started, with all its tool calls, tokens and cost, as the daily budget does)."""
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT agent_id, (started_at AT TIME ZONE 'UTC')::date AS day,"

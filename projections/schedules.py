@@ -149,7 +149,7 @@ class SchedulesView(View):
     def next_fires(self, agent_ids: Sequence[str] | None = None) -> dict[str, datetime]:
         """Each agent's next timer (of ``agent_ids``, or every agent's): the earliest fire of
         its active schedules."""
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT agent_id, min(next_fire_at) AS at FROM {schedules}"
@@ -160,10 +160,38 @@ class SchedulesView(View):
             ).fetchall()
         return {row["agent_id"]: row["at"] for row in rows}
 
+    def listing(self, agent_id: str | None, every: bool) -> list[dict[str, Any]]:
+        """An agent's (None: every agent's) active schedules, with ended ones when ``every``:
+        schedule_id, agent_id, kind, focus, cron, status, next_fire_at, last_fire_at,
+        last_outcome, fires, misses, backend; by agent, soonest first."""
+        with self.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT schedule_id, agent_id, kind, focus, cron, status, next_fire_at,"
+                    " last_fire_at, last_outcome, fires, misses, backend FROM {schedules}"
+                    " WHERE (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
+                    " AND (%(every)s OR status IN ('requested', 'registered'))"
+                    " ORDER BY agent_id, next_fire_at NULLS LAST"
+                ),
+                {"agent": agent_id, "every": every},
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def pending(self) -> int:
+        """How many schedules are active (requested or registered)."""
+        with self.transaction(commit=False) as curs:
+            row = curs.execute(
+                self.sql(
+                    "SELECT count(*) AS n FROM {schedules}"
+                    " WHERE status IN ('requested', 'registered')"
+                )
+            ).fetchone()
+        return int(row["n"]) if row else 0
+
     def lateness(self, since: datetime) -> list[DayOfFires]:
         """Per UTC day since ``since``, how many timers fired and how late their TimerFired was
         recorded after the due time (as the ``owlclaw_timer_fire_lateness_seconds`` metric)."""
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT day, count(*) AS fires,"

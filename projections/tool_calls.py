@@ -1,7 +1,7 @@
 """Audit view: one row per tool call — arguments, outcome, duration, result size and whether the
 model saw it truncated, the tokens and cost of the LLM response that asked for it, the decision
 type of log_decision calls, and for a call that waited for approval: why, who answered, how,
-and how long it waited."""
+and how long it waited; and per tool, what became of an agent's calls (``tool_stats``)."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ class AuditView(View):
 
     def approval_answers(self, run_id: UUID) -> dict[str, ApprovalAnswer]:
         """The answers to the approvals the run waited for, by approval id."""
-        with self.datastore.transaction(commit=False) as curs:
+        with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
                     "SELECT approval_id, approval_status AS status, approved_by AS by,"
@@ -183,6 +183,50 @@ class AuditView(View):
                 (run_id,),
             ).fetchall()
         return {row["approval_id"]: msgspec.convert(row, ApprovalAnswer) for row in rows}
+
+    def tool_stats(self, agent_id: str, rate_limited: str) -> list[ToolStats]:
+        """Per tool the agent called, in name order (``owlclaw tools AGENT``). Every call the
+        model made has one row here, whatever became of it, so the figures need no other
+        source. ``rate_limited``: how the reason of a rate-limited denial starts."""
+        with self.transaction(commit=False) as curs:
+            totals = curs.execute(
+                self.sql(
+                    "SELECT tool, count(*) AS calls,"
+                    " count(*) FILTER (WHERE status = 'succeeded') AS succeeded,"
+                    " count(*) FILTER (WHERE status = 'timed_out') AS timeouts,"
+                    " count(*) FILTER (WHERE truncated) AS truncated,"
+                    " percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50_ms,"
+                    " percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95_ms"
+                    " FROM {audit_tool_calls} WHERE agent_id = %(agent)s"
+                    " GROUP BY tool ORDER BY tool"
+                ),
+                {"agent": agent_id},
+            ).fetchall()
+            errors = curs.execute(
+                self.sql(
+                    f"SELECT tool, {ERROR_CODE} AS code, count(*) AS n FROM {{audit_tool_calls}}"
+                    " WHERE agent_id = %(agent)s"
+                    " AND status NOT IN ('requested', 'succeeded', 'timed_out',"
+                    " 'awaiting_approval') GROUP BY 1, 2 ORDER BY 1, 2"
+                ),
+                {"agent": agent_id, "rate": rate_limited},
+            ).fetchall()
+        by_tool: dict[str, dict[str, int]] = {}
+        for row in errors:
+            by_tool.setdefault(row["tool"], {})[row["code"]] = row["n"]
+        return [
+            ToolStats(
+                tool=row["tool"],
+                calls=row["calls"],
+                succeeded=row["succeeded"],
+                errors=by_tool.get(row["tool"], {}),
+                timeouts=row["timeouts"],
+                p50_ms=_ms(row["p50_ms"]),
+                p95_ms=_ms(row["p95_ms"]),
+                truncated=row["truncated"],
+            )
+            for row in totals
+        ]
 
     def _answered(
         self, curs: Cursor[Any], e: ev.ApprovalGranted | ev.ApprovalDenied | ev.ApprovalExpired
@@ -255,6 +299,38 @@ class AuditView(View):
                 "pos": pos,
             },
         )
+
+
+ERROR_CODE = (
+    "CASE status WHEN 'rejected' THEN 'REJECTED'"
+    " WHEN 'denied' THEN CASE WHEN approval_status IN ('denied', 'expired')"
+    " THEN 'APPROVAL_' || upper(approval_status)"
+    " WHEN starts_with(error, %(rate)s) THEN 'RATE_LIMITED'"
+    " ELSE 'DENIED' END"
+    " WHEN 'outcome_unknown' THEN 'OUTCOME_UNKNOWN' ELSE coalesce(error_code, 'FAILED') END"
+)
+"""A refused or failed call's error code: rejected (invalid arguments or unknown tool), denied
+(governance, disabled by the operator), an approval denied or expired, rate-limited, a failed
+call's own code, outcome unknown."""
+
+
+class ToolStats(msgspec.Struct, frozen=True):
+    tool: str
+    calls: int
+    """Every call the model made of this tool, whatever its outcome (also one still running)."""
+    succeeded: int
+    errors: dict[str, int]
+    """Refused and failed calls by error code (timeouts are counted apart)."""
+    timeouts: int
+    p50_ms: float | None
+    p95_ms: float | None
+    """Duration percentiles of the calls that ran; None when none did."""
+    truncated: int
+    """Successful calls whose result the model saw cut to the tool's limit."""
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 class ApprovalAnswer(msgspec.Struct, frozen=True):

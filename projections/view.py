@@ -1,8 +1,9 @@
 """A materialised view of the ledger: its tables and how each event changes them.
 
-A view is an eventsourcing tracking recorder: its rows and its tracking position (the last log
-position it absorbed) live in the same database and change in the same transaction, so a crash
-between two events can neither lose nor double one.
+A view is a tracking recorder in the ledger's database (events.tracking): its rows and its
+tracking position (the last log position it absorbed) change in the same transaction, so a crash
+between two events can neither lose nor double one. Code outside ``projections`` reads a view
+through its query methods, never with SQL of its own.
 """
 
 from __future__ import annotations
@@ -11,21 +12,20 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
-from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
 from events.catalog import LedgerEvent
-from events.ledger import LoggedEvent
-from events.recorder import schema_lock
+from events.ledger import Ledger, LoggedEvent
+from events.tracking import LedgerTrackingRecorder
 from projections.parked import ERRORS_DDL
 
 TRACKING_TABLE = "projection_tracking"
 REBUILD_SUFFIX = "__rebuild"
 
 
-class View(PostgresTrackingRecorder):
+class View(LedgerTrackingRecorder):
     """Base class of the projections' views.
 
     Subclasses name their tables in ``tables`` and write DDL and statements with ``{table}``
@@ -41,8 +41,8 @@ class View(PostgresTrackingRecorder):
     """The event types the view reads; others are filtered out in the database."""
     ddl: ClassVar[tuple[str, ...]]
 
-    def __init__(self, datastore: PostgresDatastore, *, rebuilding: bool = False):
-        super().__init__(datastore, tracking_table_name=TRACKING_TABLE)
+    def __init__(self, ledger: Ledger, *, rebuilding: bool = False):
+        super().__init__(ledger, tracking_table_name=TRACKING_TABLE)
         self.rebuilding = rebuilding
         self.tracking_name = self.name + (REBUILD_SUFFIX if rebuilding else "")
         self.suffix = REBUILD_SUFFIX if rebuilding else ""
@@ -51,10 +51,6 @@ class View(PostgresTrackingRecorder):
         }
         self.sql_create_statements.extend(self.sql(ddl) for ddl in self.ddl)
         self.sql_create_statements.append(SQL(ERRORS_DDL).format())
-
-    def create_table(self) -> None:
-        with schema_lock(self.datastore):
-            super().create_table()
 
     @property
     def placeholders(self) -> Mapping[str, Composable]:

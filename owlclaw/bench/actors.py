@@ -282,7 +282,7 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
 
 def registered(ledger: Ledger, count: int) -> dict[str, Any]:
     """Agents that exist only in the ledger (passivated), each with a pending built-in timer."""
-    view = TimersView(ledger.datastore, ledger=ledger)
+    view = TimersView(ledger)
     view.create_table()
     fire_at = datetime.now(UTC) + timedelta(days=1)
     began = time.perf_counter()
@@ -299,14 +299,11 @@ def registered(ledger: Ledger, count: int) -> dict[str, Any]:
         )
         ledger.append(agent)
     ProjectionRunner(ledger, view).catch_up()
-    with view.datastore.transaction(commit=False) as curs:
-        timers = curs.execute(view.sql("SELECT count(*) AS n FROM {timers}")).fetchone()
-        size = curs.execute("SELECT pg_database_size(current_database()) AS b").fetchone()
     return {
         "registered_agents": count,
-        "pending_timers": int(timers["n"]) if timers else 0,
+        "pending_timers": view.count(),
         "active_processes_needed": 0,
-        "database_mb": round(int(size["b"]) / 1024**2, 1) if size else None,
+        "database_mb": round(ledger.database_size() / 1024**2, 1),
         "seconds_to_register": round(time.perf_counter() - began, 1),
     }
 

@@ -15,7 +15,8 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from eventsourcing.persistence import StoredEvent
@@ -51,16 +52,21 @@ def _sample_state() -> bytes:
     return MsgspecMapper().to_stored_event(event).state
 
 
-def _make_recorder(
+@contextmanager
+def _recorder(
     kind: str, url: str, table: str, *, create: bool, connections: int = 1
-) -> PostgresApplicationRecorder:
+) -> Iterator[PostgresApplicationRecorder]:
+    """A bare recorder of ``kind`` on a pool of its own, closed on exit."""
     datastore = datastore_from_url(url, pool_size=connections, max_overflow=0)
-    recorder = RECORDERS[kind](datastore, events_table_name=table)
-    if create:
-        recorder.create_table()
-    else:
-        datastore.register_type_adapters()
-    return recorder
+    try:
+        recorder = RECORDERS[kind](datastore, events_table_name=table)
+        if create:
+            recorder.create_table()
+        else:
+            datastore.register_type_adapters()
+        yield recorder
+    finally:
+        datastore.close()
 
 
 WARMUP_COMMITS = 20
@@ -101,27 +107,28 @@ def _writer(
 ) -> None:
     """One writer process: ``agents`` threads, each appending to its own stream. It reports
     ``None`` once every thread is warm, then its timed span."""
-    recorder = _make_recorder(kind, url, table, create=False, connections=agents)
-    state = _sample_state()
-    warmed = threading.Barrier(agents + 1)
-    go = threading.Event()
-    threads = [
-        threading.Thread(target=_append_stream, args=(recorder, state, commits, batch, warmed, go))
-        for _ in range(agents)
-    ]
-    for t in threads:
-        t.start()
-    warmed.wait()
-    out.put(None)
-    start.wait()
-    began = time.perf_counter()
-    go.set()
-    for t in threads:
-        t.join()
-    out.put((began, time.perf_counter()))
-    if isinstance(recorder, OwlClawApplicationRecorder):
-        recorder.close_notifier()
-    recorder.datastore.close()
+    with _recorder(kind, url, table, create=False, connections=agents) as recorder:
+        state = _sample_state()
+        warmed = threading.Barrier(agents + 1)
+        go = threading.Event()
+        threads = [
+            threading.Thread(
+                target=_append_stream, args=(recorder, state, commits, batch, warmed, go)
+            )
+            for _ in range(agents)
+        ]
+        for t in threads:
+            t.start()
+        warmed.wait()
+        out.put(None)
+        start.wait()
+        began = time.perf_counter()
+        go.set()
+        for t in threads:
+            t.join()
+        out.put((began, time.perf_counter()))
+        if isinstance(recorder, OwlClawApplicationRecorder):
+            recorder.close_notifier()
 
 
 def measure_writers(
@@ -131,7 +138,8 @@ def measure_writers(
     appending ``batch`` events per call to its own stream (``events_per_writer`` per process),
     timed from the moment all of them are warm."""
     table = f"bench_{kind}_{uuid.uuid4().hex[:8]}"
-    _make_recorder(kind, url, table, create=True).datastore.close()
+    with _recorder(kind, url, table, create=True):
+        pass
     ctx = mp.get_context("spawn")
     start = ctx.Event()
     out = ctx.Queue()

@@ -18,10 +18,10 @@ from typing import Any
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent, Run
-from events.codec import topic_of
 from owlclaw.bench import percentiles
-from projections import VIEWS, MemoryStore, MemoryView, Outbox, ProjectionRunner
+from projections import VIEWS, MemoryStore, MemoryView, ProjectionRunner
 from projections.memory import _vector
+from projections.synthetic import fill_memories, nearest_ids
 
 TOOLS_PER_RUN = 10
 LESSONS = [
@@ -77,14 +77,6 @@ def fill_ledger(ledger: Ledger, events: int, progress: Callable[[str], None]) ->
     return ledger.head()
 
 
-def _count(ledger: Ledger, topics: list[str]) -> int:
-    with ledger.datastore.get_connection() as conn:
-        row = conn.execute(
-            "SELECT count(*) AS n FROM ledger_events WHERE topic = ANY(%s)", (topics,)
-        ).fetchone()
-    return int(row["n"]) if row else 0
-
-
 def measure_catch_up(
     ledger: Ledger, events: int, progress: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -92,10 +84,9 @@ def measure_catch_up(
     results: dict[str, Any] = {}
     for name, view_class in VIEWS.items():
         progress(f"catching up the {name} view over {head:,} events")
-        options: dict[str, Any] = {"ledger": ledger} if view_class is Outbox else {}
-        view = view_class(ledger.datastore, **options)
+        view = view_class(ledger)
         view.create_table()
-        applied = _count(ledger, [topic_of(t) for t in view.events])
+        applied = ledger.count_events(view.events)
         if isinstance(view, MemoryView):
             view.embedder.embed(["load the model before timing"])
         started = time.perf_counter()
@@ -113,34 +104,12 @@ def measure_catch_up(
 def measure_recall(
     ledger: Ledger, memories: int, agents: int, per_agent: int, progress: Callable[[str], None]
 ) -> dict[str, Any]:
-    view = MemoryView(ledger.datastore)
+    view = MemoryView(ledger)
     view.create_table()
     store = MemoryStore(view)
     target = "bench-recall-target"
     progress(f"bulk-loading {memories:,} memories over {agents} agents (synthetic vectors)")
-    with view.datastore.get_connection() as conn:
-        conn.execute(
-            view.sql(
-                "INSERT INTO {memories} (memory_id, agent_id, content, tags, run_id, created_at,"
-                " position, bytes, embedding)"
-                " SELECT gen_random_uuid(),"
-                "  CASE WHEN g %% %(stride)s = 0 THEN %(target)s"  # interleaved, as in real use
-                "   ELSE 'bench-agent-' || (g %% %(agents)s) END,"
-                "  'synthetic memory ' || g, ARRAY['bench'], gen_random_uuid(),"
-                "  now() - (g || ' seconds')::interval, 0, 100,"
-                "  (SELECT l2_normalize(array_agg(random() - 0.5)::vector)::halfvec"
-                "     FROM generate_series(1, %(dim)s) WHERE g > 0)"
-                " FROM generate_series(1, %(n)s) g"
-            ),
-            {
-                "stride": memories // per_agent,
-                "target": target,
-                "agents": agents - 1,
-                "dim": view.embedder.dimensions,
-                "n": memories,
-            },
-        )
-        conn.execute(view.sql("VACUUM ANALYZE {memories}"))
+    fill_memories(view, target, memories, agents, per_agent)
     queries = [f"{lesson} — what did we learn?" for lesson in LESSONS] * 10
     embed_ms, index_ms, total_ms = [], [], []
     store.recall(target, "warm up")
@@ -148,14 +117,7 @@ def measure_recall(
         t0 = time.perf_counter()
         vector = _vector(view.embedder.embed([query])[0])
         t1 = time.perf_counter()
-        with view.datastore.get_connection() as conn:
-            rows = conn.execute(
-                view.sql(
-                    "SELECT memory_id FROM {memories} WHERE agent_id = %s AND NOT archived"
-                    " ORDER BY embedding <=> %s::halfvec LIMIT 20"
-                ),
-                (target, vector),
-            ).fetchall()
+        rows = nearest_ids(view, target, vector, 20)
         t2 = time.perf_counter()
         assert len(rows) == 20
         result = store.recall(target, query, limit=5)
@@ -176,7 +138,7 @@ def measure_recall(
 
 
 def measure_remember_to_recallable(ledger: Ledger, samples: int) -> dict[str, Any]:
-    view = MemoryView(ledger.datastore)
+    view = MemoryView(ledger)
     view.create_table()
     store = MemoryStore(view)
     runner = ProjectionRunner(ledger, view)

@@ -77,16 +77,15 @@ def run(
         for i in range(ONE_BY_ONE_SAMPLE):
             ledger.register_agent(f"single-{i:06d}")
         single_s = time.perf_counter() - began
-        agents_view = AgentsView(ledger.datastore)
-        runs, schedules = RunsView(ledger.datastore), SchedulesView(ledger.datastore)
+        agents_view = AgentsView(ledger)
+        runs, schedules = RunsView(ledger), SchedulesView(ledger)
         for view in (agents_view, runs, schedules):
             view.create_table()
         progress("agents view catching up…")
         began = time.perf_counter()
         ProjectionRunner(ledger, agents_view).catch_up()
         catch_up_s = time.perf_counter() - began
-        with ledger.datastore.transaction(commit=False) as curs:
-            size = curs.execute("SELECT pg_database_size(current_database()) AS b").fetchone()
+        size = ledger.database_size()
         page_views = (agents_view, runs, schedules)
         deep = ids[agents // 2]
 
@@ -115,7 +114,7 @@ def run(
         "batch_registration_per_s": round(agents / batch_s),
         "one_by_one_registration_per_s": round(ONE_BY_ONE_SAMPLE / single_s),
         "agents_view_catch_up_s": round(catch_up_s, 1),
-        "database_mb": round(int(size["b"]) / 1024**2, 1) if size else None,
+        "database_mb": round(size / 1024**2, 1),
         "status_json_s": round(status_s, 2),
         "status_registered_agents": report["registered_agents"],
         "agents_page_first_ms": first_ms,

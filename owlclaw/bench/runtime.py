@@ -83,13 +83,7 @@ def run(url: str, runs: int = 60) -> dict[str, Any]:
             for done, following in pairwise(responses):
                 next_request = following.timestamp - timedelta(milliseconds=following.latency_ms)
                 step_ms.append((next_request - done.timestamp).total_seconds() * 1000)
-            with ledger.datastore.get_connection() as conn:
-                row = conn.execute(
-                    "SELECT count(DISTINCT transaction_id) AS n FROM ledger_events"
-                    " WHERE originator_id = %s",
-                    (uuid.UUID(run_id),),
-                ).fetchone()
-            commits.append((int(row["n"]) if row else 0) - 1)  # minus the final commit
+            commits.append(ledger.stream_commits(uuid.UUID(run_id)) - 1)  # minus the final one
     provider = asyncio.run(_provider_ms(200))
     litellm_ms = statistics.median(acompletion_ms) - statistics.median(provider)
     return {

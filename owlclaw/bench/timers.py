@@ -109,7 +109,7 @@ def _wait_fired(
 
 
 def builtin_lateness(ledger: Ledger, agents: Agents, fires: int, count: int) -> dict[str, Any]:
-    view = TimersView(ledger.datastore, ledger=ledger)
+    view = TimersView(ledger)
     view.create_table()
     start = datetime.now(UTC) + timedelta(seconds=3)
     names = [f"late-{i}" for i in range(count)]
@@ -132,7 +132,7 @@ def builtin_lateness(ledger: Ledger, agents: Agents, fires: int, count: int) -> 
 
 def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[str, Any]:
     with Ledger(url) as ledger:
-        view = TimersView(ledger.datastore, ledger=ledger)
+        view = TimersView(ledger)
         view.create_table()
         now = datetime.now(UTC)
         far = now + timedelta(days=7)
@@ -141,9 +141,7 @@ def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[st
         soon = now + timedelta(seconds=2)
         _schedule(ledger, [(names[i % agents], soon) for i in range(due)])
         ProjectionRunner(ledger, view).catch_up()
-        with view.datastore.transaction(commit=False) as curs:
-            row = curs.execute(view.sql("SELECT count(*) AS n FROM {timers}")).fetchone()
-        held = int(row["n"]) if row else 0
+        held = view.count()
         local = _local(ledger)
         fired: list[tuple[str, str]] = []
 
@@ -235,7 +233,7 @@ def hatchet_lateness(
                 if time.monotonic() > deadline:
                     raise RuntimeError("the Hatchet worker did not register its task")
                 time.sleep(0.5)
-            view = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
+            view = TimersView(ledger, backend=HatchetBackend(hatchet))
             view.create_table()
             progress(f"Hatchet: registering {fires} one-off schedules…")
             registered = datetime.now(UTC)

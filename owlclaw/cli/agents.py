@@ -286,27 +286,9 @@ def status(as_json: JsonOption = False) -> None:
             report["registered_agents_behind"] = behind
         runs = next(v for v in views if isinstance(v, RunsView))
         schedules = next(v for v in views if isinstance(v, SchedulesView))
-        with led.datastore.transaction(commit=False) as curs:
-            report["agents"] = curs.execute(
-                runs.sql(
-                    "SELECT agent_id, count(*) AS runs,"
-                    " count(*) FILTER (WHERE status IN ('running', 'interrupted')) AS active,"
-                    " max(started_at) AS last_run FROM {runs} GROUP BY agent_id ORDER BY agent_id"
-                )
-            ).fetchall()
-            report["active_runs"] = curs.execute(
-                runs.sql(
-                    "SELECT agent_id, run_no, trigger, focus, status, started_at FROM {runs}"
-                    " WHERE status IN ('running', 'interrupted') ORDER BY started_at"
-                )
-            ).fetchall()
-            pending = curs.execute(
-                schedules.sql(
-                    "SELECT count(*) AS n FROM {schedules}"
-                    " WHERE status IN ('requested', 'registered')"
-                )
-            ).fetchone()
-            report["pending_timers"] = pending["n"] if pending else 0
+        report["agents"] = runs.per_agent()
+        report["active_runs"] = runs.active()
+        report["pending_timers"] = schedules.pending()
         report["agents"] = _with_served(report["agents"], report["server"].get("agents") or {})
         listed = [row["agent_id"] for row in report["agents"]]
         today = datetime.combine(datetime.now(UTC).date(), time(), UTC)

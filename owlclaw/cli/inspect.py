@@ -551,7 +551,7 @@ def projections_retry(
         fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
     config = load_config()
     with open_ledger(config) as (_, led):
-        view = view_class(led.datastore, **view_options(name, config, led))
+        view = view_class(led, **view_options(name, config))
         view.create_table()
         outcomes = retry_parked(led, view)
     if as_json:
@@ -594,7 +594,7 @@ def projections_rebuild(
             led,
             view_class,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
-            **view_options(name, config, led),
+            **view_options(name, config),
         )
     if as_json:
         print_json({"name": name, "position": position})

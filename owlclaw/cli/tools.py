@@ -29,7 +29,7 @@ from owlclaw.reports.inspection import bring_up_to_date
 from owlclaw.tools.tool import Tool
 
 if TYPE_CHECKING:
-    from owlclaw.tools.stats import ToolStats
+    from projections.tool_calls import ToolStats
 
 
 @app.command()
@@ -133,7 +133,7 @@ def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
 
     with open_ledger(config) as (_, led):
         disabled = led.load_agent(agent).state.disabled_tools
-        view = AuditView(led.datastore)
+        view = AuditView(led)
         view.create_table()
         behind = bring_up_to_date(led, view)
         stats = tool_stats(view, agent)

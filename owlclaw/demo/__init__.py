@@ -290,7 +290,7 @@ class Demo:
 
     def finish(self, ledger: Ledger) -> None:
         self.scenario("What the ledger holds")
-        view = MemoryView(ledger.datastore, **view_options(MemoryView.name, self.config, ledger))
+        view = MemoryView(ledger, **view_options(MemoryView.name, self.config))
         ProjectionRunner(ledger, view).catch_up()
         memory_md, _ = render_memory_files(view, AGENT, self.config.data_path / "memory" / AGENT)
         self.report.memory_md = memory_md

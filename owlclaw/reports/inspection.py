@@ -39,7 +39,7 @@ class Schedules:
 
 def open_schedules(led: Ledger) -> SchedulesView:
     """The schedules view with its tables created (a served process has its own already)."""
-    view = SchedulesView(led.datastore)
+    view = SchedulesView(led)
     view.create_table()
     return view
 
@@ -49,18 +49,7 @@ def schedules_of(led: Ledger, view: SchedulesView, agent: str | None, every: boo
     if agent is not None:
         led.load_agent(agent)
     behind = bring_up_to_date(led, view)
-    with view.datastore.transaction(commit=False) as curs:
-        rows = curs.execute(
-            view.sql(
-                "SELECT schedule_id, agent_id, kind, focus, cron, status, next_fire_at,"
-                " last_fire_at, last_outcome, fires, misses, backend FROM {schedules}"
-                " WHERE (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
-                " AND (%(every)s OR status IN ('requested', 'registered'))"
-                " ORDER BY agent_id, next_fire_at NULLS LAST"
-            ),
-            {"agent": agent, "every": every},
-        ).fetchall()
-    return Schedules([dict(r) for r in rows], behind)
+    return Schedules(view.listing(agent, every), behind)
 
 
 def projections_status(led: Ledger, views: Sequence[View]) -> list[ProjectionStatus]:

@@ -14,7 +14,6 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
-from eventsourcing.postgres import PostgresDatastore
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
@@ -79,21 +78,21 @@ class TimersView(View):
 
     def __init__(
         self,
-        datastore: PostgresDatastore,
+        ledger: Ledger,
         *,
         rebuilding: bool = False,
         backend: TimerBackend | None = None,
-        ledger: Ledger | None = None,
+        records: bool = True,
         served: Collection[str] | None = None,
     ):
         self.backend: TimerBackend = backend or BuiltinBackend()
-        self.ledger = ledger
+        self.records = records
+        """Whether ScheduleRegistered is recorded in the ledger after each batch."""
         self.served = None if served is None else sorted(served)
         """The agents whose timers this service fires (None: every agent). The others' timers
         stay built-in rows that no worker here claims, for the server that serves them."""
-        """Where ScheduleRegistered is recorded after each batch (None: not recorded)."""
         self._registered: list[tuple[str, str, str, str]] = []
-        super().__init__(datastore, rebuilding=rebuilding)
+        super().__init__(ledger, rebuilding=rebuilding)
 
     def prepare(self, batch: list[LoggedEvent]) -> None:
         self._registered = []  # those of an attempt that rolled back were never stored
@@ -161,7 +160,7 @@ class TimersView(View):
 
     def committed(self, batch: list[LoggedEvent]) -> None:
         registered, self._registered = self._registered, []
-        if self.ledger is None:
+        if not self.records:
             return
         for agent_id, schedule_id, backend, backend_id in registered:
             agent = self.ledger.load_agent(agent_id)
@@ -182,7 +181,7 @@ class TimersView(View):
         fire on time (``holds``). Returns how many moved."""
         moved = 0
         now = datetime.now(UTC)
-        with self.datastore.transaction(commit=True) as curs:
+        with self.transaction(commit=True) as curs:
             rows = curs.execute(
                 self.sql("SELECT * FROM {timers} WHERE backend <> %s FOR UPDATE"),
                 (self.backend.name,),
@@ -218,7 +217,7 @@ class TimersView(View):
         False for a served agent's fire, which is delivered here."""
         if self.served is None or fire.agent_id in self.served:
             return False
-        with self.datastore.transaction(commit=True) as curs:
+        with self.transaction(commit=True) as curs:
             row = curs.execute(
                 self.sql("SELECT * FROM {timers} WHERE schedule_id = %s FOR UPDATE"),
                 (fire.schedule_id,),
@@ -248,18 +247,54 @@ class TimersView(View):
         served = self.served is None or row["agent_id"] in self.served
         return served and self.backend.holds(row, now)
 
-    def due(self, curs: Cursor[DictRow], now: datetime, lease: timedelta, limit: int) -> list[Any]:
+    def claim(self, now: datetime, lease: timedelta, limit: int) -> list[dict[str, Any]]:
         """Claim the served agents' built-in timers due at ``now`` (any number of workers:
         SKIP LOCKED + lease)."""
-        return curs.execute(
-            self.sql(
-                "UPDATE {timers} t SET leased_until = %(until)s, attempts = t.attempts + 1"
-                " FROM (SELECT schedule_id FROM {timers} WHERE backend = 'builtin'"
-                "   AND next_fire_at <= %(now)s"
-                "   AND (leased_until IS NULL OR leased_until < %(now)s)"
-                "   AND (%(served)s::text[] IS NULL OR agent_id = ANY(%(served)s::text[]))"
-                "   ORDER BY next_fire_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d"
-                " WHERE t.schedule_id = d.schedule_id RETURNING t.*"
-            ),
-            {"now": now, "until": now + lease, "limit": limit, "served": self.served},
-        ).fetchall()
+        with self.transaction(commit=True) as curs:
+            return curs.execute(
+                self.sql(
+                    "UPDATE {timers} t SET leased_until = %(until)s, attempts = t.attempts + 1"
+                    " FROM (SELECT schedule_id FROM {timers} WHERE backend = 'builtin'"
+                    "   AND next_fire_at <= %(now)s"
+                    "   AND (leased_until IS NULL OR leased_until < %(now)s)"
+                    "   AND (%(served)s::text[] IS NULL OR agent_id = ANY(%(served)s::text[]))"
+                    "   ORDER BY next_fire_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d"
+                    " WHERE t.schedule_id = d.schedule_id RETURNING t.*"
+                ),
+                {"now": now, "until": now + lease, "limit": limit, "served": self.served},
+            ).fetchall()
+
+    def release(self, schedule_id: str, leased_until: datetime, retry_at: datetime) -> None:
+        """Give back a claim (the one leased until ``leased_until``): due again at
+        ``retry_at``. A claim that is no longer that one is left alone."""
+        with self.transaction(commit=True) as curs:
+            curs.execute(
+                self.sql(
+                    "UPDATE {timers} SET leased_until = %s"
+                    " WHERE schedule_id = %s AND leased_until = %s"
+                ),
+                (retry_at, schedule_id, leased_until),
+            )
+
+    def advance(self, schedule_id: str, next_fire_at: datetime | None) -> None:
+        """A claimed timer's fires are delivered: due next at ``next_fire_at`` (a cron
+        timer), or gone (None: a one-off)."""
+        with self.transaction(commit=True) as curs:
+            if next_fire_at is not None:
+                curs.execute(
+                    self.sql(
+                        "UPDATE {timers} SET next_fire_at = %s, leased_until = NULL,"
+                        " attempts = 0 WHERE schedule_id = %s"
+                    ),
+                    (next_fire_at, schedule_id),
+                )
+            else:
+                curs.execute(
+                    self.sql("DELETE FROM {timers} WHERE schedule_id = %s"), (schedule_id,)
+                )
+
+    def count(self) -> int:
+        """How many timers there are (every backend's)."""
+        with self.transaction(commit=False) as curs:
+            row = curs.execute(self.sql("SELECT count(*) AS n FROM {timers}")).fetchone()
+        return int(row["n"]) if row else 0

@@ -68,7 +68,7 @@ def start_timers(
     timers other backends hold) and the worker that fires the ``served`` agents' built-in
     timers (None: every agent's) to ``deliver``; neither is running yet: the caller supervises
     ``runner.serve`` and ``worker.run``."""
-    view = TimersView(ledger.datastore, backend=backend, ledger=ledger, served=served)
+    view = TimersView(ledger, backend=backend, served=served)
     view.create_table()
     view.adopt()
     runner = ProjectionRunner(ledger, view)
@@ -130,7 +130,7 @@ def hatchet_worker(
     retry = RetryPolicy(max_retries=config.timers.max_retries)
     grace = timedelta(seconds=config.timers.misfire_grace_s)
     backend = HatchetBackend(hatchet)
-    view = TimersView(ledger.datastore, backend=backend, ledger=ledger, served=served)
+    view = TimersView(ledger, backend=backend, served=served)
     task = fire_task(hatchet, deliver, retry, grace, hand_back=view.hand_back)
     hatchet.worker("owlclaw-timers", slots=config.timers.hatchet_slots, workflows=[task]).start()
 

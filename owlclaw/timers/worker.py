@@ -24,14 +24,13 @@ import psycopg
 from eventsourcing import persistence
 
 from events.cron import cron_times, next_fire
-from events.recorder import drop_dead_connections
 from owlclaw.messages import Fire, FireOutcome
 from owlclaw.timers.fires import GRACE, plan
 from owlclaw.timers.registrations import TimersView
 
 log = logging.getLogger(__name__)
 Deliver = Callable[[Fire], Awaitable[FireOutcome]]
-"""Hand a fire to its agent (``Agents.fire``); returns once the verdict is committed."""
+"""Hand a fire to its agent (``Agents.ask``); returns once the verdict is committed."""
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.OperationalError,
     psycopg.InterfaceError,
@@ -107,10 +106,9 @@ class TimerWorker:
 
     def _claim(self, now: datetime) -> list[Any]:
         try:
-            with self.view.datastore.transaction(commit=True) as curs:
-                return self.view.due(curs, now, self.lease, self.batch)
+            return self.view.claim(now, self.lease, self.batch)
         except DATABASE_ERRORS:
-            drop_dead_connections(self.view.datastore)  # the next claim gets a live one
+            self.view.ledger.drop_dead_connections()  # the next claim gets a live one
             raise
 
     async def _handle(self, row: dict[str, Any], now: datetime, stop: asyncio.Event) -> int:
@@ -155,7 +153,7 @@ class TimerWorker:
                 await asyncio.to_thread(write)
                 return True
             except DATABASE_ERRORS as error:
-                await asyncio.to_thread(drop_dead_connections, self.view.datastore)
+                await asyncio.to_thread(self.view.ledger.drop_dead_connections)
                 if stop.is_set() or self.clock() >= row["leased_until"]:
                     log.warning(
                         "timer %s: %s not written (%s), its lease decides",
@@ -173,31 +171,12 @@ class TimerWorker:
         """Give back this worker's claim of ``row`` (a failed delivery): due again at
         ``retry_at``, for this worker or another. A claim that is no longer this one (its lease
         ran out and another worker took the row, or the schedule was cancelled) is left alone."""
-        with self.view.datastore.transaction(commit=True) as curs:
-            curs.execute(
-                self.view.sql(
-                    "UPDATE {timers} SET leased_until = %s"
-                    " WHERE schedule_id = %s AND leased_until = %s"
-                ),
-                (retry_at, row["schedule_id"], row["leased_until"]),
-            )
+        self.view.release(row["schedule_id"], row["leased_until"], retry_at)
 
     def _advance(self, row: dict[str, Any], now: datetime, last_due: datetime) -> None:
         """The row's fires are delivered: move a cron row to its next fire, delete a one-off."""
-        with self.view.datastore.transaction(commit=True) as curs:
-            if row["kind"] == "cron":
-                curs.execute(
-                    self.view.sql(
-                        "UPDATE {timers} SET next_fire_at = %s, leased_until = NULL,"
-                        " attempts = 0 WHERE schedule_id = %s"
-                    ),
-                    (next_fire(row["cron"], max(now, last_due)), row["schedule_id"]),
-                )
-            else:
-                curs.execute(
-                    self.view.sql("DELETE FROM {timers} WHERE schedule_id = %s"),
-                    (row["schedule_id"],),
-                )
+        following = next_fire(row["cron"], max(now, last_due)) if row["kind"] == "cron" else None
+        self.view.advance(row["schedule_id"], following)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver due timers until ``stop`` is set. Rows are delivered concurrently (fires of

@@ -52,7 +52,7 @@ def run_projection(url: str, view_name: str) -> None:
 
     runner_module.BATCH_SIZE = 200
     with Ledger(url) as ledger:
-        view = VIEWS[view_name](ledger.datastore)
+        view = VIEWS[view_name](ledger)
         view.create_table()
         runner_module.ProjectionRunner(ledger, view).catch_up()
 
@@ -62,7 +62,7 @@ def run_outbox(url: str) -> None:
     from projections import Outbox, ProjectionRunner
 
     with Ledger(url) as ledger:
-        view = Outbox(ledger.datastore, ledger=ledger)
+        view = Outbox(ledger)
         view.create_table()
         ProjectionRunner(ledger, view).catch_up()
 

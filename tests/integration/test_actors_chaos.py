@@ -60,7 +60,7 @@ def setting(pg_server: Database, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 def rows(view: View, table: str) -> list[tuple[Any, ...]]:
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         found = curs.execute(view.sql(f"SELECT * FROM {{{table}}}")).fetchall()
     return sorted(tuple(str(v) for v in r.values()) for r in found)
 
@@ -148,12 +148,12 @@ def assert_consistent(ledger: Ledger, agents: list[str], accepted: list[tuple[st
 
 def assert_projections_equal_a_rebuild(ledger: Ledger) -> None:
     for view_class in (RunsView, AuditView):
-        live = view_class(ledger.datastore)
+        live = view_class(ledger)
         live.create_table()
         ProjectionRunner(ledger, live).catch_up()
         before = {t: rows(live, t) for t in view_class.tables}
         rebuild(ledger, view_class)
-        after = {t: rows(view_class(ledger.datastore), t) for t in view_class.tables}
+        after = {t: rows(view_class(ledger), t) for t in view_class.tables}
         assert before == after
 
 

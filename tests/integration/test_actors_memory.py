@@ -66,7 +66,7 @@ def test_hosts_remember_and_recall_through_what_the_node_shares(
     import ray
 
     directory = AgentDirectory(ledger, _config(db, tmp_path), placement=placement, pool_size=1)  # type: ignore[arg-type]
-    view = MemoryView(ledger.datastore, embedder=local_embedder)
+    view = MemoryView(ledger, embedder=local_embedder)
     view.create_table()
     agents = [f"{placement}-mem-{i}" for i in range(2)]
     for agent_id in agents:

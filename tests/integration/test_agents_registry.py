@@ -45,7 +45,7 @@ def test_batch_registration_registers_the_new_ones_once(
 def test_the_agents_view_pages_through_every_agent_once_in_id_order(ledger: Ledger) -> None:
     wanted = names(250)
     ledger.register_agents(wanted[::-1])
-    view = AgentsView(ledger.datastore)
+    view = AgentsView(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     seen, after = [], None

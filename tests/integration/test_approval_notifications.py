@@ -26,7 +26,7 @@ def request_approval(ledger: Ledger, agent_id: str) -> str:
 
 
 def rows(view: ApprovalNotifications) -> dict[str, dict[str, Any]]:
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         found = curs.execute(view.sql("SELECT * FROM {approval_notifications}")).fetchall()
     return {r["approval_id"]: dict(r) for r in found}
 
@@ -36,7 +36,7 @@ def test_a_request_is_retried_until_delivered_and_names_itself_for_deduplication
 ) -> None:
     approval_id = request_approval(ledger, "notified")
     receiver.statuses = [503]  # the receiver is briefly down
-    view = ApprovalNotifications(ledger.datastore, url=receiver.url, attempts=3)
+    view = ApprovalNotifications(ledger, url=receiver.url, attempts=3)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     assert [key for key, _, _ in receiver.received] == [approval_id, approval_id]
@@ -54,7 +54,7 @@ def test_a_receiver_that_keeps_refusing_parks_the_request_until_it_is_retried(
 ) -> None:
     approval_id = request_approval(ledger, "refused")
     receiver.statuses = [500] * 100
-    view = ApprovalNotifications(ledger.datastore, url=receiver.url, attempts=1)
+    view = ApprovalNotifications(ledger, url=receiver.url, attempts=1)
     view.create_table()
     runner = ProjectionRunner(ledger, view)
     runner.catch_up()
@@ -69,7 +69,7 @@ def test_a_receiver_that_keeps_refusing_parks_the_request_until_it_is_retried(
 
 def test_without_a_url_nothing_is_sent_and_the_view_says_why(ledger: Ledger) -> None:
     approval_id = request_approval(ledger, "quiet")
-    view = ApprovalNotifications(ledger.datastore)
+    view = ApprovalNotifications(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     assert rows(view)[approval_id]["not_sent"] == "no approvals.notify_url configured"

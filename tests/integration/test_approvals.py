@@ -85,7 +85,7 @@ def test_denied_the_model_is_told_who_denied_it_and_the_run_ends_as_scripted(
         "denied",
         "too big",
     )
-    [stats] = tool_stats(AuditView(ledger.datastore), "denied")
+    [stats] = tool_stats(AuditView(ledger), "denied")
     assert stats.errors == {"APPROVAL_DENIED": 1}
 
 
@@ -159,10 +159,10 @@ def verified(ledger: Ledger, agent_id: str, app_dir: str) -> ReplayReport:
 
 
 def audit_rows(ledger: Ledger, agent_id: str) -> list[dict[str, Any]]:
-    view = AuditView(ledger.datastore)
+    view = AuditView(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
-    with ledger.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         rows = curs.execute(
             view.sql("SELECT * FROM {audit_tool_calls} WHERE agent_id = %s"), (agent_id,)
         ).fetchall()

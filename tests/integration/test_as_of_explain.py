@@ -87,7 +87,7 @@ def test_memory_as_of_holds_a_memory_from_its_remembering_until_it_is_forgotten(
     owlclaw: Callable[..., Any],
     printed: Callable[..., str],
 ) -> None:
-    store = MemoryStore(MemoryView(ledger.datastore, embedder=local_embedder))
+    store = MemoryStore(MemoryView(ledger, embedder=local_embedder))
     store.view.create_table()
     runtime = AgentRuntime(ledger, "trader", models=["x"], memory=store)
     play(runtime, [{"tool_calls": [call("remember", content=LESSON)]}, {"content": "ok"}])

@@ -199,7 +199,7 @@ def test_memory_command_recalls_what_was_committed_before_it_was_called(
 
     with psycopg.connect(fresh_db.url) as older, Ledger(fresh_db.url) as ledger:
         ledger.register_agent("trader")
-        served = MemoryView(ledger.datastore, embedder=local_embedder)
+        served = MemoryView(ledger, embedder=local_embedder)
         served.create_table()
         ProjectionRunner(ledger, served).catch_up()  # the served view is at the readable head
         older.execute("SELECT pg_current_xact_id()")

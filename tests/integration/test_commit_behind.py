@@ -92,7 +92,7 @@ def test_recall_while_its_request_commits_behind_finds_the_last_runs_memory(
         return append_events(events, aggregates)
 
     monkeypatch.setattr(ledger, "append_events", slow_recall_request)
-    view = MemoryView(ledger.datastore, embedder=SlowToIndex(local_embedder))
+    view = MemoryView(ledger, embedder=SlowToIndex(local_embedder))
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     try:

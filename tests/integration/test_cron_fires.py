@@ -79,7 +79,7 @@ def test_views_record_no_fire_for_a_never_firing_cron_already_in_the_log(
         if isinstance(e, ev.ScheduleRequested) and e.schedule_id == "s-hourly"
     ]
     expected = hourly.timestamp.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    views = [SchedulesView(ledger.datastore), TimersView(ledger.datastore)]
+    views = [SchedulesView(ledger), TimersView(ledger, records=False)]
     for view in views:
         view.create_table()
         assert ProjectionRunner(ledger, view).catch_up() == ledger.head()

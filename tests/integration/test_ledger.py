@@ -147,3 +147,24 @@ def test_a_head_lookup_with_its_database_gone_is_ledger_unavailable(pg_server: D
         pg_server.drop_database(name)  # WITH (FORCE): the ledger's connections are cut too
         with pytest.raises(LedgerUnavailable, match="cannot look up stream heads"):
             ledger.require_agent("a")
+
+
+def test_what_the_ledger_tells_of_its_database(ledger: Ledger) -> None:
+    """Counts by event type, commits per stream, the database's size, and a connection of its
+    own woken by each append (what views, feeds and benches read instead of the pool)."""
+    agent = ledger.register_agent("counted")
+    run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="ok"))
+    ledger.append(agent, run)
+    run.record(ev.ToolCallRequested, call_id="c1", tool="exec", arguments={})
+    run.record(ev.ToolCallSucceeded, call_id="c1", tool="exec", result={})
+    ledger.append(run)
+    assert ledger.count_events([ev.RunStarted, ev.ToolCallRequested]) == 2
+    assert ledger.count_events([ev.RunCompleted]) == 0
+    assert ledger.stream_commits(run.id) == 2
+    assert ledger.database_size() > 0
+    with ledger.listen() as conn:
+        identity(agent, 1)
+        ledger.append(agent)
+        assert [n.channel for n in conn.notifies(timeout=5, stop_after=1)] == [
+            ledger.notify_channel
+        ]

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from eventsourcing.postgres import PostgresDatastore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import Ledger
-from events.recorder import postgres_env
 from owlclaw.database import Database
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
 from projections.current import ViewBehind, catch_up_to_committed
@@ -47,7 +45,7 @@ TOPICS = [
 
 @pytest.fixture
 def view(ledger: Ledger, local_embedder: Embedder) -> MemoryView:
-    memory_view = MemoryView(ledger.datastore, embedder=local_embedder)
+    memory_view = MemoryView(ledger, embedder=local_embedder)
     memory_view.create_table()
     return memory_view
 
@@ -148,25 +146,15 @@ def test_recall_finds_memories_when_embedding_the_query_outlasts_the_idle_timeou
     fresh_db: Database, ledger: Ledger, local_embedder: Embedder
 ) -> None:
     """The tour's empty recall: `owlclaw memory --recall` loaded the model inside the search's
-    transaction, which PostgreSQL ended after the datastore's idle-in-transaction timeout."""
-    env = postgres_env(fresh_db.url)
-    impatient = PostgresDatastore(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=env["POSTGRES_PORT"],
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"],
-        idle_in_transaction_session_timeout=1.0,  # what the view does between statements fits
-    )
-    try:
+    transaction, which PostgreSQL ended after the pool's idle-in-transaction timeout."""
+    # 1 s: what the view does between statements fits
+    with Ledger(fresh_db.url, idle_in_transaction_s=1) as impatient:
         view = MemoryView(impatient, embedder=local_embedder)
         view.create_table()
         remember(ledger, ledger.register_agent("slow"), [LESSON])
         ProjectionRunner(ledger, view).catch_up()
         view.embedder = SlowToLoad(local_embedder, load_s=1.5)
         result = MemoryStore(view).recall("slow", "market rebound after a drop")
-    finally:
-        impatient.close()
     assert result.warning is None
     assert [m.content for m in result.memories] == [LESSON]
 
@@ -244,7 +232,7 @@ def test_switching_the_embedding_model_reprojects_without_losing_recall(
     new_model = HalfDimensions(local_embedder)
     # As after a configuration change: the reader is configured with the new model and must
     # keep answering from the old index (with the old model) until the switch-over.
-    store = MemoryStore(MemoryView(ledger.datastore, embedder=new_model))
+    store = MemoryStore(MemoryView(ledger, embedder=new_model))
     answers: list[str] = []
     stop = threading.Event()
 
@@ -264,7 +252,7 @@ def test_switching_the_embedding_model_reprojects_without_losing_recall(
             ("test/minilm-first-192", 192)
         ]
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1 + len(TOPICS),)
-    switched = MemoryStore(MemoryView(ledger.datastore, embedder=new_model))
+    switched = MemoryStore(MemoryView(ledger, embedder=new_model))
     assert (
         switched.recall("switcher", "market crash recovery patterns").memories[0].content == LESSON
     )
@@ -273,7 +261,7 @@ def test_switching_the_embedding_model_reprojects_without_losing_recall(
 def test_memory_md_is_stable_and_archives_beyond_the_size_limit(
     ledger: Ledger, local_embedder: Embedder, tmp_path: Path
 ) -> None:
-    small = MemoryView(ledger.datastore, embedder=local_embedder, size_limit=1500)
+    small = MemoryView(ledger, embedder=local_embedder, size_limit=1500)
     small.create_table()
     agent = ledger.register_agent("writer")
     contents = [f"memory {i}: " + "lorem ipsum " * 10 for i in range(12)]

@@ -32,7 +32,7 @@ COFFEE = "The coffee machine is on the third floor"
 
 
 def memory_view(ledger: Ledger, embedder: Embedder, memory_dir: Path | None) -> MemoryView:
-    view = MemoryView(ledger.datastore, embedder=embedder, memory_dir=memory_dir)
+    view = MemoryView(ledger, embedder=embedder, memory_dir=memory_dir)
     view.create_table()
     return view
 
@@ -194,7 +194,7 @@ def test_an_agent_without_active_memories_runs_without_asking_the_memory_index(
     quiet = AgentRuntime(ledger, "quiet", models=["x"], memory=MemoryStore(view))
     keeper = AgentRuntime(ledger, "keeper", models=["x"], memory=MemoryStore(view))
     lesson = remember(keeper, ledger, LESSON)
-    with view.datastore.transaction(commit=True) as curs:
+    with view.transaction(commit=True) as curs:
         curs.execute(view.sql("DROP TABLE {memories}"))
 
     def recall_warnings(runtime: AgentRuntime) -> list[str]:

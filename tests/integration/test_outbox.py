@@ -50,13 +50,13 @@ def send_messages(ledger: Ledger, channel: ChannelConfig, *texts: str) -> list[s
 
 
 def outbox(ledger: Ledger) -> tuple[Outbox, ProjectionRunner]:
-    view = Outbox(ledger.datastore, ledger=ledger)
+    view = Outbox(ledger)
     view.create_table()
     return view, ProjectionRunner(ledger, view)
 
 
 def rows(view: Outbox) -> dict[str, dict[str, Any]]:
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         found = curs.execute(view.sql("SELECT * FROM {outbox}")).fetchall()
     return {r["message_id"]: dict(r) for r in found}
 
@@ -151,7 +151,7 @@ def test_a_rebuild_resends_nothing_and_keeps_what_was_delivered(
     before = rows(view)
     sent = len(receiver.received)
 
-    rebuild(ledger, Outbox, ledger=ledger)
+    rebuild(ledger, Outbox)
 
     assert len(receiver.received) == sent
     after = rows(view)

@@ -176,7 +176,7 @@ def test_a_postgres_restart_heals_workers_timers_and_views(
     config = OwlClawConfig()
     with Ledger(url) as ledger:
         for name, view in VIEWS.items():
-            rebuild(ledger, view, **view_options(name, config, ledger))
+            rebuild(ledger, view, **view_options(name, config))
     assert view_rows(url) == served_views
 
     restarted = PostmasterInfo.read_from_pgdata(pgdata)

@@ -89,7 +89,7 @@ def test_a_poison_event_is_parked_skipped_shown_and_applied_by_retry_after_the_f
     assert f"runs at log position {bad}: RunFailed {poisoned.id}@" in human.stdout
     assert "    CheckViolation: " in human.stdout and "DETAIL" not in human.stdout
 
-    [still] = retry_parked(ledger, RunsView(ledger.datastore))
+    [still] = retry_parked(ledger, RunsView(ledger))
     assert still.position == bad and still.error and "CheckViolation" in still.error
     assert rows(fresh_db, "SELECT attempts FROM projection_errors") == [(5,)]
 
@@ -121,7 +121,7 @@ def test_a_killed_connection_is_raised_not_parked_and_serve_resumes_exactly(
     ledger: Ledger, fresh_db: Database
 ) -> None:
     agent = ledger.register_agent("steady")
-    view = RunsViewKilledOnce(ledger.datastore)
+    view = RunsViewKilledOnce(ledger)
     view.create_table()
     runner = ProjectionRunner(ledger, view)
     raised: list[BaseException] = []
@@ -205,7 +205,7 @@ def test_a_retried_batch_records_each_timer_registration_once(
         )
     agent.record(ev.ScheduleCancelled, schedule_id="s-bad", reason="changed my mind")
     *_, cancelled = ledger.append(agent)
-    view = TimersViewFailingOnCancel(ledger.datastore, ledger=ledger)
+    view = TimersViewFailingOnCancel(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up(until=cancelled)
     assert rows(fresh_db, "SELECT view_name, position, topic, error FROM projection_errors") == [
@@ -238,7 +238,7 @@ def test_an_embedding_outage_delays_the_memory_view_and_parks_nothing(
 ) -> None:
     agent = ledger.register_agent("mindful")
     embedder = OutageEmbedder()
-    view = MemoryView(ledger.datastore, embedder=embedder)
+    view = MemoryView(ledger, embedder=embedder)
     view.create_table()
     last = remember(ledger, agent, ["the broker rate-limits", "rebounds within 2h"])
     runner = ProjectionRunner(ledger, view)
@@ -268,7 +268,7 @@ def test_a_rebuild_replaces_the_parked_events_of_the_view_it_replaces(
     poisoned = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="doomed"))
     poisoned.record(ev.RunFailed, error="poison")
     *_, bad = ledger.append(agent, poisoned)
-    view = RunsViewRejectingPoison(ledger.datastore)
+    view = RunsViewRejectingPoison(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up(until=bad)
     parked = "SELECT view_name, position, error FROM projection_errors"

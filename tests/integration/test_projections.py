@@ -100,7 +100,7 @@ def test_a_killed_projection_resumes_exactly_where_it_committed(
     agent = ledger.register_agent("busy")
     record_runs(ledger, agent, 600, tools_per_run=3)
     head = ledger.last_committed()
-    AuditView(ledger.datastore).create_table()
+    AuditView(ledger).create_table()
     ctx = mp.get_context("spawn")
     worker = ctx.Process(target=run_projection, args=(fresh_db.url, "audit"))
     worker.start()
@@ -122,7 +122,7 @@ def test_a_killed_projection_resumes_exactly_where_it_committed(
     )
     assert 0 < killed_at < head, "the kill must land mid-stream"
 
-    view = AuditView(ledger.datastore)
+    view = AuditView(ledger)
     ProjectionRunner(ledger, view).catch_up()
     query = (
         "SELECT run_id, call_id, tool, arguments, status, result, tokens, position"
@@ -153,7 +153,7 @@ def test_rebuild_switches_over_while_a_live_runner_keeps_serving(
 ) -> None:
     agent = ledger.register_agent("live")
     record_runs(ledger, agent, 50)
-    view = RunsView(ledger.datastore)
+    view = RunsView(ledger)
     view.create_table()
     live = ProjectionRunner(ledger, view).start()
     writer = threading.Thread(target=record_runs, args=(ledger, agent, 100))
@@ -222,7 +222,7 @@ def test_view_survives_nul_and_maximum_size_memory_like_payloads(
 
 def test_follow_projection_yields_what_the_view_absorbed(ledger: Ledger) -> None:
     agent = ledger.register_agent("followed")
-    view = RunsView(ledger.datastore)
+    view = RunsView(ledger)
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     got: list[ev.LedgerEvent] = []
@@ -251,7 +251,7 @@ def test_example_cost_job_prints_live_totals(ledger: Ledger, fresh_db: Database)
 
     agent = ledger.register_agent("spender")
     record_runs(ledger, agent, 2)
-    view = RunsView(ledger.datastore)
+    view = RunsView(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     script = Path(__file__).parents[2] / "examples" / "cost_per_agent_hour.py"
@@ -307,7 +307,7 @@ def test_schedules_view_tracks_next_fire_last_outcome_and_activity(
     )
     agent.record(ev.ScheduleRegistered, schedule_id="s-cron", backend="builtin", backend_id="b-1")
     ledger.append(agent)
-    view = SchedulesView(ledger.datastore)
+    view = SchedulesView(ledger)
     view.create_table()
     runner = ProjectionRunner(ledger, view)
     runner.catch_up()

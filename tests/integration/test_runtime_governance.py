@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 def test_prompt_carries_recalled_memories_and_recent_activity(
     ledger: Ledger, local_embedder: Embedder
 ) -> None:
-    view = MemoryView(ledger.datastore, embedder=local_embedder)
+    view = MemoryView(ledger, embedder=local_embedder)
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     try:
@@ -51,7 +51,7 @@ def test_prompt_carries_recalled_memories_and_recent_activity(
 def test_degraded_recall_is_recorded_as_a_run_warning(
     ledger: Ledger, local_embedder: Embedder
 ) -> None:
-    view = MemoryView(ledger.datastore, embedder=local_embedder)
+    view = MemoryView(ledger, embedder=local_embedder)
     view.create_table()  # no runner: the view never reaches the run's position
     runtime = AgentRuntime(
         ledger,

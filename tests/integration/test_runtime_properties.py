@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import run_stream_id
-from events.recorder import datastore_from_url
 from owlclaw.app import AppError, estimate_tokens, load_app, sanitize, select_skills
 from owlclaw.config import ConfigError, RuntimeConfig, load_config
 from owlclaw.database import Database
@@ -68,7 +67,7 @@ def ledger(module_db: Database) -> Iterator[Ledger]:
 
 @pytest.fixture(scope="module")
 def memory(ledger: Ledger, local_embedder: Embedder) -> Iterator[MemoryStore]:
-    view = MemoryView(ledger.datastore, embedder=local_embedder)
+    view = MemoryView(ledger, embedder=local_embedder)
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     yield MemoryStore(view)
@@ -267,7 +266,7 @@ def small_memory(pg_server: Database, local_embedder: Embedder) -> Iterator[tupl
     name = f"p_{uuid.uuid4().hex[:12]}"
     db = pg_server.create_database(name)
     with Ledger(db.url) as led:
-        view = MemoryView(led.datastore, embedder=local_embedder, size_limit=2048)
+        view = MemoryView(led, embedder=local_embedder, size_limit=2048)
         view.create_table()
         yield led, view
     pg_server.drop_database(name)
@@ -521,9 +520,8 @@ def broken_memory(pg_server: Database, local_embedder: Embedder) -> Iterator[Mem
     """A memory store over a database without its tables: every query fails."""
     name = f"p_{uuid.uuid4().hex[:12]}"
     db = pg_server.create_database(name)
-    datastore = datastore_from_url(db.url)
-    yield MemoryStore(MemoryView(datastore, embedder=local_embedder))
-    datastore.close()
+    with Ledger(db.url) as ledger:
+        yield MemoryStore(MemoryView(ledger, embedder=local_embedder))
     pg_server.drop_database(name)
 
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 def test_scenario_2_remember_then_recall_in_a_later_run(
     ledger: Ledger, local_embedder: Embedder
 ) -> None:
-    view = MemoryView(ledger.datastore, embedder=local_embedder)
+    view = MemoryView(ledger, embedder=local_embedder)
     view.create_table()
     runner = ProjectionRunner(ledger, view).start()
     try:

@@ -51,9 +51,9 @@ def requested_schedule(ledger: Ledger, agent_id: str) -> str:
 
 def test_operator_cancel_is_recorded_with_who_and_unregisters_the_timer(ledger: Ledger) -> None:
     backend = RecordingBackend()
-    timers = TimersView(ledger.datastore, backend=backend)
+    timers = TimersView(ledger, backend=backend, records=False)
     timers.create_table()
-    schedules = SchedulesView(ledger.datastore)
+    schedules = SchedulesView(ledger)
     schedules.create_table()
     schedule_id = requested_schedule(ledger, "ops")
     ProjectionRunner(ledger, timers).catch_up()
@@ -81,7 +81,7 @@ def test_operator_cancel_is_recorded_with_who_and_unregisters_the_timer(ledger: 
     ProjectionRunner(ledger, timers).catch_up()
     assert backend.cancelled == [(f"ext-{schedule_id}", "once")]
     ProjectionRunner(ledger, schedules).catch_up()
-    with schedules.datastore.transaction(commit=False) as curs:
+    with schedules.transaction(commit=False) as curs:
         row = curs.execute(
             schedules.sql("SELECT status, last_outcome FROM {schedules} WHERE schedule_id = %s"),
             (schedule_id,),

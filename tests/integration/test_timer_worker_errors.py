@@ -24,7 +24,7 @@ LEASE = timedelta(minutes=5)
 
 
 def due_timer(view: TimersView, fire_at: datetime) -> None:
-    with view.datastore.transaction(commit=True) as curs:
+    with view.transaction(commit=True) as curs:
         curs.execute(
             view.sql(
                 "INSERT INTO {timers} (schedule_id, agent_id, kind, focus, next_fire_at, misfire,"
@@ -36,7 +36,7 @@ def due_timer(view: TimersView, fire_at: datetime) -> None:
 
 
 def timer_rows(view: TimersView) -> list[dict[str, Any]]:
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         return curs.execute(view.sql("SELECT * FROM {timers}")).fetchall()
 
 
@@ -76,7 +76,7 @@ def dropped_connection(*_: object) -> None:
 
 @pytest.fixture
 def view(ledger: Ledger) -> TimersView:
-    timers = TimersView(ledger.datastore, ledger=ledger)
+    timers = TimersView(ledger)
     timers.create_table()
     return timers
 

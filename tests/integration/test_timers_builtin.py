@@ -40,7 +40,7 @@ class Clock:
 
 @pytest.fixture
 def timers(ledger: Ledger) -> Iterator[tuple[TimersView, ProjectionRunner]]:
-    view = TimersView(ledger.datastore, ledger=ledger)
+    view = TimersView(ledger)
     view.create_table()
     yield view, ProjectionRunner(ledger, view)
 
@@ -183,11 +183,11 @@ def test_misfire_policy_after_the_service_was_down(
     agent_id = f"late-{policy}"
     schedule(ledger, agent_id, "schedule_cron", cron_expression="*/10 * * * *", focus="poll")
     runner.catch_up()
-    with view.datastore.transaction(commit=True) as curs:  # this schedule's policy and window
+    with view.transaction(commit=True) as curs:  # this schedule's policy and window
         curs.execute(
             view.sql("UPDATE {timers} SET misfire = %s, catch_up_window_s = 3000"), (policy,)
         )
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         [row] = curs.execute(view.sql("SELECT next_fire_at FROM {timers}")).fetchall()
     clock = Clock()
     clock.now = row["next_fire_at"] + timedelta(minutes=75, seconds=1)  # 8 fires were due
@@ -234,10 +234,10 @@ def test_timer_rows_survive_and_are_not_doubled_by_a_replayed_projection(
     for i in range(3):
         schedule(ledger, "many", "schedule_once", delay_seconds=100 + i, focus=f"f{i}")
     runner.catch_up()
-    again = ProjectionRunner(ledger, TimersView(ledger.datastore, ledger=ledger))
+    again = ProjectionRunner(ledger, TimersView(ledger))
     assert again.position == runner.position  # a second service resumes from the tracking
     again.catch_up()
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         rows = curs.execute(view.sql("SELECT focus FROM {timers} ORDER BY focus")).fetchall()
     assert [r["focus"] for r in rows] == ["f0", "f1", "f2"]
 
@@ -339,14 +339,14 @@ def test_killed_timer_service_loses_nothing_and_doubles_nothing(
 
 
 def timer_rows(view: TimersView) -> list[dict[str, Any]]:
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         return list(curs.execute(view.sql("SELECT * FROM {timers}")).fetchall())
 
 
 def test_a_worker_fires_only_the_agents_it_serves(ledger: Ledger) -> None:
     """``owlclaw run APP`` fires its app's timers only: another agent's stay due, untouched, for
     the server that serves it."""
-    view = TimersView(ledger.datastore, ledger=ledger, served=["trader"])
+    view = TimersView(ledger, served=["trader"])
     view.create_table()
     schedule(ledger, "trader", "schedule_once", delay_seconds=60, focus="mine")
     schedule(ledger, "stranger", "schedule_once", delay_seconds=60, focus="not mine")
@@ -361,7 +361,7 @@ def test_a_worker_fires_only_the_agents_it_serves(ledger: Ledger) -> None:
     assert [e.focus for e in fired_runs(ledger, "trader")] == ["mine"]
     assert fired_runs(ledger, "stranger") == []
     assert delivering(ledger, tick(view)) == 0  # the stranger's timer is never claimed here
-    theirs = TimersView(ledger.datastore, ledger=ledger, served=["stranger"])
+    theirs = TimersView(ledger, served=["stranger"])
     assert delivering(ledger, tick(theirs)) == 1
     assert [e.focus for e in fired_runs(ledger, "stranger")] == ["not mine"]
 
@@ -388,7 +388,7 @@ def test_an_engine_fire_of_an_agent_not_served_here_is_handed_back(ledger: Ledge
     """A server's engine worker that receives another agent's fire gives it back to the built-in
     rows, due at that fire, and removes it from the engine: the agent's own server fires it."""
     engine = HeldElsewhere()
-    registering = TimersView(ledger.datastore, ledger=ledger, backend=engine)
+    registering = TimersView(ledger, backend=engine)
     registering.create_table()
     schedule(ledger, "stranger", "schedule_cron", cron_expression="*/5 * * * *", focus="sweep")
     ProjectionRunner(ledger, registering).catch_up()
@@ -397,8 +397,8 @@ def test_an_engine_fire_of_an_agent_not_served_here_is_handed_back(ledger: Ledge
     fire_time = row["next_fire_at"]
     fire = Fire(agent_id="stranger", schedule_id=row["schedule_id"], fire_time=fire_time)
 
-    here = TimersView(ledger.datastore, ledger=ledger, backend=engine, served=["trader"])
-    assert TimersView(ledger.datastore, ledger=ledger, backend=engine).hand_back(fire) is False
+    here = TimersView(ledger, backend=engine, served=["trader"])
+    assert TimersView(ledger, backend=engine).hand_back(fire) is False
     assert here.hand_back(fire) is True
     assert here.hand_back(fire) is True  # a second delivery of the fire: nothing more to do
     assert engine.cancelled == [f"engine-{row['schedule_id']}"]
@@ -410,7 +410,7 @@ def test_an_engine_fire_of_an_agent_not_served_here_is_handed_back(ledger: Ledge
     assert registered[-1].backend == "builtin"
     clock = Clock()
     clock.now = fire_time + timedelta(seconds=1)
-    theirs = TimersView(ledger.datastore, ledger=ledger, served=["stranger"])
+    theirs = TimersView(ledger, served=["stranger"])
     handled = delivering(ledger, lambda d: TimerWorker(theirs, d, clock=clock).tick())
     assert handled == 1
     assert [e.focus for e in fired_runs(ledger, "stranger")] == ["sweep"]

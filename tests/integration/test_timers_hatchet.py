@@ -150,7 +150,7 @@ registering it on a loaded machine (10 s left it 2 s)."""
 
 
 def register(ledger: Ledger, hatchet: Any) -> TimersView:
-    view = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
+    view = TimersView(ledger, backend=HatchetBackend(hatchet))
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     return view
@@ -272,9 +272,9 @@ def test_a_schedule_made_while_hatchet_is_down_is_kept_and_moved_once_it_is_back
     plan(ledger, "h-down", "schedule_once", delay_seconds=15, focus="kept")  # held after LEAD
     view = register(ledger, unreachable)
     assert [r.backend for r in events_of(ledger, "h-down", ev.ScheduleRegistered)] == ["builtin"]
-    back = TimersView(ledger.datastore, backend=HatchetBackend(hatchet), ledger=ledger)
+    back = TimersView(ledger, backend=HatchetBackend(hatchet))
     assert back.adopt() >= 1  # what `owlclaw timers serve` does at start (all kept timers)
-    with view.datastore.transaction(commit=False) as curs:
+    with view.transaction(commit=False) as curs:
         [row] = curs.execute(
             view.sql("SELECT backend FROM {timers} WHERE agent_id = 'h-down'")
         ).fetchall()
@@ -312,9 +312,9 @@ def test_switching_from_hatchet_to_builtin_keeps_the_schedule(
 
     plan(own_ledger, "h-switch", "schedule_cron", cron_expression="0 0 1 1 *", focus="yearly")
     register(own_ledger, hatchet)
-    builtin = TimersView(own_ledger.datastore, backend=BuiltinBackend(), ledger=own_ledger)
+    builtin = TimersView(own_ledger, backend=BuiltinBackend())
     assert builtin.adopt() >= 1
-    with builtin.datastore.transaction(commit=False) as curs:
+    with builtin.transaction(commit=False) as curs:
         [row] = curs.execute(
             builtin.sql("SELECT backend, next_fire_at FROM {timers} WHERE agent_id = 'h-switch'")
         ).fetchall()

@@ -194,7 +194,7 @@ def test_send_message_from_a_run_is_delivered_by_the_outbox(
     queued = seen[0][2]
     assert isinstance(queued, dict) and queued["queued"] is True
     assert seen[1] == ("send_message", "failed", "UNKNOWN_CHANNEL")
-    view = Outbox(ledger.datastore, ledger=ledger)
+    view = Outbox(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     [(key, _, body)] = receiver.received

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from events import Ledger, NoDatabase
+from projections import AuditView
 from tests.ledger_contract import LedgerContract, identity
 
 
@@ -21,7 +22,9 @@ class TestInMemoryLedger(LedgerContract):
 def test_read_models_get_a_clear_error_instead_of_a_database() -> None:
     with Ledger.in_memory() as ledger:
         with pytest.raises(NoDatabase, match="in-memory ledger has no PostgreSQL database"):
-            _ = ledger.datastore
+            ledger.listen()
+        with pytest.raises(NoDatabase):
+            AuditView(ledger)
         with pytest.raises(NoDatabase):
             _ = ledger.notify_channel
 
