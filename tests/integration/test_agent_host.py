@@ -19,8 +19,8 @@ from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Activate, Result, RunResult, Submit
 from owlclaw.runtime import app_code
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.app_code import EXIT_GRACE_S, STARTUP_S
-from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.capabilities import Registry
 from tests.apps import make_app
 
