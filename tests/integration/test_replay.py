@@ -1,4 +1,4 @@
-"""Replaying a recorded run for audit: the replay model, verification, `owlclaw replay`."""
+"""Replaying a recorded run for audit: recorded steps, verification, `owlclaw replay`."""
 
 from __future__ import annotations
 
