@@ -48,7 +48,7 @@ from owlclaw.messages import (
     SubmitAndWait,
     ToolsChange,
 )
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Completer, LiteLLM
 from owlclaw.tools.subagents import report_of
 from projections.feed import afollow_run
@@ -154,7 +154,7 @@ class AgentHost:
     async def _submit(self, message: Submit) -> str:
         """Accept a run; its id once RunQueued is committed."""
         async with self._writer(message.agent_id) as hosted:
-            run_id, queued = await hosted.runtime.submit(message)
+            run_id, queued = await hosted.runtime.inbox.submit(message)
             if queued is not None:
                 self._enqueue(hosted, queued)
             return str(run_id)
@@ -175,34 +175,34 @@ class AgentHost:
     async def _fire(self, fire: Fire) -> FireOutcome:
         """Judge a timer delivery; a fire's run joins the mailbox like any accepted run."""
         async with self._writer(fire.agent_id) as hosted:
-            outcome, queued = await hosted.runtime.fire(fire)
+            outcome, queued = await hosted.runtime.inbox.fire(fire)
             if queued is not None:
                 self._enqueue(hosted, queued)
             return outcome
 
     async def _receive(self, message: Receive) -> int:
         async with self._writer(message.agent_id) as hosted:
-            return await hosted.runtime.receive(message)
+            return await hosted.runtime.inbox.receive(message)
 
     async def _change_tools(self, message: ChangeTools) -> ToolsChange:
         async with self._writer(message.agent_id) as hosted:
-            return await hosted.runtime.change_tools(message)
+            return await hosted.runtime.inbox.change_tools(message)
 
     async def _cancel_schedule(self, message: CancelSchedule) -> int:
         async with self._writer(message.agent_id) as hosted:
-            return await hosted.runtime.cancel_schedule(message)
+            return await hosted.runtime.inbox.cancel_schedule(message)
 
     async def _answer_approval(self, message: AnswerApproval) -> ApprovalAnswer:
         """Record a person's answer; the parked run resumes."""
         async with self._writer(message.agent_id) as hosted:
-            answer = await hosted.runtime.answer_approval(message)
+            answer = await hosted.runtime.inbox.answer_approval(message)
             self._resume(hosted, uuid.UUID(answer.run_id))
             return answer
 
     async def _expire_approvals(self, message: ExpireApprovals) -> int:
         """Expire the agent's overdue approvals; their runs resume (each parked call denied)."""
         async with self._writer(message.agent_id) as hosted:
-            runs = await hosted.runtime.expire_approvals(message)
+            runs = await hosted.runtime.inbox.expire_approvals(message)
             for run_id in runs:
                 self._resume(hosted, run_id)
             return len(runs)
@@ -210,7 +210,7 @@ class AgentHost:
     async def _subagent_finished(self, report: SubAgentFinished) -> None:
         """Record a sub-agent's end; a run waiting for it resumes."""
         async with self._writer(report.agent_id) as hosted:
-            for run_id in await hosted.runtime.subagent_finished(report):
+            for run_id in await hosted.runtime.inbox.subagent_finished(report):
                 self._resume(hosted, run_id)
 
     async def _report_end(self, run_id: str) -> None:
@@ -332,7 +332,8 @@ class AgentHost:
             ledger_threads=self._ledger_threads,
         )
         try:
-            await runtime.load(agent)  # a broken app is recorded now, bounded by its time limit
+            # a broken app is recorded now, bounded by its time limit
+            await runtime.inbox.load(agent)
         except BaseException:
             runtime.close()
             raise
@@ -341,9 +342,9 @@ class AgentHost:
         interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
         if interrupted is not None:
             self._resume(hosted, interrupted)
-        expired = await runtime.expire_approvals(ExpireApprovals(agent_id=agent_id))
+        expired = await runtime.inbox.expire_approvals(ExpireApprovals(agent_id=agent_id))
         open_spawns = any(not spawn.finished for spawn in agent.state.spawns.values())
-        if expired or (open_spawns and await runtime.reconcile_spawns()):
+        if expired or (open_spawns and await runtime.inbox.reconcile_spawns()):
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
         for answered in await asyncio.to_thread(self.ledger.answered_parked_runs, agent):
             self._resume(hosted, answered)

@@ -5,8 +5,8 @@ operator's switch, an approval answer, a sub-agent's report — is one of these,
 one writer through ``Agents.ask`` (``owlclaw.agents``). The webhook, the CLI, the console, the
 timers and the sub-agents build a message; hosting forwards it whole (the Ray directory and
 actor never restate its fields); the host's handler for its class (``actors.host``) gives it to
-the ``AgentRuntime`` method of the same name. A new message is a struct here, its handler in
-``AgentHost`` and its test.
+the method of the same name of the agent's inbox (``runtime.inbox.Inbox``). A new message is a
+struct here, its handler in ``AgentHost`` and its test.
 
 This module sits at the bottom of the runtime core: it imports only ``events``, msgspec and the
 standard library, so everything above may use it.

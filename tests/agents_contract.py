@@ -45,8 +45,8 @@ from owlclaw.messages import (
     Submit,
     ToolsChange,
 )
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.approvals import ToolArgumentsInvalid, overdue, pending
-from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from tests.apps import make_app
 
@@ -393,7 +393,7 @@ def test_a_second_writer_fences_the_host_and_the_streams_never_fork(setting: Set
         first = await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus="first"))
         try:
             await until(recorded(ledger, first, ev.ToolCallRequested))
-            second, _ = await intruder.submit(
+            second, _ = await intruder.inbox.submit(
                 Submit(agent_id=agent_id, trigger="webhook", focus="from another writer")
             )
         finally:

@@ -9,9 +9,8 @@ from actors.host import AgentHost
 from events import Ledger
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
-from owlclaw.messages import Result, Submit
+from owlclaw.messages import Result, RunResult, Submit
 from owlclaw.runtime.approvals import pending
-from owlclaw.runtime.loop import RunResult
 from tests.apps import make_app
 from tests.scripted import call
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from events import Ledger
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.capabilities import Registry
 
 STEPS: list[dict[str, Any]] = [

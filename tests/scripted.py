@@ -10,7 +10,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import RunResult
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

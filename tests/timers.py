@@ -12,7 +12,7 @@ from events import Ledger
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Fire, FireOutcome, Result
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.timers.worker import Deliver
 
 T = TypeVar("T")

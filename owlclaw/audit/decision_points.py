@@ -33,12 +33,12 @@ from events import catalog as ev
 from events.aggregates import ActiveSchedule, Agent, agent_stream_id, run_stream_id
 from owlclaw.app import SCRIPTS_DIR, AgentApp, load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
-from owlclaw.llm.replay import RecordedRun
 from owlclaw.llm.scripted import load_script_dir
 from owlclaw.runtime.app_code import AppCode
+from owlclaw.runtime.briefing import recorded_schema
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
-from owlclaw.runtime.loop import recorded_schema
 from owlclaw.runtime.prompt import system_prompt
+from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.runtime.toolset import agent_tools
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.executor import canonical_arguments, encode_told, truncate

@@ -1,6 +1,7 @@
 """Re-execute a recorded run for audit and report whether the same steps follow.
 
-The replay model serves the recorded responses and tools return their recorded outcomes, so
+The run driver is primed with the run's recorded steps: model responses are served from the
+record and tools return their recorded outcomes, so
 what is checked is everything OwlClaw itself decides: tool visibility, argument validation,
 governance, limits, the order of calls and how the run ends. Nothing is written to the ledger.
 Like Temporal's replayer, a difference means today's code or configuration would not reproduce
@@ -23,8 +24,8 @@ from events import catalog as ev
 from events.aggregates import run_stream_id
 from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
-from owlclaw.llm.replay import RecordedRun, register_recording
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
+from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 
@@ -233,13 +234,13 @@ def replay_run(
     limits: RuntimeConfig | None = None,
     governance: Governance | None = None,
 ) -> ReplayReport:
-    """Re-execute run ``run_no`` of ``agent_id`` with the replay model and compare its steps."""
+    """Re-execute run ``run_no`` of ``agent_id`` from its recorded steps and compare them."""
     run_id = run_stream_id(agent_id, run_no)
     recorded = RecordedRun(run_id, ledger.stream(run_id))
     runtime = AgentRuntime(
         ledger,
         agent_id,
-        models=[register_recording(recorded)],
+        models=[f"replay/{run_id}"],
         app=app,
         registry=registry,
         limits=limits,

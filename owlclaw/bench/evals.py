@@ -13,7 +13,7 @@ from owlclaw.audit.decision_points import AgentRecord
 from owlclaw.audit.evals import RunSelector, evaluate
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 
 SCRIPT = "bench-eval"
 

@@ -21,7 +21,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.bench import percentiles
 from owlclaw.llm.scripted import make_handler, register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 
 TOOL_STEPS = 10
 SCRIPT = "bench-runtime"

@@ -29,7 +29,7 @@ from owlclaw.bench import percentiles
 from owlclaw.bench.openai_server import Conversation, serving
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 
 TOOL_STEPS = 10
 MODEL = "openai/gpt-4o-mini"

@@ -277,7 +277,7 @@ def replay(
     agent: Annotated[str, typer.Argument(help="Agent id.")],
     run_no: Annotated[int, typer.Argument(min=1, help="Run number (1 = the agent's first run).")],
     verify: Annotated[
-        bool, typer.Option("--verify", help="Re-execute with the replay model and compare.")
+        bool, typer.Option("--verify", help="Re-execute from the recorded steps and compare.")
     ] = False,
     app_dir: Annotated[
         Path | None,

@@ -1,5 +1,5 @@
-"""Registers OwlClaw's offline providers (``scripted/``, ``replay/``) with litellm, once per
-process; and keeps litellm from logging calls that no callback of its will read."""
+"""Registers OwlClaw's offline provider (``scripted/``) with litellm, once per process,
+and keeps litellm from logging calls that no callback of its will read."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ def litellm_with_offline_providers() -> Any:
 
     with _lock:
         if not _registered:
-            from owlclaw.llm import replay, scripted
+            from owlclaw.llm import scripted
 
-            ours = {scripted.PROVIDER: scripted, replay.PROVIDER: replay}
+            ours = {scripted.PROVIDER: scripted}
             others = [p for p in litellm.custom_provider_map if p["provider"] not in ours]
             litellm.custom_provider_map = others + [
                 {"provider": name, "custom_handler": module.make_handler()}

@@ -1,7 +1,7 @@
 """Answering approvals: a person says yes or no to a call a run parked at.
 
 Like every write that reaches an agent, an answer goes through the agent's one writer when
-``owlclaw run`` serves it (``AgentRuntime.answer_approval``, reached with ``POST
+``owlclaw run`` serves it (``Inbox.answer_approval``, reached with ``POST
 /approvals/{id}``), which then resumes the parked run; with no server serving the agent, the CLI
 records it directly (``answer_directly``) and the run resumes when a host next activates the
 agent. An answer commutes with the agent's other facts, so a conflicting append is re-recorded

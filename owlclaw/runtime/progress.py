@@ -1,25 +1,32 @@
-"""A run in progress: the Run aggregate and what the loop tracks about it between steps."""
+"""A run in progress: the Run aggregate and what the driver tracks about it between steps."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from typing import Any
 
 from events import catalog as ev
 from events.aggregates import Agent, Run
-from owlclaw.llm.replay import RecordedRun
+from owlclaw.runtime.steps import RecordedSteps
 from owlclaw.tools.tool import Tool
 
 InFlight = asyncio.Future[tuple[Agent, list[int]]]
 """A commit submitted to the ledger thread: its (agent, positions) once stored."""
 
 
+class Stop(Exception):
+    """The run ends now with this end event (a limit, a budget, every model failing)."""
+
+    def __init__(self, event: type[ev.RunEnded], **fields: Any):
+        self.event = event
+        self.fields = fields
+
+
 class RunProgress:
     """What the runtime tracks of a run as it executes; its counters are the Run aggregate's."""
 
-    def __init__(self, agent: Agent, run: Run, started: float):
+    def __init__(self, agent: Agent, run: Run, started: float, steps: RecordedSteps | None = None):
         self.started = started
         self.agent = agent
         self.run = run
@@ -38,10 +45,8 @@ class RunProgress:
         """The commit not yet settled (awaited by the next one, so commits keep their order)."""
         self.lost_commit: str | None = None
         """Why a commit of this run failed for want of the database: what it carried is lost."""
-        self.resumed: RecordedRun | None = None
-        """For a resumed run: what it recorded before its process stopped."""
-        self.replaying: deque[dict[str, Any]] = deque()
-        """Recorded model responses still to serve before asking a model again."""
+        self.steps = steps or RecordedSteps()
+        """Recorded steps served before the driver asks a model or runs a tool."""
 
     def totals(self) -> dict[str, Any]:
         """The end event's totals: the Run's own counters and the time since the run began."""

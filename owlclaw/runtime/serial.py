@@ -9,6 +9,7 @@ its database connections.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -80,3 +81,18 @@ class SerialExecutor(Executor):
                     self._calls.popleft()[0].cancel()
             if wait:
                 self._idle.wait_for(lambda: not self._busy)
+
+
+class LedgerCalls:
+    """An agent's synchronous ledger calls, awaited in order on its executor (one thread of
+    its own, or a host's shared pool through a ``SerialExecutor``) so the event loop never
+    blocks."""
+
+    def __init__(self, executor: Executor):
+        self.executor = executor
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)

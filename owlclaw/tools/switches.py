@@ -3,7 +3,7 @@
 ``owlclaw tools AGENT --disable NAME`` records a ToolsChanged on the agent's stream; the Agent
 aggregate keeps the disabled set and governance hides those tools from the agent's next run on
 (and refuses a call to one). Like every other write that reaches an agent, it goes through the
-agent's one writer when ``owlclaw run`` serves it (``AgentRuntime.change_tools``, reached with
+agent's one writer when ``owlclaw run`` serves it (``Inbox.change_tools``, reached with
 ``POST /agents/{id}/tools``); with no server serving the agent, the CLI writes it directly with
 the ledger's optimistic concurrency (``change_tools_directly``): a ToolsChanged commutes with the
 agent's other facts, so a conflicting append is re-recorded on top of the stream as it is then.

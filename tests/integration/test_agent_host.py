@@ -19,8 +19,8 @@ from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Activate, Result, RunResult, Submit
 from owlclaw.runtime import app_code
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.app_code import EXIT_GRACE_S, STARTUP_S
-from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.capabilities import Registry
 from tests.apps import make_app
 
@@ -291,8 +291,8 @@ def test_an_app_whose_code_hangs_or_raises_at_import_fails_alone_and_loads_once_
     [load_failed] = [e for e in events if isinstance(e, ev.AppLoadFailed)]
     assert load_failed.app_dir == str(root) and error in load_failed.error
     assert f'File "{handlers}", line 3' in load_failed.details
-    # the fixed code, before its run (queued, then sealed when it ended)
-    assert [type(e) for e in events[-3:]] == [ev.IdentityLoaded, ev.RunQueued, ev.RunSealed]
+    # the fixed code, loaded as its run starts (the run queued before, sealed when it ended)
+    assert [type(e) for e in events[-3:]] == [ev.RunQueued, ev.IdentityLoaded, ev.RunSealed]
     assert ledger.load_agent("looper").state.app_error is None
 
 

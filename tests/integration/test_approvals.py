@@ -18,10 +18,10 @@ from events import catalog as ev
 from events.aggregates import ApprovalClosed
 from owlclaw.app import load_app
 from owlclaw.audit.verify import ReplayReport, replay_run
-from owlclaw.llm.replay import RecordedRun
 from owlclaw.messages import AnswerApproval, Decision, Result, RunResult, Submit
 from owlclaw.runtime.app_code import AppCode
 from owlclaw.runtime.approvals import ToolArgumentsInvalid, answer_directly, pending
+from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.tools.stats import tool_stats
 from projections import ProjectionRunner
 from projections.tool_calls import AuditView

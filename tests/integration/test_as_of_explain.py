@@ -22,7 +22,7 @@ from owlclaw.cli import app
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Submit
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import LOCAL_MODEL, Embedder
 from tests.apps import SOUL, make_app
@@ -174,7 +174,7 @@ def three_runs(ledger: Ledger, root: Path) -> dict[str, int]:
     (root / "SOUL.md").write_text(EDITED)
     turn = [call("forget", memory_id="00000000-0000-0000-0000-000000000000")]
     play(runtime, [{"tool_calls": turn}, {"content": "second"}])
-    _, queued = asyncio.run(runtime.submit(Submit(agent_id="auditee", trigger="webhook")))
+    _, queued = asyncio.run(runtime.inbox.submit(Submit(agent_id="auditee", trigger="webhook")))
     assert queued is not None
     (root / "SOUL.md").write_text(EDITED_AGAIN)  # while run 3 waits in the queue
     register_script("third", [{"content": "third"}])

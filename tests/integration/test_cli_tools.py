@@ -14,7 +14,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import Run
 from owlclaw.database import Database
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from tests.apps import make_app
 from tests.cli import free_port

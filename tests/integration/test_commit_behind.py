@@ -16,7 +16,7 @@ import pytest
 
 from events import Ledger, LedgerUnavailable
 from events import catalog as ev
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.tool import ToolContext

@@ -14,7 +14,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.timers.registrations import TimersView
 from projections import ProjectionRunner, SchedulesView
 from tests.postgres import rows

@@ -13,7 +13,7 @@ import pytest
 from events import Ledger
 from owlclaw import tracing
 from owlclaw.llm.providers import litellm_with_offline_providers
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from tests.langfuse_receiver import PROJECT_ID, ReceivedSpan, Receiver
 from tests.scripted import call, run_script
 

@@ -19,7 +19,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import RuntimeConfig
 from owlclaw.database import Database
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
 from projections.embedders import Embedder
 from projections.runner import projection_status
@@ -151,9 +151,9 @@ def test_an_unrelated_focus_recalls_nothing_into_the_prompt(
     remember(runtime, ledger, LESSON)
     remember(runtime, ledger, COFFEE)
     runner.catch_up()
-    unrelated = asyncio.run(runtime.system_prompt("learning Japanese kanji", "webhook"))
+    unrelated = asyncio.run(runtime.briefing.system_prompt("learning Japanese kanji", "webhook"))
     assert "Relevant memories" not in unrelated.text and unrelated.inputs["memories"] == {}
-    related = asyncio.run(runtime.system_prompt("market crash recovery", "webhook"))
+    related = asyncio.run(runtime.briefing.system_prompt("market crash recovery", "webhook"))
     assert LESSON in related.text and COFFEE not in related.text
     assert list(related.inputs["memories"]) != []
     searched = step(runtime, ledger, "recall", query="the rules of chess")

@@ -21,7 +21,7 @@ from owlclaw.audit.redecide import ReDecision, redecide
 from owlclaw.database import Database
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.llm.scripted import load_script_dir
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from tests.cli import owlclaw_on as owlclaw
 from tests.scripted import call
 

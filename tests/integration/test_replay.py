@@ -1,4 +1,4 @@
-"""Replaying a recorded run for audit: the replay model, verification, `owlclaw replay`."""
+"""Replaying a recorded run for audit: recorded steps, verification, `owlclaw replay`."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from events import catalog as ev
 from owlclaw.audit.verify import replay_run
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
+from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 from tests.audited_run import record
@@ -54,12 +55,8 @@ def test_replay_model_refuses_to_invent_responses(fresh_db: Database) -> None:
         run_id = ledger.list_runs("audited")[0]
         events = [e for e in ledger.stream(run_id) if not isinstance(e, ev.LLMResponded)][:3]
         events += [e for e in ledger.stream(run_id) if isinstance(e, ev.LLMResponded)][:1]
-        from owlclaw.llm.replay import RecordedRun, register_recording
-
         truncated = RecordedRun(run_id, events)
-        runtime = AgentRuntime(
-            ledger, "audited", models=[register_recording(truncated)], replay=truncated
-        )
+        runtime = AgentRuntime(ledger, "audited", models=[f"replay/{run_id}"], replay=truncated)
         result = asyncio.run(runtime.run("webhook", focus="look for entries"))
     assert result.status == "failed"
     [failed] = [e for e in runtime.produced if isinstance(e, ev.RunFailed)]

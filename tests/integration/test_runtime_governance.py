@@ -9,7 +9,7 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from owlclaw.config import RuntimeConfig
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
 from tests.scripted import call, play, run_events
@@ -38,7 +38,7 @@ def test_prompt_carries_recalled_memories_and_recent_activity(
         result = play(runtime, [{"content": "ok"}], focus="market crash recovery")
     finally:
         runner.stop()
-    prompt = asyncio.run(runtime.system_prompt("market crash recovery", "webhook"))
+    prompt = asyncio.run(runtime.briefing.system_prompt("market crash recovery", "webhook"))
     assert lesson in prompt.text
     assert "decided (no_action): wait" in prompt.text and "answered: noted" in prompt.text
     [response] = [e for e in run_events(ledger, result) if isinstance(e, ev.LLMResponded)]

@@ -28,8 +28,8 @@ from owlclaw.config import ConfigError, RuntimeConfig, load_config
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import RunResult
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.context import HEADER, ContextItem, build_context
-from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
@@ -116,7 +116,7 @@ def test_property_1_identity_files_load_completely(
     with tempfile.TemporaryDirectory() as tmp:
         app = load_app(make_app(Path(tmp), soul=soul, identity=identity))
         runtime = AgentRuntime(ledger, new_agent(), models=["x"], app=app)
-        prompt = asyncio.run(runtime.system_prompt(None, "webhook"))
+        prompt = asyncio.run(runtime.briefing.system_prompt(None, "webhook"))
     assert app.soul == sanitize(soul) and app.identity == sanitize(identity)
     assert app.soul in prompt.text and app.identity in prompt.text
 
@@ -143,7 +143,7 @@ def test_property_3_hot_reload_uses_the_new_identity(ledger: Ledger, versions: l
             result = play(runtime, [{"content": "ok"}])
             [response] = [e for e in run_events(ledger, result) if isinstance(e, ev.LLMResponded)]
             assert response.inputs["soul_sha256"] == load_app(root).soul_sha256
-            assert f"\n{version}\n" in asyncio.run(runtime.system_prompt(None, "x")).text
+            assert f"\n{version}\n" in asyncio.run(runtime.briefing.system_prompt(None, "x")).text
         runtime.close()
     loaded = ledger.stream(ledger.load_agent(runtime.agent_id).id)
     assert sum(isinstance(e, ev.IdentityLoaded) for e in loaded) == len(versions)

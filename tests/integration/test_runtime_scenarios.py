@@ -11,7 +11,7 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from owlclaw.database import Database
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
 from tests.scripted import call, run_events, run_script

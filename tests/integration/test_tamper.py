@@ -24,8 +24,8 @@ from owlclaw.cli import app as cli
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Decision
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.approvals import answer_directly
-from owlclaw.runtime.loop import AgentRuntime
 from tests.approvals import park, resumed, trader
 from tests.scripted import decide, play
 

@@ -21,7 +21,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.timers.hatchet_backend import TASK, HatchetBackend, fire_of
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.registrations import TimersView

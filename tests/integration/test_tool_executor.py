@@ -20,7 +20,7 @@ from owlclaw import ToolContext
 from owlclaw.config import RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.capabilities import Registry
 

@@ -12,7 +12,7 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections import Outbox, ProjectionRunner
 from tests.apps import make_app
 from tests.scripted import call, play, run_events

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from events import Agent, Ledger
 from events import catalog as ev
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.fencing import AgentWriter
-from owlclaw.runtime.loop import AgentRuntime
 from tests.scripted import play, run_script
 
 
@@ -104,12 +104,12 @@ def test_a_runtime_given_the_agent_its_host_just_loaded_does_not_load_it_again(
 
     monkeypatch.setattr(ledger, "load_agent", counted)
     try:
-        asyncio.run(runtime.load(loaded))
+        asyncio.run(runtime.inbox.load(loaded))
         assert loads == []
         assert play(runtime, [{"content": "first run after activation"}]).status == "completed"
         assert loads == []
         other = AgentRuntime(ledger, "activated", models=["scripted/none"])
-        asyncio.run(other.load())  # nothing given: loaded
+        asyncio.run(other.inbox.load())  # nothing given: loaded
         assert loads == ["activated"]
         other.close()
     finally:

@@ -14,7 +14,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent, Run
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def test_a_run_cancelled_while_a_failing_commit_is_in_flight_leaves_no_gap() -> 
     ledger = Ledger.in_memory()
     ledger.register_agent("contested")
     runtime = AgentRuntime(ledger, "contested", models=["scripted/cancel-mid-commit"])
-    append = runtime._writer.append
+    append = runtime.setup.writer.append
     in_flight, release = threading.Event(), threading.Event()
     commits = 0
 
@@ -51,7 +51,7 @@ def test_a_run_cancelled_while_a_failing_commit_is_in_flight_leaves_no_gap() -> 
             ledger.append(rival)
         return append(agent, *runs, **kw)
 
-    runtime._writer.append = second_commit_loses_to_a_rival  # type: ignore[method-assign]
+    runtime.setup.writer.append = second_commit_loses_to_a_rival  # type: ignore[method-assign]
 
     async def scenario() -> None:
         task = asyncio.create_task(runtime.run("webhook"))

@@ -12,7 +12,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import AppError, load_app
 from owlclaw.config import ConfigError, load_config
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.validation import InvalidApps, validate_app, validate_apps
 from tests.apps import make_app
 from tests.scripted import agent_events, play
@@ -185,8 +185,8 @@ def test_a_served_app_changed_to_a_clashing_capability_keeps_its_previous_code(
     warnings = [e for e in agent_events(ledger, "desk") if isinstance(e, ev.AgentWarning)]
     assert [w.source for w in warnings] == ["identity"]
     assert "named like the built-in tool 'remember'" in warnings[0].message
-    assert set(runtime.tools()) >= {"place_order", "remember"}
-    assert runtime.tools()["remember"].spec.category == "memory"  # still the built-in
+    assert set(runtime.setup.tools()) >= {"place_order", "remember"}
+    assert runtime.setup.tools()["remember"].spec.category == "memory"  # still the built-in
 
 
 def test_a_served_app_whose_governance_names_no_tool_keeps_its_previous_version(
@@ -201,7 +201,7 @@ def test_a_served_app_whose_governance_names_no_tool_keeps_its_previous_version(
     runtime.close()
     [warning] = [e for e in agent_events(ledger, "desk") if isinstance(e, ev.AgentWarning)]
     assert "ask: 'place_ordr' matches no tool" in warning.message
-    assert runtime.governance.ask == ("place_order",)  # the previous governance still asks
+    assert runtime.setup.governance.ask == ("place_order",)  # the previous governance still asks
 
 
 # --- a served app whose new version does not load -------------------------------------------
@@ -223,7 +223,7 @@ def test_a_broken_handlers_py_is_the_agents_warning_until_the_file_loads_again(
     warning = ledger.load_agent("desk").state.app_warning
     assert warning is not None and warning.startswith("kept the previous identity: ")
     assert "SyntaxError" in warning and "\n" not in warning
-    assert "place_order" in runtime.tools()  # the previous code still serves
+    assert "place_order" in runtime.setup.tools()  # the previous code still serves
     handlers.write_text(PLACE_ORDER)  # back as it was: the identity the ledger last recorded
     play(runtime, [{"content": "third"}])
     runtime.close()

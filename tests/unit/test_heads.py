@@ -21,8 +21,8 @@ from events.heads import (
     read_anchor,
 )
 from owlclaw.audit.chains import verify_agent
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.fencing import AgentWriter
-from owlclaw.runtime.loop import AgentRuntime
 from tests.scripted import decide, play
 
 AGENT_STREAM = uuid.uuid4()

@@ -19,8 +19,9 @@ from events.aggregates import agent_stream_id
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Cancel, Result, RunResult, Submit
+from owlclaw.runtime.agent_runtime import AgentRuntime
+from owlclaw.runtime.agent_setup import AgentSetup
 from owlclaw.runtime.fencing import AgentWriter
-from owlclaw.runtime.loop import AgentRuntime
 from owlclaw.tools.subagents import SubAgents
 from tests.apps import make_app
 from tests.scripted import call
@@ -33,7 +34,7 @@ def test_a_run_cancelled_while_it_is_prepared_ends_once_and_the_next_runs(
     ledger = Ledger.in_memory()
     ledger.register_agent("early")
     config = OwlClawConfig(runtime=RuntimeConfig(models=("scripted/cancel-early",)))
-    prepared = AgentRuntime._prepare_agent
+    prepared = AgentSetup.prepare
     run_queued = AgentRuntime.run_queued
     starting: list[bool] = []
     held, release = threading.Event(), threading.Event()
@@ -42,14 +43,14 @@ def test_a_run_cancelled_while_it_is_prepared_ends_once_and_the_next_runs(
         starting.append(True)
         return await run_queued(runtime, queued)
 
-    def held_when_the_run_starts(runtime: AgentRuntime) -> Agent:
+    def held_when_the_run_starts(setup: AgentSetup) -> Agent:
         if starting and not held.is_set():  # the run prepares its agent: hold it there
             held.set()
             release.wait(10)
-        return prepared(runtime)
+        return prepared(setup)
 
     monkeypatch.setattr(AgentRuntime, "run_queued", marked)
-    monkeypatch.setattr(AgentRuntime, "_prepare_agent", held_when_the_run_starts)
+    monkeypatch.setattr(AgentSetup, "prepare", held_when_the_run_starts)
 
     async def scenario() -> tuple[bool, str, str, str]:
         host = AgentHost(ledger, config)

@@ -9,7 +9,7 @@ from typing import Any
 from events import Ledger
 from events import catalog as ev
 from events.cron import next_fire
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from tests.scripted import call, play, run_events
 
 YEARLY = "0 0 1 1 *"

@@ -17,7 +17,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import AgentSnapshot
 from owlclaw.config import RuntimeConfig
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.prompt import system_prompt
 from projections.memory import (
     Memory,

@@ -9,7 +9,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import RateLimit, load_app
 from owlclaw.messages import RunResult
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.governance import Governance
 from owlclaw.tools.rate_limits import RateLimiter
 from tests.apps import make_app

@@ -9,7 +9,7 @@ from typing import Any
 
 from events import catalog as ev
 from owlclaw.audit.verify import compare
-from owlclaw.llm.replay import RecordedRun
+from owlclaw.runtime.recorded import RecordedRun
 
 AT = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
 

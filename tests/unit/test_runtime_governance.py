@@ -12,7 +12,7 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 from tests.apps import make_app, skill
@@ -96,7 +96,7 @@ def test_hot_reload_records_identity_and_the_next_run_uses_it(
     third = play(runtime, [{"content": "hi"}])
     loaded = [e for e in agent_events(ledger, "reloading") if isinstance(e, ev.IdentityLoaded)]
     assert len(loaded) == 2 and loaded[0].soul_sha256 != loaded[1].soul_sha256
-    prompt = asyncio.run(runtime.system_prompt(None, "webhook"))
+    prompt = asyncio.run(runtime.briefing.system_prompt(None, "webhook"))
     assert "Version two." in prompt.text and "Version one." not in prompt.text
     hashes = [
         next(e for e in run_events(ledger, r) if isinstance(e, ev.LLMResponded)).inputs[
@@ -109,7 +109,7 @@ def test_hot_reload_records_identity_and_the_next_run_uses_it(
     play(runtime, [{"content": "hi"}])
     [warning] = [e for e in agent_events(ledger, "reloading") if isinstance(e, ev.AgentWarning)]
     assert "kept the previous identity" in warning.message and "limit" in warning.message
-    assert "Version two." in asyncio.run(runtime.system_prompt(None, "webhook")).text
+    assert "Version two." in asyncio.run(runtime.briefing.system_prompt(None, "webhook")).text
 
 
 def test_governance_hides_denied_tools_with_reasons_and_refuses_calls_to_them(

@@ -10,7 +10,7 @@ from typing import Any
 from events import Ledger
 from events import catalog as ev
 from owlclaw.llm.scripted import register_script
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.capabilities import Registry
 from tests.scripted import call, run_events, run_script
 

@@ -11,7 +11,7 @@ from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.audit.verify import replay_run
 from owlclaw.config import RuntimeConfig
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.skills_prompt import skills_index
 from tests.apps import make_app, skill
 from tests.scripted import run_events, run_script
@@ -56,8 +56,8 @@ def test_a_skill_outside_the_budget_is_indexed_and_loaded_on_demand(
         app_dir=root,
         limits=RuntimeConfig(skills_tokens=100),  # alpha's body fits, beta's and gamma's do not
     )
-    asyncio.run(runtime.load())  # registers the agent and loads its app
-    prompt = asyncio.run(runtime.system_prompt(None, "webhook"))
+    asyncio.run(runtime.inbox.load())  # registers the agent and loads its app
+    prompt = asyncio.run(runtime.briefing.system_prompt(None, "webhook"))
     assert prompt.inputs["skills"] == ["alpha"] and prompt.inputs["skill_index"] == [
         "alpha",
         "beta",

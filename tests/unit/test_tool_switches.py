@@ -13,7 +13,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import Agent, UnknownTools
 from owlclaw.messages import ChangeTools
-from owlclaw.runtime.loop import AgentRuntime
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from owlclaw.tools.switches import change_tools_directly
 from tests.scripted import agent_events, call, play, run_events
@@ -56,7 +56,7 @@ def test_a_disabled_tool_is_hidden_and_refused_until_enabled(ledger: Ledger) -> 
     assert not any(isinstance(e, ev.MemoryRemembered) for e in disabled)
 
     enabled = asyncio.run(
-        runtime.change_tools(
+        runtime.inbox.change_tools(
             ChangeTools(agent_id=runtime.agent_id, enable=["remember"], disable=[])
         )
     )  # as the agent's writer
@@ -75,7 +75,7 @@ def test_an_unknown_tool_name_records_nothing(ledger: Ledger) -> None:
     version = ledger.load_agent("careful").version
     with pytest.raises(UnknownTools, match="has no tool 'nope'"):
         asyncio.run(
-            runtime.change_tools(ChangeTools(agent_id="careful", enable=[], disable=["nope"]))
+            runtime.inbox.change_tools(ChangeTools(agent_id="careful", enable=[], disable=["nope"]))
         )
     assert ledger.load_agent("careful").version == version
 
@@ -98,7 +98,7 @@ def test_a_change_commits_over_a_fact_another_writer_appended_meanwhile(
 
     monkeypatch.setattr(ledger, "stream_head", looked_up_then_a_run_schedules)
     change = asyncio.run(
-        runtime.change_tools(ChangeTools(agent_id="busy", enable=[], disable=["remember"]))
+        runtime.inbox.change_tools(ChangeTools(agent_id="busy", enable=[], disable=["remember"]))
     )
     assert change.disabled == ["remember"]
     agent = ledger.load_agent("busy")

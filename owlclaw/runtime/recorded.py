@@ -1,9 +1,5 @@
-"""The ``replay`` litellm provider: serves the LLM responses recorded in a ledger run.
-
-``model="replay/<run id>"`` answers step k of a conversation (k = assistant messages so far) with
-the k-th recorded LLMResponded message of that run, so a run re-executes for audit without
-calling any model. Asking past the recording is a divergence and fails loudly.
-"""
+"""A run as its ledger stream recorded it: its start, model responses and tool outcomes, read
+by resume and by audit replay (``steps.RecordedSteps`` serves them to the run driver)."""
 
 from __future__ import annotations
 
@@ -13,10 +9,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from events import catalog as ev
-from owlclaw.llm.scripted import message_role
 from owlclaw.tools.errors import ToolError
-
-PROVIDER = "replay"
 
 EXECUTION_OUTCOMES = (ev.ToolCallSucceeded, ev.ToolCallFailed, ev.ToolCallTimedOut)
 """The events that end an execution of a tool."""
@@ -28,10 +21,6 @@ OTHER_STEPS = (
     ev.ToolCallRejected,
 )
 """Events of a step other than a call's execution (when they are of another call)."""
-
-
-class ReplayExhausted(RuntimeError):
-    """The re-executed run asked the model for more responses than were recorded."""
 
 
 @dataclass
@@ -149,53 +138,3 @@ def told_error(e: ev.LedgerEvent) -> ToolError | None:
         case ev.ToolOutcomeUnknown(reason=reason):
             return ToolError(error=reason, error_code="OUTCOME_UNKNOWN")
     return None
-
-
-_RECORDINGS: dict[str, RecordedRun] = {}
-
-
-def register_recording(recorded: RecordedRun) -> str:
-    """Make ``replay/<run id>`` serve this recording; returns the model string."""
-    _RECORDINGS[str(recorded.run_id)] = recorded
-    return f"{PROVIDER}/{recorded.run_id}"
-
-
-def make_handler() -> Any:
-    """The litellm CustomLLM instance (litellm is imported lazily)."""
-    import litellm
-    from litellm.llms.custom_llm import CustomLLM
-
-    class ReplayLLM(CustomLLM):
-        def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
-            return _response(model, messages)
-
-        async def acompletion(
-            self, model: str, messages: list[Any], *args: Any, **kwargs: Any
-        ) -> Any:
-            return _response(model, messages)
-
-    def _response(model: str, messages: list[Any]) -> Any:
-        run_id = model.split("/", 1)[-1]
-        recorded = _RECORDINGS.get(run_id)
-        if recorded is None:
-            raise ReplayExhausted(f"no recording registered for run {run_id}")
-        step = sum(1 for m in messages if message_role(m) == "assistant")
-        if step >= len(recorded.messages):
-            raise ReplayExhausted(
-                f"run {run_id} recorded {len(recorded.messages)} model responses;"
-                f" the replay asked for response {step + 1}"
-            )
-        message = recorded.messages[step]
-        return litellm.ModelResponse(
-            model=model,
-            choices=[
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-                }
-            ],
-            usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        )
-
-    return ReplayLLM()
