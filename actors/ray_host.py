@@ -19,10 +19,10 @@ from actors.host import AgentHost
 from actors.llm import NodeLLM
 from events import Ledger
 from owlclaw.agents import Agents, HostStatus
+from owlclaw.compose.memory import open_recall
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
 from owlclaw.messages import Message
-from owlclaw.wiring import open_memory
 
 
 class Placed(Protocol):
@@ -44,7 +44,7 @@ class AgentHostActor:
         database = open_database(self.config)
         self.ledger = Ledger(database.url, snapshot_interval=self.config.ledger.snapshot_interval)
         settings = self.config.memory
-        memory = open_memory(
+        memory = open_recall(
             self.ledger,
             self.config,
             NodeEmbedder(settings.embedding_model, settings.embedding_dimensions),

@@ -1,7 +1,7 @@
 """Read models built from the ledger: the audit, runs, memory and schedules views, the
 outbound views (approval notices, the outbox of sent messages), the projection runner, and
 subscriptions for analytics jobs. Depends only on ``events``; the configuration is applied in
-``owlclaw.wiring``."""
+``owlclaw.compose``."""
 
 from projections.agents import AgentsView
 from projections.memory import MemoryStore, MemoryView

@@ -28,7 +28,7 @@ from owlclaw.bench import percentiles
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.messages import Activate, SubmitAndWait
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 from projections import ProjectionRunner
 
 BUDGET_BYTES = 16 * 1024**3
@@ -282,7 +282,7 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
 
 def registered(ledger: Ledger, count: int) -> dict[str, Any]:
     """Agents that exist only in the ledger (passivated), each with a pending built-in timer."""
-    view = TimersView(ledger)
+    view = TimerRegistrations(ledger)
     view.create_table()
     fire_at = datetime.now(UTC) + timedelta(days=1)
     began = time.perf_counter()

@@ -29,7 +29,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Fire, FireOutcome, Result
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
 
@@ -109,7 +109,7 @@ def _wait_fired(
 
 
 def builtin_lateness(ledger: Ledger, agents: Agents, fires: int, count: int) -> dict[str, Any]:
-    view = TimersView(ledger)
+    view = TimerRegistrations(ledger)
     view.create_table()
     start = datetime.now(UTC) + timedelta(seconds=3)
     names = [f"late-{i}" for i in range(count)]
@@ -132,7 +132,7 @@ def builtin_lateness(ledger: Ledger, agents: Agents, fires: int, count: int) -> 
 
 def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[str, Any]:
     with Ledger(url) as ledger:
-        view = TimersView(ledger)
+        view = TimerRegistrations(ledger)
         view.create_table()
         now = datetime.now(UTC)
         far = now + timedelta(days=7)
@@ -201,7 +201,9 @@ def _hatchet_worker(engine_env: dict[str, str], config: OwlClawConfig) -> Iterat
         process.wait(timeout=30)
 
 
-def _fire_through(ledger: Ledger, view: TimersView, fires: list[tuple[str, datetime]]) -> None:
+def _fire_through(
+    ledger: Ledger, view: TimerRegistrations, fires: list[tuple[str, datetime]]
+) -> None:
     """Record the fires' schedules and register them with the view's backend."""
     _schedule(ledger, fires)
     ProjectionRunner(ledger, view).catch_up()
@@ -233,7 +235,7 @@ def hatchet_lateness(
                 if time.monotonic() > deadline:
                     raise RuntimeError("the Hatchet worker did not register its task")
                 time.sleep(0.5)
-            view = TimersView(ledger, backend=HatchetBackend(hatchet))
+            view = TimerRegistrations(ledger, backend=HatchetBackend(hatchet))
             view.create_table()
             progress(f"Hatchet: registering {fires} one-off schedules…")
             registered = datetime.now(UTC)

@@ -263,8 +263,8 @@ def status(as_json: JsonOption = False) -> None:
     lag, pending timers, database and server health, and the server's background workers
     (state, restarts, last error)."""
     from owlclaw.client import ServerClient, ServerUnavailable
+    from owlclaw.compose.read import open_views
     from owlclaw.reports.inspection import bring_up_to_date
-    from owlclaw.wiring import open_views
     from projections import AgentsView, RunsView, SchedulesView
     from projections.runner import projection_status
 

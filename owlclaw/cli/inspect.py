@@ -33,13 +33,14 @@ from owlclaw.cli.common import (
     summary,
 )
 from owlclaw.cli.tables import recall_table, stacked, text, whole
-from owlclaw.config import load_config
+from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.reports.relative_time import relative
 from owlclaw.tools.subagents import SpawnNode, spawn_tree
 
 if TYPE_CHECKING:
     from owlclaw.audit.redecide import ReDecision
     from owlclaw.audit.verify import ReplayReport
+    from owlclaw.compose.read import ConfiguredView
     from projections.runner import ProjectionStatus
 
 
@@ -486,8 +487,8 @@ def first_line(error: str) -> str:
 def projections_status(as_json: JsonOption = False) -> None:
     """Position, lag (events and seconds behind the log head) and parked events of every
     projection."""
+    from owlclaw.compose.read import open_views
     from owlclaw.reports.inspection import projections_status
-    from owlclaw.wiring import open_views
 
     config = load_config()
     with open_ledger(config) as (_, led):
@@ -530,6 +531,18 @@ def projections_table(statuses: list[ProjectionStatus]) -> Table:
     return table
 
 
+def _configured_view(config: OwlClawConfig, name: str) -> ConfiguredView:
+    """The view called ``name``, or the command fails listing the views there are."""
+    from owlclaw.compose.read import configured_views
+
+    views = configured_views(config)
+    found = next((v for v in views if v.name == name), None)
+    if found is None:
+        names = ", ".join(v.name for v in views)
+        fail(f"unknown projection {name!r}", f"one of: {names}", EXIT_NOT_FOUND)
+    return found
+
+
 @projections_app.command("retry")
 @handles_errors
 def projections_retry(
@@ -542,17 +555,12 @@ def projections_retry(
     log order when no later event changed the same run, tool call, memory or schedule;
     `projections rebuild NAME` replays the log in order.
     """
-    from owlclaw.wiring import view_options
-    from projections import VIEWS
     from projections.runner import retry_parked
 
-    view_class = VIEWS.get(name)
-    if view_class is None:
-        fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
     config = load_config()
+    configured = _configured_view(config, name)
     with open_ledger(config) as (_, led):
-        view = view_class(led, **view_options(name, config))
-        view.create_table()
+        view = configured.open(led)
         outcomes = retry_parked(led, view)
     if as_json:
         print_json({"name": name, "retried": outcomes})
@@ -580,21 +588,17 @@ def projections_rebuild(
     """Rebuild a projection from position 0 into new tables and switch over atomically."""
     from rich.progress import Progress
 
-    from owlclaw.wiring import view_options
-    from projections import VIEWS, rebuild
+    from projections import rebuild
 
-    view_class = VIEWS.get(name)
-    if view_class is None:
-        fail(f"unknown projection {name!r}", f"one of: {', '.join(VIEWS)}", EXIT_NOT_FOUND)
-        return
     config = load_config()
+    configured = _configured_view(config, name)
     with open_ledger(config) as (_, led), Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"rebuilding {name}", total=None)
         position = rebuild(
             led,
-            view_class,
+            configured.view,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
-            **view_options(name, config),
+            **configured.options,
         )
     if as_json:
         print_json({"name": name, "position": position})
@@ -620,8 +624,8 @@ def memory(
 ) -> None:
     """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories;
     with --as-of, list or recall the memories of a past moment from the ledger instead."""
+    from owlclaw.compose.memory import open_memory_view
     from owlclaw.reports.inspection import memory_of
-    from owlclaw.wiring import open_memory_view
 
     if as_of is not None:
         from owlclaw.cli.audit import memory_as_of

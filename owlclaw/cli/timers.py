@@ -20,7 +20,7 @@ from owlclaw.config import load_config
 @handles_errors
 def timers_serve() -> None:
     """Register schedules with the configured backend and fire built-in timers (until Ctrl-C)."""
-    from owlclaw.timers.serve import serve
+    from owlclaw.server.timers import serve
 
     config = load_config()
     with open_ledger(config) as (_, led):
@@ -46,7 +46,7 @@ def timers_hatchet_worker(
 ) -> None:
     """Receive Hatchet's timer fires and deliver them to the agents (HATCHET_CLIENT_* env);
     with --agent, the other agents' fires go back to the built-in timers of their server."""
-    from owlclaw.timers.serve import hatchet_worker
+    from owlclaw.server.timers import hatchet_worker
 
     config = load_config()
     try:

@@ -128,13 +128,13 @@ def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> di
 
 
 def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
+    from owlclaw.compose.read import open_view
     from owlclaw.tools.stats import tool_stats
     from projections.tool_calls import AuditView
 
     with open_ledger(config) as (_, led):
         disabled = led.load_agent(agent).state.disabled_tools
-        view = AuditView(led)
-        view.create_table()
+        view = open_view(led, config, AuditView)
         behind = bring_up_to_date(led, view)
         stats = tool_stats(view, agent)
     if as_json:

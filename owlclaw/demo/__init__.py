@@ -31,13 +31,14 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.client import ServerClient
+from owlclaw.compose.memory import memory_dir
+from owlclaw.compose.read import open_view
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import Submit
 from owlclaw.reports.narrate import step_text
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
 from owlclaw.timers.hatchet_engine import BINARIES
-from owlclaw.wiring import view_options
 from projections import MemoryView, ProjectionRunner
 from projections.feed import afollow_run
 from projections.memory import render_memory_files
@@ -290,9 +291,9 @@ class Demo:
 
     def finish(self, ledger: Ledger) -> None:
         self.scenario("What the ledger holds")
-        view = MemoryView(ledger, **view_options(MemoryView.name, self.config))
+        view = open_view(ledger, self.config, MemoryView)
         ProjectionRunner(ledger, view).catch_up()
-        memory_md, _ = render_memory_files(view, AGENT, self.config.data_path / "memory" / AGENT)
+        memory_md, _ = render_memory_files(view, AGENT, memory_dir(self.config) / AGENT)
         self.report.memory_md = memory_md
         self.say(f"MEMORY.md written: {memory_md}")
         agent = ledger.load_agent(AGENT)

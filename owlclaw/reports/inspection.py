@@ -77,7 +77,7 @@ def memory_of(
 ) -> MemoryReading:
     """Bring the memory view up to date, write the agent's MEMORY.md, and recall ``query``
     with the relevance (similarity weighted by age) the ``recall`` tool ranks by."""
-    from owlclaw.wiring import memory_dir
+    from owlclaw.compose.memory import memory_dir
 
     led.load_agent(agent)
     behind = bring_up_to_date(led, view)

@@ -25,6 +25,8 @@ import msgspec
 from events import Ledger, LedgerReadError, UnknownAgent
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
+from owlclaw.compose.read import open_views
+from owlclaw.compose.write import place_agents, start_hosts, start_timers
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
 from owlclaw.messages import (
@@ -42,10 +44,8 @@ from owlclaw.server.serving_locks import ServingLocks, server_name
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
-from owlclaw.timers.serve import place_agents, start_hosts, start_timers
 from owlclaw.timers.worker import TimerWorker
 from owlclaw.tools.subagents import watch_subagents
-from owlclaw.wiring import open_views
 from projections import MemoryView, ProjectionRunner, View
 from projections.embedders import Embedder
 

@@ -108,7 +108,7 @@ def fire_task(
 ) -> Any:
     """The Hatchet task that receives fires; Hatchet retries it on failure, with backoff.
     A fire of an agent this worker does not serve goes to ``hand_back`` instead (it answers
-    whether it took it: ``TimersView.hand_back``), not to another server's agent."""
+    whether it took it: ``TimerRegistrations.hand_back``), not to another server's agent."""
     retries = (retry or RetryPolicy()).max_retries
 
     @hatchet.task(

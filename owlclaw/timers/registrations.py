@@ -1,5 +1,5 @@
-"""The timer service's view of the log: every requested schedule becomes a timer row, registered
-with the configured backend, and every cancellation removes it.
+"""The timer service's process manager: every requested schedule becomes a timer registered
+with the configured backend (a row here, and the backend's id), every cancellation removes it.
 
 It is a projection (rows and tracking position commit together), so a schedule is registered
 exactly once per row even across crashes. The built-in backend fires from these rows; an
@@ -60,7 +60,14 @@ class BuiltinBackend:
         """Nothing outside the row to remove."""
 
 
-class TimersView(View):
+class TimerRegistrations(View):
+    """The process manager that turns schedules into timer registrations with the configured
+    backend (and cancellations into their removal).
+
+    A projection for its exactly-once bookkeeping, not a read model: the timer service runs it
+    beside the views (``owlclaw.compose.write.start_timers``), never among them. Its name
+    (``timers``) is its tracking name and the prefix of its table."""
+
     name: ClassVar[str] = "timers"
     tables: ClassVar[tuple[str, ...]] = ("timers",)
     indexes: ClassVar[tuple[str, ...]] = ("timers_due",)

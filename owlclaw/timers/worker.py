@@ -26,7 +26,7 @@ from eventsourcing import persistence
 from events.cron import cron_times, next_fire
 from owlclaw.messages import Fire, FireOutcome
 from owlclaw.timers.fires import GRACE, plan
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 
 log = logging.getLogger(__name__)
 Deliver = Callable[[Fire], Awaitable[FireOutcome]]
@@ -79,7 +79,7 @@ class TimerWorker:
 
     def __init__(
         self,
-        view: TimersView,
+        view: TimerRegistrations,
         deliver: Deliver,
         *,
         clock: Callable[[], datetime] = utc_now,

@@ -15,7 +15,7 @@ from events import catalog as ev
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.agent_runtime import AgentRuntime
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 from projections import ProjectionRunner, SchedulesView
 from tests.postgres import rows
 
@@ -79,7 +79,7 @@ def test_views_record_no_fire_for_a_never_firing_cron_already_in_the_log(
         if isinstance(e, ev.ScheduleRequested) and e.schedule_id == "s-hourly"
     ]
     expected = hourly.timestamp.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    views = [SchedulesView(ledger), TimersView(ledger, records=False)]
+    views = [SchedulesView(ledger), TimerRegistrations(ledger, records=False)]
     for view in views:
         view.create_table()
         assert ProjectionRunner(ledger, view).catch_up() == ledger.head()

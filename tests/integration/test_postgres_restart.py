@@ -18,8 +18,8 @@ import pytest
 from psycopg import sql
 
 from events import Ledger
+from owlclaw.compose.read import configured_views
 from owlclaw.config import OwlClawConfig
-from owlclaw.wiring import view_options
 from projections import VIEWS, rebuild
 from tests.cli import free_port, owlclaw, owlclaw_json, user_env
 from tests.postgres import pg_ctl
@@ -175,8 +175,8 @@ def test_a_postgres_restart_heals_workers_timers_and_views(
     assert any(served_views["memories"]) and any(served_views["runs"])
     config = OwlClawConfig()
     with Ledger(url) as ledger:
-        for name, view in VIEWS.items():
-            rebuild(ledger, view, **view_options(name, config))
+        for configured in configured_views(config):
+            rebuild(ledger, configured.view, **configured.options)
     assert view_rows(url) == served_views
 
     restarted = PostmasterInfo.read_from_pgdata(pgdata)

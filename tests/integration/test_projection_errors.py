@@ -18,9 +18,9 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import Run
 from events.ledger import LoggedEvent
+from owlclaw.compose.read import open_views
 from owlclaw.database import Database
-from owlclaw.timers.registrations import TimersView
-from owlclaw.wiring import open_views
+from owlclaw.timers.registrations import TimerRegistrations
 from projections import MemoryView, ProjectionRunner, RunsView, rebuild
 from projections.embedders import EmbeddingUnavailable
 from projections.runner import is_infrastructure, retry_parked
@@ -181,7 +181,7 @@ def test_a_killed_connection_is_raised_not_parked_and_serve_resumes_exactly(
     assert rows(fresh_db, "SELECT count(*) FROM projection_errors") == [(0,)]
 
 
-class TimersViewFailingOnCancel(TimersView):
+class RegistrationsFailingOnCancel(TimerRegistrations):
     """The timers view with a bug: it raises on every ScheduleCancelled."""
 
     def apply(self, curs: Cursor[DictRow], logged: LoggedEvent) -> None:
@@ -205,7 +205,7 @@ def test_a_retried_batch_records_each_timer_registration_once(
         )
     agent.record(ev.ScheduleCancelled, schedule_id="s-bad", reason="changed my mind")
     *_, cancelled = ledger.append(agent)
-    view = TimersViewFailingOnCancel(ledger)
+    view = RegistrationsFailingOnCancel(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up(until=cancelled)
     assert rows(fresh_db, "SELECT view_name, position, topic, error FROM projection_errors") == [

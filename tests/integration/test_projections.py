@@ -14,8 +14,8 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from events.aggregates import Run
+from owlclaw.compose.read import open_views
 from owlclaw.database import Database
-from owlclaw.wiring import open_views
 from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, rebuild
 from projections.feed import LogBatch, follow_log_until, follow_projection
 from projections.runner import projection_status

@@ -13,7 +13,7 @@ from events import Ledger
 from events import catalog as ev
 from events.aggregates import UnknownSchedule
 from owlclaw.messages import CancelSchedule, Fire
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 from projections import ProjectionRunner, SchedulesView
 from tests.scripted import agent_events
 from tests.timers import delivering, host, schedule
@@ -51,7 +51,7 @@ def requested_schedule(ledger: Ledger, agent_id: str) -> str:
 
 def test_operator_cancel_is_recorded_with_who_and_unregisters_the_timer(ledger: Ledger) -> None:
     backend = RecordingBackend()
-    timers = TimersView(ledger, backend=backend, records=False)
+    timers = TimerRegistrations(ledger, backend=backend, records=False)
     timers.create_table()
     schedules = SchedulesView(ledger)
     schedules.create_table()

@@ -16,14 +16,14 @@ import pytest
 
 from events import Ledger, LedgerUnavailable
 from owlclaw.messages import Fire, FireOutcome
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import RetryPolicy, TimerWorker
 
 pytestmark = pytest.mark.integration
 LEASE = timedelta(minutes=5)
 
 
-def due_timer(view: TimersView, fire_at: datetime) -> None:
+def due_timer(view: TimerRegistrations, fire_at: datetime) -> None:
     with view.transaction(commit=True) as curs:
         curs.execute(
             view.sql(
@@ -35,7 +35,7 @@ def due_timer(view: TimersView, fire_at: datetime) -> None:
         )
 
 
-def timer_rows(view: TimersView) -> list[dict[str, Any]]:
+def timer_rows(view: TimerRegistrations) -> list[dict[str, Any]]:
     with view.transaction(commit=False) as curs:
         return curs.execute(view.sql("SELECT * FROM {timers}")).fetchall()
 
@@ -75,8 +75,8 @@ def dropped_connection(*_: object) -> None:
 
 
 @pytest.fixture
-def view(ledger: Ledger) -> TimersView:
-    timers = TimersView(ledger)
+def view(ledger: Ledger) -> TimerRegistrations:
+    timers = TimerRegistrations(ledger)
     timers.create_table()
     return timers
 
@@ -94,7 +94,7 @@ def failing(times: int, write: Callable[..., None]) -> Callable[..., None]:
 
 
 def test_an_advance_that_meets_the_database_away_is_written_once_it_answers(
-    view: TimersView, monkeypatch: pytest.MonkeyPatch
+    view: TimerRegistrations, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
@@ -111,7 +111,7 @@ def test_an_advance_that_meets_the_database_away_is_written_once_it_answers(
 
 
 def test_a_worker_stopped_while_its_advance_meets_the_database_away_leaves_the_lease(
-    view: TimersView, monkeypatch: pytest.MonkeyPatch
+    view: TimerRegistrations, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
@@ -130,7 +130,9 @@ def test_a_worker_stopped_while_its_advance_meets_the_database_away_leaves_the_l
     assert timer_rows(view) == []
 
 
-def test_a_failed_delivery_releases_the_claim_to_be_claimed_again_soon(view: TimersView) -> None:
+def test_a_failed_delivery_releases_the_claim_to_be_claimed_again_soon(
+    view: TimerRegistrations,
+) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
     refused: list[Fire] = []
@@ -160,7 +162,7 @@ def test_a_failed_delivery_releases_the_claim_to_be_claimed_again_soon(view: Tim
 
 
 def test_a_release_that_meets_the_database_away_is_written_once_it_answers(
-    view: TimersView, monkeypatch: pytest.MonkeyPatch
+    view: TimerRegistrations, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))
@@ -176,7 +178,7 @@ def test_a_release_that_meets_the_database_away_is_written_once_it_answers(
     assert row["leased_until"] == now + timedelta(seconds=1)
 
 
-def test_the_backoff_of_a_failing_delivery_is_capped_by_the_lease(view: TimersView) -> None:
+def test_the_backoff_of_a_failing_delivery_is_capped_by_the_lease(view: TimerRegistrations) -> None:
     async def deliver(fire: Fire) -> FireOutcome:
         return FireOutcome("fire")
 
@@ -187,7 +189,7 @@ def test_the_backoff_of_a_failing_delivery_is_capped_by_the_lease(view: TimersVi
 
 
 def test_a_failed_claim_is_raised_and_the_row_claimed_by_the_next_run(
-    view: TimersView, monkeypatch: pytest.MonkeyPatch
+    view: TimerRegistrations, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = datetime.now(UTC)
     due_timer(view, now - timedelta(seconds=1))

@@ -21,7 +21,7 @@ from events import catalog as ev
 from owlclaw.database import Database
 from owlclaw.messages import Fire, FireOutcome, Result
 from owlclaw.reports.inspection import open_schedules, schedules_of
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker, deliver_with_retries
 from projections import ProjectionRunner
 from tests.scripted import agent_events
@@ -39,8 +39,8 @@ class Clock:
 
 
 @pytest.fixture
-def timers(ledger: Ledger) -> Iterator[tuple[TimersView, ProjectionRunner]]:
-    view = TimersView(ledger)
+def timers(ledger: Ledger) -> Iterator[tuple[TimerRegistrations, ProjectionRunner]]:
+    view = TimerRegistrations(ledger)
     view.create_table()
     yield view, ProjectionRunner(ledger, view)
 
@@ -55,7 +55,7 @@ def fired_runs(ledger: Ledger, agent_id: str) -> list[ev.RunQueued]:
 
 
 def test_schedule_once_fires_a_run_with_its_focus(
-    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+    ledger: Ledger, timers: tuple[TimerRegistrations, ProjectionRunner]
 ) -> None:
     view, runner = timers
     owner = schedule(
@@ -84,7 +84,7 @@ def test_schedule_once_fires_a_run_with_its_focus(
 
 
 def test_cron_fires_at_consecutive_minutes(
-    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+    ledger: Ledger, timers: tuple[TimerRegistrations, ProjectionRunner]
 ) -> None:
     view, runner = timers
     schedule(ledger, "watcher", "schedule_cron", cron_expression="* * * * *", focus="watch")
@@ -100,7 +100,7 @@ def test_cron_fires_at_consecutive_minutes(
 
 
 def test_cancelled_schedule_never_starts_a_run(
-    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+    ledger: Ledger, timers: tuple[TimerRegistrations, ProjectionRunner]
 ) -> None:
     view, runner = timers
     schedule(ledger, "canceller", "schedule_once", delay_seconds=60, focus="later")
@@ -128,7 +128,7 @@ def test_cancelled_schedule_never_starts_a_run(
 
 
 def test_duplicate_delivery_from_two_processes_starts_exactly_one_run(
-    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+    ledger: Ledger, timers: tuple[TimerRegistrations, ProjectionRunner]
 ) -> None:
     schedule(ledger, "twice", "schedule_once", delay_seconds=30, focus="once only")
     [requested] = [e for e in agent_events(ledger, "twice") if isinstance(e, ev.ScheduleRequested)]
@@ -174,7 +174,7 @@ def test_duplicate_delivery_from_two_processes_starts_exactly_one_run(
 )
 def test_misfire_policy_after_the_service_was_down(
     ledger: Ledger,
-    timers: tuple[TimersView, ProjectionRunner],
+    timers: tuple[TimerRegistrations, ProjectionRunner],
     policy: str,
     fired: int,
     missed: int,
@@ -228,13 +228,13 @@ def test_property_17_failed_deliveries_are_retried_up_to_the_limit(
 
 
 def test_timer_rows_survive_and_are_not_doubled_by_a_replayed_projection(
-    ledger: Ledger, timers: tuple[TimersView, ProjectionRunner]
+    ledger: Ledger, timers: tuple[TimerRegistrations, ProjectionRunner]
 ) -> None:
     view, runner = timers
     for i in range(3):
         schedule(ledger, "many", "schedule_once", delay_seconds=100 + i, focus=f"f{i}")
     runner.catch_up()
-    again = ProjectionRunner(ledger, TimersView(ledger))
+    again = ProjectionRunner(ledger, TimerRegistrations(ledger))
     assert again.position == runner.position  # a second service resumes from the tracking
     again.catch_up()
     with view.transaction(commit=False) as curs:
@@ -338,7 +338,7 @@ def test_killed_timer_service_loses_nothing_and_doubles_nothing(
     assert [len(fired_runs(ledger, a)) for a in plans] == [1, 1, 0]
 
 
-def timer_rows(view: TimersView) -> list[dict[str, Any]]:
+def timer_rows(view: TimerRegistrations) -> list[dict[str, Any]]:
     with view.transaction(commit=False) as curs:
         return list(curs.execute(view.sql("SELECT * FROM {timers}")).fetchall())
 
@@ -346,7 +346,7 @@ def timer_rows(view: TimersView) -> list[dict[str, Any]]:
 def test_a_worker_fires_only_the_agents_it_serves(ledger: Ledger) -> None:
     """``owlclaw run APP`` fires its app's timers only: another agent's stay due, untouched, for
     the server that serves it."""
-    view = TimersView(ledger, served=["trader"])
+    view = TimerRegistrations(ledger, served=["trader"])
     view.create_table()
     schedule(ledger, "trader", "schedule_once", delay_seconds=60, focus="mine")
     schedule(ledger, "stranger", "schedule_once", delay_seconds=60, focus="not mine")
@@ -354,14 +354,14 @@ def test_a_worker_fires_only_the_agents_it_serves(ledger: Ledger) -> None:
     clock = Clock()
     clock.now += timedelta(minutes=5)
 
-    def tick(view: TimersView) -> Callable[[Deliver], Awaitable[int]]:
+    def tick(view: TimerRegistrations) -> Callable[[Deliver], Awaitable[int]]:
         return lambda deliver: TimerWorker(view, deliver, clock=clock).tick()
 
     assert delivering(ledger, tick(view)) == 1
     assert [e.focus for e in fired_runs(ledger, "trader")] == ["mine"]
     assert fired_runs(ledger, "stranger") == []
     assert delivering(ledger, tick(view)) == 0  # the stranger's timer is never claimed here
-    theirs = TimersView(ledger, served=["stranger"])
+    theirs = TimerRegistrations(ledger, served=["stranger"])
     assert delivering(ledger, tick(theirs)) == 1
     assert [e.focus for e in fired_runs(ledger, "stranger")] == ["not mine"]
 
@@ -388,7 +388,7 @@ def test_an_engine_fire_of_an_agent_not_served_here_is_handed_back(ledger: Ledge
     """A server's engine worker that receives another agent's fire gives it back to the built-in
     rows, due at that fire, and removes it from the engine: the agent's own server fires it."""
     engine = HeldElsewhere()
-    registering = TimersView(ledger, backend=engine)
+    registering = TimerRegistrations(ledger, backend=engine)
     registering.create_table()
     schedule(ledger, "stranger", "schedule_cron", cron_expression="*/5 * * * *", focus="sweep")
     ProjectionRunner(ledger, registering).catch_up()
@@ -397,8 +397,8 @@ def test_an_engine_fire_of_an_agent_not_served_here_is_handed_back(ledger: Ledge
     fire_time = row["next_fire_at"]
     fire = Fire(agent_id="stranger", schedule_id=row["schedule_id"], fire_time=fire_time)
 
-    here = TimersView(ledger, backend=engine, served=["trader"])
-    assert TimersView(ledger, backend=engine).hand_back(fire) is False
+    here = TimerRegistrations(ledger, backend=engine, served=["trader"])
+    assert TimerRegistrations(ledger, backend=engine).hand_back(fire) is False
     assert here.hand_back(fire) is True
     assert here.hand_back(fire) is True  # a second delivery of the fire: nothing more to do
     assert engine.cancelled == [f"engine-{row['schedule_id']}"]
@@ -410,7 +410,7 @@ def test_an_engine_fire_of_an_agent_not_served_here_is_handed_back(ledger: Ledge
     assert registered[-1].backend == "builtin"
     clock = Clock()
     clock.now = fire_time + timedelta(seconds=1)
-    theirs = TimersView(ledger, served=["stranger"])
+    theirs = TimerRegistrations(ledger, served=["stranger"])
     handled = delivering(ledger, lambda d: TimerWorker(theirs, d, clock=clock).tick())
     assert handled == 1
     assert [e.focus for e in fired_runs(ledger, "stranger")] == ["sweep"]

@@ -24,7 +24,7 @@ from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.timers.hatchet_backend import TASK, HatchetBackend, fire_of
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import Deliver, TimerWorker
 from projections import ProjectionRunner
 from tests.components import missing_component
@@ -149,8 +149,8 @@ AHEAD_S = 15
 registering it on a loaded machine (10 s left it 2 s)."""
 
 
-def register(ledger: Ledger, hatchet: Any) -> TimersView:
-    view = TimersView(ledger, backend=HatchetBackend(hatchet))
+def register(ledger: Ledger, hatchet: Any) -> TimerRegistrations:
+    view = TimerRegistrations(ledger, backend=HatchetBackend(hatchet))
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     return view
@@ -272,7 +272,7 @@ def test_a_schedule_made_while_hatchet_is_down_is_kept_and_moved_once_it_is_back
     plan(ledger, "h-down", "schedule_once", delay_seconds=15, focus="kept")  # held after LEAD
     view = register(ledger, unreachable)
     assert [r.backend for r in events_of(ledger, "h-down", ev.ScheduleRegistered)] == ["builtin"]
-    back = TimersView(ledger, backend=HatchetBackend(hatchet))
+    back = TimerRegistrations(ledger, backend=HatchetBackend(hatchet))
     assert back.adopt() >= 1  # what `owlclaw timers serve` does at start (all kept timers)
     with view.transaction(commit=False) as curs:
         [row] = curs.execute(
@@ -312,7 +312,7 @@ def test_switching_from_hatchet_to_builtin_keeps_the_schedule(
 
     plan(own_ledger, "h-switch", "schedule_cron", cron_expression="0 0 1 1 *", focus="yearly")
     register(own_ledger, hatchet)
-    builtin = TimersView(own_ledger, backend=BuiltinBackend())
+    builtin = TimerRegistrations(own_ledger, backend=BuiltinBackend())
     assert builtin.adopt() >= 1
     with builtin.transaction(commit=False) as curs:
         [row] = curs.execute(

@@ -42,7 +42,7 @@ from owlclaw.database import Database, open_database
 from owlclaw.messages import Activate, Fire, FireOutcome, Result
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.hatchet_engine import missing_binaries
-from owlclaw.timers.registrations import TimersView
+from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
 from tests.cli import free_port, owlclaw, owlclaw_json, user_env
@@ -243,7 +243,7 @@ def test_a_builtin_delivery_failed_by_a_restart_is_delivered_again_by_the_same_w
     url = own_pg.database.url
     ledger = Ledger(url)
     schedule(ledger, "sleeper", "schedule_once", delay_seconds=2, focus="wake up")
-    view = TimersView(ledger)
+    view = TimerRegistrations(ledger)
     view.create_table()
     ProjectionRunner(ledger, view).catch_up()
     [requested] = events_of(url, "sleeper", ev.ScheduleRequested)
@@ -299,4 +299,4 @@ def test_a_builtin_delivery_failed_by_a_restart_is_delivered_again_by_the_same_w
     assert len(events_of(url, "sleeper", ev.TimerFired)) == 1
     assert events_of(url, "sleeper", ev.TimerMissed) == []
     with Ledger(url) as after:
-        assert TimersView(after).count() == 0  # advanced
+        assert TimerRegistrations(after).count() == 0  # advanced

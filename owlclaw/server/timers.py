@@ -15,71 +15,13 @@ from collections.abc import Collection
 from datetime import timedelta
 
 from events import Ledger
-from owlclaw.agents import Agents
+from owlclaw.compose.write import place_agents, start_hosts, start_timers, timer_backend
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import Fire, FireOutcome
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
-from owlclaw.timers.registrations import BuiltinBackend, TimerBackend, TimersView
-from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker
-from projections import ProjectionRunner
-
-
-def place_agents(ledger: Ledger, config: OwlClawConfig, *, owner: bool) -> Agents:
-    """The configured placement: the cluster's actors (``owner``: this process started them and
-    stops them), or agents hosted in this process."""
-    if config.runtime.placement == "local":
-        from actors.host import AgentHost
-        from owlclaw.wiring import open_memory
-
-        return AgentHost(ledger, config, idle_s=300.0, memory=open_memory(ledger, config))
-    from actors.cluster import connect
-    from actors.directory import AgentDirectory
-
-    connect(config)
-    return AgentDirectory(ledger, config, placement=config.runtime.placement, owner=owner)
-
-
-async def start_hosts(agents: Agents, config: OwlClawConfig) -> None:
-    """With ``shared`` placement, start every host actor now rather than on its first message."""
-    if config.runtime.placement == "shared":
-        from actors.directory import AgentDirectory
-
-        assert isinstance(agents, AgentDirectory)
-        await agents.start_hosts()
-
-
-def _backend(config: OwlClawConfig) -> TimerBackend:
-    if config.timers.backend == "hatchet":
-        from hatchet_sdk import Hatchet
-
-        return HatchetBackend(Hatchet())
-    return BuiltinBackend()
-
-
-def start_timers(
-    ledger: Ledger,
-    config: OwlClawConfig,
-    backend: TimerBackend,
-    deliver: Deliver,
-    served: Collection[str] | None = None,
-) -> tuple[TimerWorker, ProjectionRunner]:
-    """The timer projection's runner (it registers schedules with ``backend``, after moving
-    timers other backends hold) and the worker that fires the ``served`` agents' built-in
-    timers (None: every agent's) to ``deliver``; neither is running yet: the caller supervises
-    ``runner.serve`` and ``worker.run``."""
-    view = TimersView(ledger, backend=backend, served=served)
-    view.create_table()
-    view.adopt()
-    runner = ProjectionRunner(ledger, view)
-    worker = TimerWorker(
-        view,
-        deliver,
-        lease=timedelta(seconds=config.timers.lease_s),
-        retry=RetryPolicy(max_retries=config.timers.max_retries),
-        grace=timedelta(seconds=config.timers.misfire_grace_s),
-    )
-    return worker, runner
+from owlclaw.timers.registrations import TimerRegistrations
+from owlclaw.timers.worker import Deliver, RetryPolicy
 
 
 def serve(ledger: Ledger, config: OwlClawConfig) -> None:
@@ -87,7 +29,7 @@ def serve(ledger: Ledger, config: OwlClawConfig) -> None:
 
     async def main() -> None:
         agents = place_agents(ledger, config, owner=False)
-        worker, runner = start_timers(ledger, config, _backend(config), agents.ask)
+        worker, runner = start_timers(ledger, config, timer_backend(config), agents.ask)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -130,8 +72,8 @@ def hatchet_worker(
     retry = RetryPolicy(max_retries=config.timers.max_retries)
     grace = timedelta(seconds=config.timers.misfire_grace_s)
     backend = HatchetBackend(hatchet)
-    view = TimersView(ledger, backend=backend, served=served)
-    task = fire_task(hatchet, deliver, retry, grace, hand_back=view.hand_back)
+    registrations = TimerRegistrations(ledger, backend=backend, served=served)
+    task = fire_task(hatchet, deliver, retry, grace, hand_back=registrations.hand_back)
     hatchet.worker("owlclaw-timers", slots=config.timers.hatchet_slots, workflows=[task]).start()
 
 

@@ -1,0 +1,51 @@
+"""The memory view and its recall store from the configuration.
+
+Apart from ``read`` because a Ray host actor (``actors.ray_host``) opens its own recall store in
+its process, and actors sit below the views' composition (they are what ``write`` places).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from events import Ledger
+from owlclaw.config import OwlClawConfig
+from projections import MemoryStore, MemoryView
+from projections.embedders import Embedder, embedder_for
+
+
+def memory_dir(config: OwlClawConfig) -> Path:
+    """Where the agents' MEMORY.md files are: ``<data_dir>/memory/<agent>/``."""
+    return config.data_path / "memory"
+
+
+def memory_options(config: OwlClawConfig, embedder: Embedder | None = None) -> dict[str, Any]:
+    """The memory view's constructor options; ``embedder`` replaces its in-process model (a Ray
+    process's: the node's shared embedder of that model)."""
+    memory = config.memory
+    if embedder is None:
+        embedder = embedder_for(memory.embedding_model, memory.embedding_dimensions)
+    return {
+        "embedder": embedder,
+        "size_limit": memory.memory_md_limit_bytes,
+        "memory_dir": memory_dir(config),
+    }
+
+
+def open_memory_view(
+    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
+) -> MemoryView:
+    """The memory view as configured, its tables created (``embedder``: see ``memory_options``)."""
+    view = MemoryView(ledger, **memory_options(config, embedder))
+    view.create_table()
+    return view
+
+
+def open_recall(
+    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
+) -> MemoryStore:
+    """Recall over the memory view (its tables created); the projection runner fills it."""
+    return MemoryStore(
+        open_memory_view(ledger, config, embedder), half_life_days=config.memory.half_life_days
+    )
