@@ -56,7 +56,7 @@ def init(
 ) -> None:
     """Scaffold an agent app: SOUL.md, IDENTITY.md, a skill, owlclaw.toml, handlers.py (a
     capability and a state provider) and an offline script for the scripted model."""
-    from owlclaw.scaffold import scaffold
+    from owlclaw.cli.scaffold import scaffold
 
     made = scaffold(path, agent_id)
     files = sorted(str(p.relative_to(made.root)) for p in made.root.rglob("*") if p.is_file())
@@ -86,7 +86,7 @@ def run(
     webhook endpoint, until Ctrl-C. Each app is validated first (files, [governance],
     handlers.py): an invalid one is refused with exit code 5 before anything starts."""
     from owlclaw.server.service import Service
-    from owlclaw.validation import InvalidApps, validate_apps
+    from owlclaw.server.validation import InvalidApps, validate_apps
 
     config = _with_placement(load_config(), placement)
     try:

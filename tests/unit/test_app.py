@@ -154,7 +154,7 @@ def test_agent_settings_are_validated_and_name_the_field(tmp_path: Path) -> None
 
 
 def test_init_scaffolds_the_template_and_refuses_a_non_empty_directory(tmp_path: Path) -> None:
-    from owlclaw.scaffold import scaffold
+    from owlclaw.cli.scaffold import scaffold
 
     app = scaffold(tmp_path / "ops-bot")
     assert app.agent_id == "ops-bot" and app.settings.models == ("scripted/ops-bot",)

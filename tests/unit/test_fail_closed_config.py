@@ -13,7 +13,7 @@ from events import catalog as ev
 from owlclaw.app import AppError, load_app
 from owlclaw.config import ConfigError, load_config
 from owlclaw.runtime.agent_runtime import AgentRuntime
-from owlclaw.validation import InvalidApps, validate_app, validate_apps
+from owlclaw.server.validation import InvalidApps, validate_app, validate_apps
 from tests.apps import make_app
 from tests.scripted import agent_events, play
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from owlclaw.app import AppError
+from owlclaw.server.validation import validate_app
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
-from owlclaw.validation import validate_app
 from tests.apps import make_app
 
 

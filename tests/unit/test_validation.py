@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from owlclaw.app import IDENTITY_LIMIT_BYTES, AppNotFound
-from owlclaw.validation import InvalidApps, validate_app, validate_apps
+from owlclaw.server.validation import InvalidApps, validate_app, validate_apps
 from tests.apps import make_app
 
 REGISTRY = "from owlclaw import Registry\nregistry = Registry()\n"
