@@ -52,7 +52,7 @@ from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Completer, LiteLLM
 from owlclaw.tools.subagents import report_of
 from projections.feed import afollow_run
-from projections.memory import MemoryStore
+from projections.recall import MemoryStore
 
 R = TypeVar("R")
 log = logging.getLogger("owlclaw.host")

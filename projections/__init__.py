@@ -4,12 +4,16 @@ subscriptions for analytics jobs. Depends only on ``events``; the configuration 
 ``owlclaw.compose``."""
 
 from projections.agents import AgentsView
-from projections.memory import MemoryStore, MemoryView
+from projections.failures import ProjectionFailed
+from projections.memory import MemoryView
 from projections.notifications import ApprovalNotifications
 from projections.outbox import Outbox
-from projections.runner import ProjectionFailed, ProjectionRunner, ProjectionStatus, rebuild
+from projections.rebuild import rebuild
+from projections.recall import MemoryStore
+from projections.runner import ProjectionRunner
 from projections.runs import RunsView
 from projections.schedules import SchedulesView
+from projections.status import ProjectionStatus
 from projections.tool_calls import AuditView
 from projections.view import View
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from events.catalog import TERMINAL_RUN_EVENTS, LedgerEvent, RunParked
 from events.ledger import Ledger, LoggedEvent
-from projections.runner import channel
+from projections.locks import channel
 from projections.view import View
 
 IDLE_WAKE_SECONDS = 1.0

@@ -2,7 +2,7 @@
 
 The runner parks an event in the same transaction that moves the view's tracking position past
 it, so every event of the log is either in the view or in this table, never silently lost.
-``projections.runner.retry_parked`` re-applies parked events once their cause is fixed.
+``projections.retry.retry_parked`` re-applies parked events once their cause is fixed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Runs a view over the ledger: catch up, follow, report lag, park poison events, rebuild.
+"""Runs a view over the ledger: catch up, follow, park poison events.
 
 Each batch of events is applied and tracked in one transaction under the projection's advisory
 lock, after re-reading the tracked position inside that transaction. So two runners of one
@@ -11,6 +11,9 @@ still fails is parked in ``projection_errors`` (projections.parked) in the trans
 tracks past it, and the view goes on. An infrastructure error (the database unreachable, the
 LISTEN connection dropped) is never parked: it is raised, and the runner resumes from its tracked
 position once restarted.
+
+Status (projections.status), retrying parked events (projections.retry) and rebuilding
+(projections.rebuild) live beside it: they read or repair a view, not run it.
 """
 
 from __future__ import annotations
@@ -19,85 +22,23 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
-import psycopg
-from eventsourcing import persistence
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
-from events.ledger import Ledger, LedgerUnavailable, LoggedEvent
+from events.ledger import Ledger, LoggedEvent
 from projections import parked as parking
-from projections.embedders import EmbeddingUnavailable
-from projections.parked import ParkedEvent, describe
+from projections.failures import ProjectionFailed, is_infrastructure
+from projections.locks import channel, lock_key
+from projections.parked import describe
+from projections.status import ProjectionStatus, projection_status
 from projections.view import TRACKING_TABLE, View
 
 BATCH_SIZE = 1000
 
 log = logging.getLogger(__name__)
-
-INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    persistence.OperationalError,
-    persistence.InterfaceError,
-    persistence.ConnectionPoolClosedError,
-    LedgerUnavailable,
-    EmbeddingUnavailable,
-)
-"""Errors of a service the views depend on (the database, the embedding model), not of an
-event: raised, never parked, so that an outage delays a view instead of parking every event it
-meets; the view resumes once its runner is restarted and the service is back."""
-
-
-class ProjectionFailed(RuntimeError):
-    """The projection's runner stopped on an error it does not park (an outage, an unreadable
-    event); names the log position."""
-
-    def __init__(self, name: str, position: int | None, cause: BaseException):
-        where = f" at log position {position}" if position is not None else ""
-        super().__init__(f"projection {name!r} stopped{where}: {cause}")
-        self.position = position
-        self.cause = cause
-
-
-@dataclass(frozen=True)
-class ProjectionStatus:
-    name: str
-    position: int
-    head: int
-    lag_events: int
-    lag_seconds: float
-    running: bool
-    error: str | None
-    parked_count: int
-    parked: tuple[ParkedEvent, ...]
-
-
-@dataclass(frozen=True)
-class RetryOutcome:
-    """What re-applying one parked event did: ``error`` is None when it is now in the view."""
-
-    position: int
-    topic: str
-    error: str | None
-
-
-def channel(name: str) -> str:
-    return f"owlclaw_projection_{name}"
-
-
-def is_infrastructure(error: BaseException) -> bool:
-    return isinstance(error, INFRASTRUCTURE_ERRORS)
-
-
-def lock_key(view: View) -> str:
-    """The advisory lock under which a view's rows and tracking position change."""
-    return f"owlclaw-projection:{view.name}"
 
 
 class ProjectionRunner:
@@ -313,123 +254,3 @@ class ProjectionRunner:
 
     def status(self) -> ProjectionStatus:
         return projection_status(self.ledger, self.view, self.running, self.error)
-
-
-def projection_status(
-    ledger: Ledger, view: View, running: bool = False, error: BaseException | None = None
-) -> ProjectionStatus:
-    position = view.max_tracking_id(view.tracking_name) or 0
-    head = ledger.head()
-    with view.transaction() as curs:
-        errors = parking.parked(curs, view.tracking_name)
-    lag_seconds = 0.0
-    if head > position:
-        oldest = ledger.read(after=position, limit=1)
-        if oldest:
-            age = datetime.now(UTC) - oldest[0].event.timestamp
-            lag_seconds = max(0.0, age.total_seconds())
-    return ProjectionStatus(
-        name=view.name,
-        position=position,
-        head=head,
-        lag_events=max(0, head - position),
-        lag_seconds=round(lag_seconds, 3),
-        running=running,
-        error=str(error) if error else None,
-        parked_count=len(errors),
-        parked=tuple(errors),
-    )
-
-
-def retry_parked(ledger: Ledger, view: View) -> list[RetryOutcome]:
-    """Re-apply the events ``view`` parked, in log order, each in its own transaction under
-    the projection's lock: one that applies leaves ``projection_errors``, one that fails again
-    stays there with its new error, last_seen and attempts.
-
-    A retried event is applied after later events of the log, out of order. That is acceptable
-    for these views: each event writes rows keyed by its own ids (a tool call, a run, a memory,
-    a schedule) and records its log position, so applying it late gives the same rows whenever
-    no later event touched the same entity (a memory, a schedule request, a run's last event).
-    Where a later event of the same entity was applied first (a run's end before its parked
-    start), the row can differ from log order; ``rebuild`` replays the whole log in order when
-    that matters.
-    """
-    outcomes = []
-    lock = lock_key(view)
-    with view.transaction() as curs:
-        pending = parking.parked(curs, view.tracking_name)
-    for entry in pending:
-        [logged] = ledger.read(after=entry.position - 1, limit=1, up_to=entry.position)
-        failure: Exception | None = None
-        try:
-            view.prepare([logged])
-        except Exception as e:
-            if is_infrastructure(e):
-                raise
-            failure = e
-        with view.transaction(commit=True) as curs:
-            curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
-            if failure is None:
-                try:
-                    with curs.connection.transaction():
-                        view.apply(curs, logged)
-                except Exception as e:
-                    if is_infrastructure(e):
-                        raise
-                    failure = e
-            if failure is None:
-                parking.unpark(curs, view.tracking_name, entry.position)
-            else:
-                parking.park(curs, view.tracking_name, logged, failure, attempts=1)
-        if failure is None:
-            view.committed([logged])
-        outcomes.append(
-            RetryOutcome(entry.position, entry.topic, describe(failure) if failure else None)
-        )
-    return outcomes
-
-
-def rebuild(
-    ledger: Ledger,
-    view_class: type[View],
-    /,
-    progress: Callable[[int, int], None] | None = None,
-    **view_options: Any,
-) -> int:
-    """Rebuild a view from position 0 into new tables, then switch over atomically.
-
-    The serving tables keep answering (and a live runner keeps updating them) until the switch,
-    which renames the new tables into place in one transaction under the projection's lock. A
-    live runner then notices the moved tracking position and continues from it. The events the
-    rebuild parked replace the live view's.
-    """
-    fresh = view_class(ledger, rebuilding=True, **view_options)
-    fresh.create_table()
-    with fresh.transaction(commit=True) as curs:
-        fresh.drop_tables(curs)
-        curs.execute(
-            SQL("DELETE FROM {} WHERE application_name = %s").format(Identifier(TRACKING_TABLE)),
-            (fresh.tracking_name,),
-        )
-        parking.forget(curs, fresh.tracking_name)
-    fresh.create_table()
-    runner = ProjectionRunner(ledger, fresh)
-    runner.catch_up(progress=progress)
-    live = view_class(ledger, **view_options)
-    with live.transaction(commit=True) as curs:
-        curs.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (runner.lock_key,))
-        live.drop_tables(curs)
-        fresh.rename_into(curs, live)
-        curs.execute(
-            SQL("DELETE FROM {} WHERE application_name = %s").format(Identifier(TRACKING_TABLE)),
-            (live.tracking_name,),
-        )
-        curs.execute(
-            SQL("UPDATE {} SET application_name = %s WHERE application_name = %s").format(
-                Identifier(TRACKING_TABLE)
-            ),
-            (live.tracking_name, fresh.tracking_name),
-        )
-        parking.move(curs, fresh.tracking_name, live.tracking_name)
-    live.switched_over()
-    return runner.position

@@ -22,7 +22,8 @@ from events import catalog as ev
 from events.aggregates import ActiveSchedule, Agent, Approval, agent_stream_id
 from events.ledger import LoggedEvent
 from projections.embedders import Embedder
-from projections.memory import Memory, MemoryStore, rank
+from projections.recall import MemoryStore
+from projections.relevance import Memory, rank
 
 
 class UnknownMoment(ValueError):

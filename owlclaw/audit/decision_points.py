@@ -44,7 +44,8 @@ from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.executor import canonical_arguments, encode_told, truncate
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 from owlclaw.tools.tool import Tool
-from projections.memory import Memory, RecallResult
+from projections.recall import RecallResult
+from projections.relevance import Memory
 
 COMPARED_INPUTS = ("soul_sha256", "identity_sha256", "inbound", "schedules", "skills")
 """Recorded prompt inputs the rebuilt prompt is checked against."""

@@ -20,7 +20,7 @@ from events import catalog as ev
 from events.aggregates import Agent, Run
 from owlclaw.bench import percentiles
 from projections import VIEWS, MemoryStore, MemoryView, ProjectionRunner
-from projections.memory import _vector
+from projections.memory import vector_literal
 from projections.synthetic import fill_memories, nearest_ids
 
 TOOLS_PER_RUN = 10
@@ -115,7 +115,7 @@ def measure_recall(
     store.recall(target, "warm up")
     for query in queries:
         t0 = time.perf_counter()
-        vector = _vector(view.embedder.embed([query])[0])
+        vector = vector_literal(view.embedder.embed([query])[0])
         t1 = time.perf_counter()
         rows = nearest_ids(view, target, vector, 20)
         t2 = time.perf_counter()

@@ -266,7 +266,7 @@ def status(as_json: JsonOption = False) -> None:
     from owlclaw.compose.read import open_views
     from owlclaw.reports.inspection import bring_up_to_date
     from projections import AgentsView, RunsView, SchedulesView
-    from projections.runner import projection_status
+    from projections.status import projection_status
 
     config = load_config()
     report: dict[str, Any] = {}

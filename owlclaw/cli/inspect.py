@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from owlclaw.audit.redecide import ReDecision
     from owlclaw.audit.verify import ReplayReport
     from owlclaw.compose.read import ConfiguredView
-    from projections.runner import ProjectionStatus
+    from projections.status import ProjectionStatus
 
 
 @app.command()
@@ -555,7 +555,7 @@ def projections_retry(
     log order when no later event changed the same run, tool call, memory or schedule;
     `projections rebuild NAME` replays the log in order.
     """
-    from projections.runner import retry_parked
+    from projections.retry import retry_parked
 
     config = load_config()
     configured = _configured_view(config, name)

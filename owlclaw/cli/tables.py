@@ -14,7 +14,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from projections.memory import Memory
+    from projections.relevance import Memory
 
 
 def whole(header: str, *, right: bool = False) -> Column:

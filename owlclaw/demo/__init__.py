@@ -41,7 +41,7 @@ from owlclaw.server.webhook import serving
 from owlclaw.timers.hatchet_engine import BINARIES
 from projections import MemoryView, ProjectionRunner
 from projections.feed import afollow_run
-from projections.memory import render_memory_files
+from projections.memory_files import render_memory_files
 
 AGENT = "trader"
 APPROVAL_PAUSE_S = 3.0

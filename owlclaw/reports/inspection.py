@@ -11,8 +11,9 @@ from typing import Any
 from events import Ledger
 from owlclaw.config import OwlClawConfig
 from projections import MemoryStore, MemoryView, SchedulesView
-from projections.memory import RecallResult, render_memory_files
-from projections.runner import ProjectionStatus, projection_status
+from projections.memory_files import render_memory_files
+from projections.recall import RecallResult
+from projections.status import ProjectionStatus, projection_status
 from projections.view import View
 
 

@@ -37,7 +37,7 @@ from owlclaw.tools.executor import LiveExecution
 from owlclaw.tools.governance import Governance
 from owlclaw.tools.subagents import SubAgents
 from owlclaw.tools.threads import HandlerThreads
-from projections.memory import MemoryStore
+from projections.recall import MemoryStore
 
 
 class AgentRuntime:

@@ -12,7 +12,7 @@ from events.aggregates import ActiveSchedule, Agent, now
 from owlclaw.runtime.agent_setup import AgentSetup
 from owlclaw.runtime.prompt import Prompt, system_prompt
 from owlclaw.tools.tool import Tool
-from projections.memory import MemoryStore
+from projections.recall import MemoryStore
 
 
 class Briefing:

@@ -48,7 +48,7 @@ from owlclaw.tools.executor import (
 from owlclaw.tools.subagents import SubAgents
 from owlclaw.tools.threads import HandlerThreads
 from owlclaw.tools.tool import RunScope
-from projections.memory import MemoryStore
+from projections.recall import MemoryStore
 
 
 class RunDriver:

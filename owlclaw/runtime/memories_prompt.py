@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from projections.memory import Memory
+from projections.relevance import Memory
 
 
 def memories_section(memories: Sequence[Memory]) -> str | None:

@@ -21,7 +21,7 @@ from owlclaw.runtime.inbound_prompt import inbound_section
 from owlclaw.runtime.memories_prompt import memories_section
 from owlclaw.runtime.schedules_prompt import schedules_section
 from owlclaw.runtime.skills_prompt import skills_index
-from projections.memory import MemoryStore, RecallResult
+from projections.recall import MemoryStore, RecallResult
 
 
 @dataclass(frozen=True)

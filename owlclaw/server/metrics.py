@@ -35,7 +35,7 @@ from owlclaw.runtime.approvals import PendingApproval
 from owlclaw.supervisor import WorkerStatus
 from owlclaw.tools.errors import UNKNOWN_TOOL
 from projections.feed import follow_log_until
-from projections.runner import ProjectionStatus
+from projections.status import ProjectionStatus
 
 UNKNOWN_TOOL_LABEL = "(unknown)"
 

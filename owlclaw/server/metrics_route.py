@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from owlclaw.server.metrics import ServiceState
 from owlclaw.server.service import Service
-from projections.runner import projection_status
+from projections.status import projection_status
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from owlclaw.config import RuntimeConfig
     from owlclaw.tools.subagents import SubAgents
     from owlclaw.tools.threads import HandlerThreads
-    from projections.memory import MemoryStore
+    from projections.recall import MemoryStore
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 
 from events import Ledger
 from projections import ApprovalNotifications, ProjectionRunner
-from projections.runner import retry_parked
+from projections.retry import retry_parked
 from tests.webhooks import Receiver
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ from owlclaw.database import Database
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
 from projections.current import ViewBehind, catch_up_to_committed
 from projections.embedders import Embedder
-from projections.memory import render_memory_files
+from projections.memory_files import render_memory_files
 from projections.sqlvalues import text
 from tests.ledger_runs import remember
 

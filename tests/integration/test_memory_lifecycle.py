@@ -22,7 +22,7 @@ from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
 from projections.embedders import Embedder
-from projections.runner import projection_status
+from projections.status import projection_status
 from tests.scripted import agent_events, call, play, run_events
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ from owlclaw.database import Database
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.pack.messages import ChannelConfig, message_tools
 from projections import Outbox, ProjectionRunner, rebuild
-from projections.runner import retry_parked
+from projections.retry import retry_parked
 from tests.cli import owlclaw
 from tests.integration.processes import run_outbox
 from tests.tool_context import tool_context

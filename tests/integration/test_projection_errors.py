@@ -23,7 +23,8 @@ from owlclaw.database import Database
 from owlclaw.timers.registrations import TimerRegistrations
 from projections import MemoryView, ProjectionRunner, RunsView, rebuild
 from projections.embedders import EmbeddingUnavailable
-from projections.runner import is_infrastructure, retry_parked
+from projections.failures import is_infrastructure
+from projections.retry import retry_parked
 from tests.cli import owlclaw_on as owlclaw
 from tests.ledger_runs import record_runs, remember
 from tests.postgres import rows

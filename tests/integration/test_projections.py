@@ -18,7 +18,7 @@ from owlclaw.compose.read import open_views
 from owlclaw.database import Database
 from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, rebuild
 from projections.feed import LogBatch, follow_log_until, follow_projection
-from projections.runner import projection_status
+from projections.status import projection_status
 from tests.integration.processes import run_projection
 from tests.ledger_runs import record_runs
 from tests.postgres import rows

@@ -35,7 +35,7 @@ from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
-from projections.memory import render_memory_files
+from projections.memory_files import render_memory_files
 from tests.apps import make_app, skill
 
 pytestmark = pytest.mark.integration

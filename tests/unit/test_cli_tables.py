@@ -22,7 +22,7 @@ from owlclaw.audit.redecide import ReDecision, Step, StepDecision
 from owlclaw.cli import agents, audit, evals, inspect, tables, tools
 from owlclaw.reports.relative_time import relative
 from owlclaw.tools.stats import ToolStats
-from projections.memory import Memory
+from projections.relevance import Memory
 from tests.sample_run import AGENT_ID, record_sample_run
 
 NOW = datetime.now(UTC)

@@ -19,13 +19,9 @@ from events.aggregates import AgentSnapshot
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.prompt import system_prompt
-from projections.memory import (
-    Memory,
-    MemoryStore,
-    RecallResult,
-    agent_directory,
-    write_atomically,
-)
+from projections.memory_files import agent_directory, write_atomically
+from projections.recall import MemoryStore, RecallResult
+from projections.relevance import Memory
 from tests.scripted import agent_events, call, play, run_events
 
 

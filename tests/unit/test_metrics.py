@@ -20,7 +20,7 @@ from owlclaw.server.service import Service
 from owlclaw.server.webhook import make_app
 from owlclaw.supervisor import WorkerStatus
 from owlclaw.tools.errors import unknown_tool
-from projections.runner import ProjectionStatus
+from projections.status import ProjectionStatus
 
 AT = datetime(2026, 11, 27, 7, 0, tzinfo=UTC)
 

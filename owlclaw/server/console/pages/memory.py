@@ -12,7 +12,7 @@ from owlclaw.server.console.markdown import to_html
 from owlclaw.server.console.render import render
 from owlclaw.server.service import Service
 from projections import MemoryView
-from projections.memory import MAX_LIMIT, MIN_LIMIT
+from projections.recall import MAX_LIMIT, MIN_LIMIT
 
 
 def _limit(given: str) -> int | None:
