@@ -1,20 +1,34 @@
-"""The ``owlclaw`` command line (Typer + Rich). Each module registers its commands on ``app``."""
+"""The ``owlclaw`` command line (Typer + Rich). Each module registers its commands on ``app``;
+``owlclaw --help`` lists them in the order the modules below are imported."""
 
-from owlclaw.cli import agents, approvals, audit, bench, evals, evidence, inspect, timers, tools
+# isort: off
+from owlclaw.cli import apps, trigger, status, demo
+from owlclaw.cli import approvals, audit, bench, evals, evidence
+from owlclaw.cli import ledger, replay, schedules, memory, projections
+from owlclaw.cli import timers, tools
+
+# isort: on
 from owlclaw.cli.common import app
 
 __all__ = [
-    "agents",
     "app",
     "approvals",
+    "apps",
     "audit",
     "bench",
+    "demo",
     "evals",
     "evidence",
-    "inspect",
+    "ledger",
     "main",
+    "memory",
+    "projections",
+    "replay",
+    "schedules",
+    "status",
     "timers",
     "tools",
+    "trigger",
 ]
 
 

@@ -19,7 +19,9 @@ from owlclaw.audit.as_of import PastMemory
 from owlclaw.audit.evals import EvalComparison, EvalReport
 from owlclaw.audit.evidence.export import select_runs
 from owlclaw.audit.redecide import ReDecision, Step, StepDecision
-from owlclaw.cli import agents, audit, evals, inspect, tables, tools
+from owlclaw.cli import audit, evals, replay, status, tables, tools
+from owlclaw.cli import ledger as ledger_commands
+from owlclaw.cli import schedules as schedules_commands
 from owlclaw.reports.relative_time import relative
 from owlclaw.tools.stats import ToolStats
 from projections.relevance import Memory
@@ -74,9 +76,9 @@ def test_the_ledger_names_each_run_by_the_number_replay_and_export_take(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     record_sample_run(ledger)
-    monkeypatch.setattr(inspect, "open_ledger", lambda: nullcontext((None, ledger)))
-    monkeypatch.setattr(inspect, "out", shown := console())
-    inspect.ledger(AGENT_ID)
+    monkeypatch.setattr(ledger_commands, "open_ledger", lambda: nullcontext((None, ledger)))
+    monkeypatch.setattr(ledger_commands, "out", shown := console())
+    ledger_commands.ledger(AGENT_ID)
     lines = lines_of(shown)
     for h in ledger.agent_history(AGENT_ID):
         [row] = [line for line in lines if line.startswith(f"│ {h.position} ")]
@@ -116,7 +118,7 @@ SCHEDULES = [
 
 @pytest.mark.parametrize("agent", [None, "research-assistant"])
 def test_schedules_keep_their_ids_agents_cron_and_status_whole(agent: str | None) -> None:
-    lines = rendered(inspect.schedules_table(agent, SCHEDULES))
+    lines = rendered(schedules_commands.schedules_table(agent, SCHEDULES))
     first = line_with(lines, "sch_3f9a0c1b2d4e", "0 9 * * 1-5", "registered")
     assert line_with(lines, "sch_77aa0c1b2d4e", "once", "completed", "recheck [true]")
     assert line_with(lines, "research-assistant")  # under its schedule, or in the title
@@ -149,8 +151,8 @@ def test_status_keeps_agent_ids_and_times_whole_and_folds_app_errors(
         ],
     }
     report["agents"][1] |= {"last_run": None, "next_timer": None}
-    monkeypatch.setattr(agents, "out", shown := console())
-    agents._print_status(report)
+    monkeypatch.setattr(status, "out", shown := console())
+    status._print_status(report)
     lines = lines_of(shown)
     assert line_with(lines, "research-assistant", "12345", "120", "42 min ago")
     assert line_with(lines, "in 23 h") and line_with(lines, "demo-trader")
@@ -258,7 +260,7 @@ def test_recalled_memories_and_re_decided_steps_fold_only_their_text() -> None:
     ]
     lines = rendered(
         tables.recall_table("demo-trader recalls: 'market crash'", [memory]),
-        inspect.redecision_table(report),
+        replay.redecision_table(report),
     )
     assert line_with(lines, "0.731", "0.812", "0.900", NOW.strftime("%Y-%m-%d"))
     assert line_with(lines, "12 (branch)", "different")

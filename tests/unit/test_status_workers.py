@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from rich.console import Console
 
-from owlclaw.cli import agents
+from owlclaw.cli import status
 from owlclaw.supervisor import WorkerStatus
 
 
@@ -41,8 +41,8 @@ def test_the_status_table_lists_each_worker_with_its_restarts_and_last_error(
         "projections": [],
     }
     console = Console(record=True, width=200)
-    monkeypatch.setattr(agents, "out", console)
-    agents._print_status(report)
+    monkeypatch.setattr(status, "out", console)
+    status._print_status(report)
     text = console.export_text()
     assert "agents   3 registered" in text
     [timer] = [line for line in text.splitlines() if "timer-worker" in line]

@@ -1,0 +1,264 @@
+"""The ledger's own commands: ledger (its events, a page at a time), verify (hash chains,
+sealed heads, anchors, evidence bundles) and anchor. Their own module: they read and check the
+record itself, where the other reading commands read views built from it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated
+from uuid import UUID
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from events import LoggedEvent
+from events.catalog import event_fields
+from events.heads import AnchorInvalid, read_anchor
+from owlclaw.audit.chains import verify_agent
+from owlclaw.cli.common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    JsonOption,
+    app,
+    fail,
+    handles_errors,
+    open_ledger,
+    out,
+    print_json,
+    summary,
+)
+from owlclaw.cli.tables import stacked, text, whole
+from owlclaw.tools.subagents import SpawnNode, spawn_tree
+
+
+@app.command()
+@handles_errors
+def ledger(
+    agent: Annotated[str, typer.Argument(help="Agent id.")],
+    after: Annotated[
+        int, typer.Option(min=0, help="Start after this log position (a page's next_after).")
+    ] = 0,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many events.")] = 200,
+    every: Annotated[bool, typer.Option("--all", help="Show every event (no --limit).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Print an agent's events (its stream and its runs' streams) in log order, a page at a
+    time: the first --limit events after --after, and where the next page starts."""
+    with open_ledger() as (_, led):
+        history = led.agent_history(agent, after, None if every else limit + 1)
+        tree = spawn_tree(led, agent)
+        runs = {run_id: n for n, run_id in enumerate(led.load_agent(agent).run_ids(), 1)}
+    more = len(history) > limit and not every
+    if more:
+        history = history[:limit]
+    next_after = history[-1].position if more else None
+    if as_json:
+        print_json(
+            {
+                "agent_id": agent,
+                "events": [
+                    {
+                        "position": h.position,
+                        "stream": h.event.originator_id,
+                        "version": h.event.originator_version,
+                        "type": type(h.event).__name__,
+                        "timestamp": h.event.timestamp,
+                        "data": event_fields(h.event),
+                    }
+                    for h in history
+                ],
+                "next_after": next_after,
+            }
+        )
+        return
+    out.print(ledger_table(agent, history, runs))
+    if more:
+        out.print(
+            f"[yellow]{limit} events shown, more follow:[/] owlclaw ledger {escape(agent)}"
+            f" --after {next_after} (or --all)",
+            highlight=False,
+        )
+    if tree:
+        out.print(_tree(Tree(f"sub-agents of {agent}"), tree))
+
+
+def ledger_table(agent: str, history: list[LoggedEvent], runs: Mapping[UUID, int]) -> Table:
+    """Each event's position and stream as ``--after``, ``replay`` and ``export`` take them
+    (``runs``: the run number of each run stream), its data folded under its type."""
+    table = Table(
+        whole("pos"),
+        whole("stream"),
+        whole("ver"),
+        whole("time"),
+        text("event"),
+        title=f"ledger of {agent}",
+    )
+    for h in history:
+        e = h.event
+        table.add_row(
+            str(h.position),
+            "agent" if e.stream == "agent" else f"run {runs[e.originator_id]}",
+            str(e.originator_version),
+            e.timestamp.strftime("%H:%M:%S.%f")[:-3],
+            stacked(Text(type(e).__name__, "bold"), summary(event_fields(e))),
+        )
+    return table
+
+
+def _tree(branch: Tree, nodes: list[SpawnNode]) -> Tree:
+    for node in nodes:
+        child = branch.add(
+            escape(f"{node.agent_id} run {node.run_id[:8]} [{node.status}] {node.task[:60]}")
+        )
+        _tree(child, node.children)
+    return branch
+
+
+@app.command()
+@handles_errors
+def verify(
+    agent: Annotated[str | None, typer.Argument(help="Agent id (default: every stream).")] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="Verify this evidence bundle offline (no database)."),
+    ] = None,
+    pubkey: Annotated[
+        str | None,
+        typer.Option("--pubkey", help="The bundle signer's public key (base64, or its file)."),
+    ] = None,
+    anchor_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--anchor",
+            help="Check against this anchor (the JSON `owlclaw anchor --json` printed) instead "
+            "of the latest one in the ledger.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Recompute the hash chains (naming the first altered event of each stream), check each
+    ended run against the head sealed on its agent's stream, and every stream against the
+    latest anchor: a deleted tail or stream, or an event rewritten after the anchor, is named.
+    With --bundle, check an exported bundle instead: its chains, manifest and signature."""
+    if bundle is not None or pubkey is not None:
+        if agent is not None or anchor_file is not None:
+            fail(
+                "--bundle verifies a file, not an agent or an anchor",
+                "drop the agent argument and --anchor",
+                EXIT_USAGE,
+            )
+        _verify_bundle_file(bundle, pubkey, as_json)
+        return
+    anchor = None
+    if anchor_file is not None:
+        try:
+            anchor = read_anchor(anchor_file.read_bytes(), str(anchor_file))
+        except OSError as e:
+            fail(
+                f"cannot read {anchor_file}: {e.strerror}", "pass an existing file", EXIT_NOT_FOUND
+            )
+        except AnchorInvalid as e:
+            fail(str(e), "pass the JSON `owlclaw anchor --json` printed, unchanged", EXIT_USAGE)
+    with open_ledger() as (_, led):
+        report = verify_agent(led, agent, anchor)
+    if as_json:
+        print_json(
+            {
+                "ok": report.ok,
+                "streams": report.streams,
+                "events": report.events,
+                "breaks": [
+                    {
+                        "stream": b.stream,
+                        "version": b.version,
+                        "position": b.position,
+                        "reason": b.reason,
+                    }
+                    for b in report.breaks
+                ],
+                "mismatches": report.mismatches,
+                "sealed_runs": report.sealed_runs,
+                "anchor": report.anchor,
+                "unreadable": report.unreadable,
+            }
+        )
+    else:
+        for b in report.breaks:
+            out.print(f"[red]BROKEN[/] {escape(str(b))}")
+        for m in report.mismatches:
+            out.print(f"[red]MISMATCH[/] {escape(str(m))}")
+        for u in report.unreadable:
+            out.print(f"[yellow]unchecked[/] {escape(u)}")
+        if report.ok:
+            against = f"; every stream reaches {report.anchor}" if report.anchor else ""
+            out.print(
+                f"[green]ok[/]: {report.events} events in {report.streams} streams, chains "
+                f"intact; {report.sealed_runs} ended runs match their sealed heads{against}"
+            )
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _verify_bundle_file(bundle: Path | None, pubkey: str | None, as_json: bool) -> None:
+    from owlclaw.audit.evidence.verify_bundle import BundleKeyError, parse_public_key, verify_bundle
+
+    if bundle is None or pubkey is None:
+        fail(
+            "--bundle and --pubkey go together",
+            "owlclaw verify --bundle FILE --pubkey KEY",
+            EXIT_USAGE,
+        )
+    try:
+        key = parse_public_key(pubkey)
+        data = bundle.read_bytes()
+    except (BundleKeyError, OSError) as e:
+        fail(str(e), "pass the bundle file and the key `owlclaw keys init` printed", EXIT_USAGE)
+    report = verify_bundle(data, key)
+    if as_json:
+        print_json(
+            {
+                "ok": report.ok,
+                "agent": report.agent,
+                "streams": report.streams,
+                "events": report.events,
+                "key_id": report.key_id,
+                "problems": [{**p.__dict__, "text": str(p)} for p in report.problems],
+            }
+        )
+    elif report.ok:
+        out.print(
+            f"[green]ok[/]: {report.events} events in {report.streams} streams of"
+            f" {escape(report.agent or '')}, chains intact, signed by key {report.key_id}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        for p in report.problems:
+            out.print(f"[red]BROKEN[/] {escape(str(p))}", highlight=False, soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+@handles_errors
+def anchor(as_json: JsonOption = False) -> None:
+    """Record the head (last version and hash) of every stream in the ledger, and print it.
+    Keep the printed JSON outside the database: `owlclaw verify --anchor FILE` then finds any
+    later deletion or rewrite of what it covers, even if the anchor events are deleted too."""
+    with open_ledger() as (_, led):
+        anchored = led.anchor()
+    if as_json:
+        print_json(anchored)
+        return
+    for h in anchored.heads:
+        out.print(f"{h.stream} {h.version} {h.hash}", highlight=False)
+    out.print(
+        f"anchor {anchored.anchor} at {anchored.at.isoformat()}: {len(anchored.heads)} streams, "
+        f"digest {anchored.digest}",
+        highlight=False,
+    )
