@@ -1,301 +1,41 @@
-"""The two aggregates of the ledger: one ``Agent`` stream per agent, one ``Run`` stream per run.
+"""The Agent aggregate: one stream per agent, and the operations that change it.
 
-Aggregates are plain objects whose state is a msgspec Struct (so a snapshot is that Struct).
-They change only by applying events: ``record`` builds the next event of the stream, applies it
-and keeps it pending until the ledger commits it. The domain operations (queue a run, judge a
-timer fire, start and end a run) are methods here, so every writer derives run numbers, idleness
-and verdicts the same way. Each aggregate maps every event class of its stream to its handler,
-or lists it as ignored, checked when the class is defined: an event added to the catalog, or
-renamed, cannot silently stop changing state.
+The domain operations (queue a run, judge a timer fire, change tools, answer approvals) are
+methods here, so every writer derives run numbers, idleness and verdicts the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal, Self, TypeVar
-from uuid import NAMESPACE_URL, UUID, uuid5
+from collections.abc import Collection, Mapping
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Literal
+from uuid import UUID
 
 import msgspec
 
 from events import catalog as ev
+from events.agent_state import (
+    ANSWERED_APPROVALS_KEPT,
+    ENDED_REASONS,
+    ENDED_SCHEDULES_KEPT,
+    FINISHED_SPAWNS_KEPT,
+    HEARTBEAT,
+    IDEMPOTENCY_KEYS_KEPT,
+    INBOUND_KEPT,
+    PREVIOUS_APP_KEPT,
+    ActiveSchedule,
+    AgentState,
+    Approval,
+    ApprovalClosed,
+    FireVerdict,
+    Spawn,
+    UnknownApproval,
+    UnknownSchedule,
+    UnknownTools,
+)
+from events.aggregate import Aggregate, Handler
 from events.catalog import LedgerEvent, Stream
-
-AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
-MESSAGE_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/message")
-EVAL_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/eval")
-ENDED_SCHEDULES_KEPT = 1000
-IDEMPOTENCY_KEYS_KEPT = 1000
-ANSWERED_APPROVALS_KEPT = 1000
-FINISHED_SPAWNS_KEPT = 1000
-INBOUND_KEPT = 20
-"""Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
-PREVIOUS_APP_KEPT = "identity"
-"""The AgentWarning source of an app change that does not load: the previous version serves."""
-HEARTBEAT = "heartbeat"
-"""The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
-FireVerdict = Literal["fire", "duplicate", "missed"]
-ENDED_REASONS = {
-    "cancelled": "the schedule was cancelled",
-    "fired": "this one-off schedule already fired",
-    "missed": "this one-off schedule was already recorded as missed",
-}
-
-
-def agent_stream_id(agent_id: str) -> UUID:
-    """The Agent stream of ``agent_id`` (deterministic, so any process can find it)."""
-    return uuid5(AGENT_NAMESPACE, agent_id)
-
-
-def run_stream_id(agent_id: str, run_no: int) -> UUID:
-    """The Run stream of an agent's ``run_no``-th run, so runs are listed without an index."""
-    return uuid5(agent_stream_id(agent_id), f"run/{run_no}")
-
-
-def message_stream_id(message_id: str) -> UUID:
-    """The stream of what became of one outbound message (its delivery failures)."""
-    return uuid5(MESSAGE_NAMESPACE, message_id)
-
-
-def eval_stream_id(eval_id: str) -> UUID:
-    """The stream of one ``owlclaw eval`` (its start, each run compared, its summary)."""
-    return uuid5(EVAL_NAMESPACE, eval_id)
-
-
-def approval_id_for(run_id: UUID, call_id: str) -> str:
-    """One approval per call: a resumed run finds the answer to the call it parked at."""
-    return str(uuid5(run_id, f"approval/{call_id}"))
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-class ActiveSchedule(msgspec.Struct):
-    kind: str
-    focus: str
-    owner_run_id: UUID | None = None
-    cron: str | None = None
-    fire_at: datetime | None = None
-    backend_id: str | None = None
-    last_fire_time: datetime | None = None
-
-
-class Approval(msgspec.Struct):
-    """A call waiting for (or given) a person's answer."""
-
-    run_id: UUID
-    call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    reason: str
-    approvers: list[str]
-    requested_at: datetime
-    expires_at: datetime
-    status: Literal["pending", "granted", "denied", "expired"] = "pending"
-    by: str = ""
-    note: str = ""
-    answered_at: datetime | None = None
-    edited_arguments: dict[str, Any] | None = None
-
-
-class Spawn(msgspec.Struct):
-    """A sub-agent run one of this agent's runs started, and its outcome once it ended."""
-
-    run_id: UUID
-    call_id: str
-    child_agent_id: str
-    child_run_id: UUID
-    wait: bool
-    status: str = "running"
-    answer: str = ""
-    tokens: int = 0
-    cost_usd: float = 0.0
-
-    @property
-    def finished(self) -> bool:
-        return self.status != "running"
-
-
-class ApprovalClosed(ValueError):
-    """An answer to an approval that is already answered or expired, or that this person may
-    not give (nothing recorded)."""
-
-
-class UnknownApproval(ApprovalClosed):
-    """No such approval."""
-
-
-class AgentState(msgspec.Struct):
-    agent_id: str = ""
-    app_dir: str = ""
-    registered_at: datetime | None = None
-    soul_sha256: str = ""
-    identity_sha256: str = ""
-    skills: dict[str, str] = {}
-    config_sha256: str = ""
-    code_sha256: str = ""
-    identity_versions: int = 0
-    run_count: int = 0
-    last_run_id: UUID | None = None
-    schedules: dict[str, ActiveSchedule] = {}
-    ended_schedules: dict[str, str] = {}
-    """Recently ended schedules (id -> "fired" or "cancelled"), to tell late deliveries apart."""
-    timers_fired: int = 0
-    budget_exceeded: int = 0
-    pending_inbound: int = 0
-    """Timer fires and inbound events since the agent's last run started."""
-    inbound: list[int] = []
-    """The inbound events' agent-stream versions (the newest ``INBOUND_KEPT``), for the next
-    heartbeat."""
-    idempotency_keys: dict[str, UUID] = {}
-    """Idempotency key -> run id of recently accepted keyed runs (a retried trigger's run)."""
-    disabled_tools: list[str] = []
-    """Tools the operator disabled (ToolsChanged), sorted: hidden from the model and refused."""
-    app_error: str | None = None
-    """Why the app does not load (the last AppLoadFailed), until an identity loads again."""
-    app_warning: str | None = None
-    """Why the app as changed on disk does not load while its previous version keeps serving
-    (the first line of the last AgentWarning from ``identity``), until an identity loads again."""
-    approvals: dict[str, Approval] = {}
-    """Pending approvals, and the latest answered ones (a parked run reads its answer here)."""
-    memories: list[UUID] = []
-    """The agent's active memories (MemoryAdded, not archived or forgotten), oldest first: what
-    the memory limit counts and, at the limit, which are archived."""
-    parent_agent_id: str = ""
-    depth: int = 0
-    withheld_tools: list[str] = []
-    """Tools a sub-agent does not get, whatever its app says."""
-    spawns: dict[str, Spawn] = {}
-    """Sub-agent runs this agent's runs started: running ones, and the latest finished."""
-
-
-class UnknownTools(ValueError):
-    """An enable/disable named tools the agent does not have (the message names them)."""
-
-
-class UnknownSchedule(ValueError):
-    """A cancel of a schedule the agent does not have active (nothing recorded)."""
-
-
-class RunState(msgspec.Struct):
-    agent_id: str = ""
-    run_no: int = 0
-    trigger: str = ""
-    focus: str | None = None
-    inbound: list[int] = []
-    """Agent-stream versions of the inbound events this run was given (a heartbeat's)."""
-    started_at: datetime | None = None
-    status: str = "pending"
-    llm_calls: int = 0
-    tool_calls: int = 0
-    """Calls that passed validation and governance (ToolCallRequested)."""
-    calls_made: int = 0
-    """Every call the model made, whatever its outcome (requested, denied, rejected): what
-    the run's function-call limit counts."""
-    tokens: int = 0
-    cost_usd: float = 0.0
-    open_calls: dict[str, str] = {}
-    """call_id -> tool for requested calls with no recorded outcome yet."""
-    tools_called: list[str] = []
-    ended: bool = False
-    duration_ms: float = 0.0
-
-
-Handler = Callable[[Any, Any], None]
-"""An aggregate's method applying one event class to its state: (aggregate, event)."""
-
-
-def stream_events(stream: Stream) -> frozenset[type[LedgerEvent]]:
-    """The event classes of ``events.catalog`` that belong to ``stream``."""
-    return frozenset(
-        c for c in ev.EVENT_TYPES.values() if c.__module__ == ev.__name__ and c.stream == stream
-    )
-
-
-def check_handlers(
-    name: str,
-    stream: Stream,
-    handlers: Mapping[type[LedgerEvent], Handler],
-    ignored: Collection[type[LedgerEvent]],
-) -> None:
-    """Raise TypeError unless the aggregate ``name`` handles or ignores exactly the catalog's
-    events of its ``stream``, each once."""
-    expected = stream_events(stream)
-    for event in [*handlers, *ignored]:
-        if event not in ev.EVENT_TYPES.values() or event.__module__ != ev.__name__:
-            raise TypeError(f"{name} maps {event!r}, which is not an event of events.catalog")
-        if event not in expected:
-            raise TypeError(
-                f"{name} maps {event.__name__}, an event of the {event.stream} stream, "
-                f"not of the {stream} stream"
-            )
-    if both := set(handlers) & set(ignored):
-        names = ", ".join(sorted(c.__name__ for c in both))
-        raise TypeError(f"{name} both handles and ignores {names}")
-    if missing := expected - set(handlers) - set(ignored):
-        names = ", ".join(sorted(c.__name__ for c in missing))
-        raise TypeError(
-            f"{name} has no handler for {names} of its {stream} stream: map it in "
-            f"{name}.handlers, or list it in {name}.ignored if it changes no state"
-        )
-
-
-class _Aggregate:
-    stream: ClassVar[Stream]
-    Snapshot: ClassVar[type[Any]]
-    handlers: ClassVar[Mapping[type[LedgerEvent], Handler]]
-    """Event class -> the method that applies it to the state."""
-    ignored: ClassVar[frozenset[type[LedgerEvent]]]
-    """Events of the stream that change nothing here (views and audit read them)."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        check_handlers(cls.__name__, cls.stream, cls.handlers, cls.ignored)
-
-    def __init__(self, stream_id: UUID, state: Any, version: int = 0):
-        self.id = stream_id
-        self.version = version
-        self.state = state
-        self._pending: list[LedgerEvent] = []
-
-    @classmethod
-    def blank(cls, stream_id: UUID) -> Self:
-        raise NotImplementedError
-
-    def record(self, event_class: type[LedgerEvent], **fields: Any) -> LedgerEvent:
-        """Create the next event of this stream, apply it, and keep it for the next commit."""
-        if event_class.stream != self.stream:
-            raise TypeError(f"{event_class.__name__} belongs to the {event_class.stream} stream")
-        event = event_class(
-            originator_id=self.id,
-            originator_version=self.version + 1,
-            timestamp=now(),
-            **fields,
-        )
-        self.apply(event)
-        self._pending.append(event)
-        return event
-
-    def apply(self, event: LedgerEvent) -> None:
-        handler = self.handlers.get(type(event))
-        if handler is not None:
-            handler(self, event)
-        elif type(event) not in self.ignored:
-            raise TypeError(f"{type(self).__name__} does not apply {type(event).__name__}")
-        self.version = event.originator_version
-
-    @property
-    def pending_events(self) -> list[LedgerEvent]:
-        """Recorded events not yet committed."""
-        return list(self._pending)
-
-    def collect_events(self) -> list[LedgerEvent]:
-        pending, self._pending = self._pending, []
-        return pending
-
-
-A = TypeVar("A", bound=_Aggregate)
+from events.streams import approval_id_for, now, run_stream_id
 
 
 class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
@@ -316,7 +56,7 @@ class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
         return Agent(self.originator_id, state, self.originator_version)
 
 
-class Agent(_Aggregate):
+class Agent(Aggregate):
     stream: ClassVar[Stream] = "agent"
     Snapshot = AgentSnapshot
     state: AgentState
@@ -719,132 +459,3 @@ class Agent(_Aggregate):
     ignored: ClassVar[frozenset[type[LedgerEvent]]] = frozenset(
         {ev.TimerDeduplicated, ev.RunSealed}
     )
-
-
-class Run(_Aggregate):
-    stream: ClassVar[Stream] = "run"
-    state: RunState
-
-    def __init__(self, stream_id: UUID, state: RunState, version: int = 0):
-        super().__init__(stream_id, state, version)
-        self.head: tuple[int, bytes] | None = None
-        """(version, hash) of this stream's last event as this process committed it (the ledger
-        sets it): sealing the run needs that hash, which it need not read back then. None:
-        not known here (a run loaded from the ledger)."""
-
-    @classmethod
-    def blank(cls, stream_id: UUID) -> Run:
-        return cls(stream_id, RunState())
-
-    @classmethod
-    def start(cls, agent_id: str, queued: ev.RunQueued) -> Run:
-        """The run a RunQueued accepted, with its RunStarted pending."""
-        run = cls.blank(queued.run_id)
-        run.record(
-            ev.RunStarted,
-            agent_id=agent_id,
-            run_no=queued.run_no,
-            trigger=queued.trigger,
-            focus=queued.focus,
-            payload=dict(queued.payload),
-            context=dict(queued.context),
-            inbound=list(queued.inbound),
-        )
-        return run
-
-    def end(self, outcome: type[ev.RunEnded], **fields: Any) -> ev.LedgerEvent:
-        """Record the run's one end event; a second end is a bug, refused."""
-        if self.state.ended or any(isinstance(e, ev.RunEnded) for e in self._pending):
-            raise RuntimeError(f"run {self.id} already ended ({self.state.status})")
-        return self.record(outcome, **fields)
-
-    def _on_RunStarted(self, e: ev.RunStarted) -> None:
-        self.state.agent_id = e.agent_id
-        self.state.run_no = e.run_no
-        self.state.trigger = e.trigger
-        self.state.focus = e.focus
-        self.state.started_at = e.timestamp
-        self.state.status = "running"
-        self.state.inbound = list(e.inbound)
-
-    def _on_LLMResponded(self, e: ev.LLMResponded) -> None:
-        self.state.llm_calls += 1
-        self.state.tokens += e.usage.get("total_tokens", 0)
-        self.state.cost_usd += e.cost_usd
-
-    def _on_ToolCallRequested(self, e: ev.ToolCallRequested) -> None:
-        self.state.tool_calls += 1
-        self.state.calls_made += 1
-        self.state.open_calls[e.call_id] = e.tool
-        self.state.tools_called.append(e.tool)
-
-    def _close_call(self, e: Any) -> None:
-        self.state.open_calls.pop(e.call_id, None)
-
-    def _refuse_call(self, e: ev.ToolCallDenied | ev.ToolCallRejected) -> None:
-        """A call refused before it was requested still counts toward the limit."""
-        self.state.calls_made += 1
-
-    def _on_RunParked(self, e: ev.RunParked) -> None:
-        self.state.status = "parked"
-
-    def _on_SubAgentCharged(self, e: ev.SubAgentCharged) -> None:
-        self.state.tokens += e.tokens
-        self.state.cost_usd += e.cost_usd
-
-    def _on_RunInterrupted(self, e: ev.RunInterrupted) -> None:
-        self.state.status = "interrupted"
-
-    def _on_RunResumed(self, e: ev.RunResumed) -> None:
-        self.state.status = "running"
-
-    def _end(self, e: ev.RunEnded) -> None:
-        self.state.status = type(e).__name__.removeprefix("Run").lower()
-        self.state.ended = True
-        self.state.duration_ms = e.duration_ms
-
-    handlers: ClassVar[Mapping[type[LedgerEvent], Handler]] = {
-        ev.RunStarted: _on_RunStarted,
-        ev.LLMResponded: _on_LLMResponded,
-        ev.ToolCallRequested: _on_ToolCallRequested,
-        ev.ToolCallDenied: _refuse_call,
-        ev.ToolCallRejected: _refuse_call,
-        ev.ToolCallSucceeded: _close_call,
-        ev.ToolCallFailed: _close_call,
-        ev.ToolCallTimedOut: _close_call,
-        ev.ToolOutcomeUnknown: _close_call,
-        ev.RunParked: _on_RunParked,
-        ev.SubAgentCharged: _on_SubAgentCharged,
-        ev.RunInterrupted: _on_RunInterrupted,
-        ev.RunResumed: _on_RunResumed,
-        ev.RunCompleted: _end,
-        ev.RunFailed: _end,
-        ev.RunTimedOut: _end,
-        ev.RunTerminated: _end,
-        ev.RunSkipped: _end,
-    }
-    ignored: ClassVar[frozenset[type[LedgerEvent]]] = frozenset(
-        {
-            ev.VisibleToolsResolved,
-            ev.DecisionLogged,
-            ev.RunWarning,
-            ev.MemoryRemembered,
-            ev.MessageSent,
-        }
-    )
-
-
-def projector(cls: type[A]) -> Callable[[A | None, Iterable[Any]], A | None]:
-    """eventsourcing's projector for ``cls``: a snapshot restores the state, events apply."""
-
-    def project(aggregate: A | None, events: Iterable[Any]) -> A | None:
-        for event in events:
-            if isinstance(event, AgentSnapshot):
-                aggregate = event.restore()  # type: ignore[assignment]
-                continue
-            if aggregate is None:
-                aggregate = cls.blank(event.originator_id)
-            aggregate.apply(event)
-        return aggregate
-
-    return project
