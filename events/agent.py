@@ -1,21 +1,21 @@
 """The Agent aggregate: one stream per agent, and the operations that change it.
 
-The domain operations (queue a run, judge a timer fire, change tools, answer approvals) are
-methods here, so every writer derives run numbers, idleness and verdicts the same way.
+The domain operations (queue a run, judge a timer fire, change tools; approvals come from
+``events.approvals``) are methods here, so every writer derives run numbers, idleness and
+verdicts the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from datetime import datetime, timedelta
-from typing import Any, ClassVar, Literal
+from datetime import datetime
+from typing import Any, ClassVar
 from uuid import UUID
 
 import msgspec
 
 from events import catalog as ev
 from events.agent_state import (
-    ANSWERED_APPROVALS_KEPT,
     ENDED_REASONS,
     ENDED_SCHEDULES_KEPT,
     FINISHED_SPAWNS_KEPT,
@@ -25,17 +25,15 @@ from events.agent_state import (
     PREVIOUS_APP_KEPT,
     ActiveSchedule,
     AgentState,
-    Approval,
-    ApprovalClosed,
     FireVerdict,
     Spawn,
-    UnknownApproval,
     UnknownSchedule,
     UnknownTools,
 )
 from events.aggregate import Aggregate, Handler
+from events.approvals import AgentApprovals
 from events.catalog import LedgerEvent, Stream
-from events.streams import approval_id_for, now, run_stream_id
+from events.streams import now, run_stream_id
 
 
 class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
@@ -56,7 +54,7 @@ class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
         return Agent(self.originator_id, state, self.originator_version)
 
 
-class Agent(Aggregate):
+class Agent(Aggregate, AgentApprovals):
     stream: ClassVar[Stream] = "agent"
     Snapshot = AgentSnapshot
     state: AgentState
@@ -180,79 +178,6 @@ class Agent(Aggregate):
         if missed is not None:
             return "missed", missed
         return "fire", ""
-
-    def request_approval(
-        self,
-        run_id: UUID,
-        call_id: str,
-        tool: str,
-        arguments: dict[str, Any],
-        reason: str,
-        approvers: Collection[str],
-        timeout_s: float,
-    ) -> str:
-        """Record that a call waits for approval; its id (the same for the same call)."""
-        approval_id = approval_id_for(run_id, call_id)
-        self.record(
-            ev.ApprovalRequested,
-            approval_id=approval_id,
-            agent_id=self.agent_id,
-            run_id=run_id,
-            call_id=call_id,
-            tool=tool,
-            arguments=arguments,
-            reason=reason,
-            approvers=list(approvers),
-            expires_at=now() + timedelta(seconds=timeout_s),
-        )
-        return approval_id
-
-    def approval_for(self, run_id: UUID, call_id: str) -> Approval | None:
-        return self.state.approvals.get(approval_id_for(run_id, call_id))
-
-    def answer_approval(
-        self,
-        approval_id: str,
-        approve: bool,
-        by: str,
-        note: str = "",
-        arguments: dict[str, Any] | None = None,
-    ) -> Approval:
-        """Record a person's answer; ApprovalClosed when there is nothing to answer (unknown,
-        answered, past its expiry) or ``by`` may not answer it. The approval as answered."""
-        approval = self.state.approvals.get(approval_id)
-        if approval is None:
-            raise UnknownApproval(f"no approval {approval_id!r} for agent {self.agent_id}")
-        if approval.status == "pending" and approval.expires_at <= now():
-            raise ApprovalClosed(f"approval {approval_id} expired at {approval.expires_at}")
-        if approval.status != "pending":
-            raise ApprovalClosed(f"approval {approval_id} is already {approval.status}")
-        if approval.approvers and by not in approval.approvers:
-            raise ApprovalClosed(
-                f"{by!r} may not answer approval {approval_id} (approvers: "
-                f"{', '.join(approval.approvers)})"
-            )
-        if approve:
-            self.record(
-                ev.ApprovalGranted, approval_id=approval_id, by=by, note=note, arguments=arguments
-            )
-        else:
-            self.record(ev.ApprovalDenied, approval_id=approval_id, by=by, note=note)
-        return approval
-
-    def expire_approvals(self, at: datetime) -> list[UUID]:
-        """Record ApprovalExpired for pending approvals past their time; their runs."""
-        due = [
-            (approval_id, a.run_id)
-            for approval_id, a in self.state.approvals.items()
-            if a.status == "pending" and a.expires_at <= at
-        ]
-        for approval_id, _ in due:
-            self.record(ev.ApprovalExpired, approval_id=approval_id)
-        return [run_id for _, run_id in due]
-
-    def pending_approvals(self) -> list[tuple[str, Approval]]:
-        return [(i, a) for i, a in self.state.approvals.items() if a.status == "pending"]
 
     def add_memory(self, memory_id: UUID, run_id: UUID, limit: int) -> list[UUID]:
         """Count a run's new memory among the agent's active ones (MemoryAdded); at ``limit``
@@ -392,42 +317,6 @@ class Agent(Aggregate):
         if e.memory_id in self.state.memories:
             self.state.memories.remove(e.memory_id)
 
-    def _on_ApprovalRequested(self, e: ev.ApprovalRequested) -> None:
-        self.state.approvals[e.approval_id] = Approval(
-            run_id=e.run_id,
-            call_id=e.call_id,
-            tool=e.tool,
-            arguments=dict(e.arguments),
-            reason=e.reason,
-            approvers=list(e.approvers),
-            requested_at=e.timestamp,
-            expires_at=e.expires_at,
-        )
-
-    def _answered(
-        self, approval_id: str, status: Literal["granted", "denied", "expired"], e: LedgerEvent
-    ) -> Approval | None:
-        approval = self.state.approvals.get(approval_id)
-        if approval is None or approval.status != "pending":
-            return None
-        approval.status, approval.answered_at = status, e.timestamp
-        answered = [i for i, a in self.state.approvals.items() if a.status != "pending"]
-        for old in answered[: max(0, len(answered) - ANSWERED_APPROVALS_KEPT)]:
-            del self.state.approvals[old]
-        return approval
-
-    def _on_ApprovalGranted(self, e: ev.ApprovalGranted) -> None:
-        if (approval := self._answered(e.approval_id, "granted", e)) is not None:
-            approval.by, approval.note = e.by, e.note
-            approval.edited_arguments = dict(e.arguments) if e.arguments is not None else None
-
-    def _on_ApprovalDenied(self, e: ev.ApprovalDenied) -> None:
-        if (approval := self._answered(e.approval_id, "denied", e)) is not None:
-            approval.by, approval.note = e.by, e.note
-
-    def _on_ApprovalExpired(self, e: ev.ApprovalExpired) -> None:
-        self._answered(e.approval_id, "expired", e)
-
     def _on_BudgetExceeded(self, e: ev.BudgetExceeded) -> None:
         self.state.budget_exceeded += 1
 
@@ -450,10 +339,10 @@ class Agent(Aggregate):
         ev.MemoryAdded: _on_MemoryAdded,
         ev.MemoryArchived: _on_MemoryArchived,
         ev.MemoryForgotten: _on_MemoryForgotten,
-        ev.ApprovalRequested: _on_ApprovalRequested,
-        ev.ApprovalGranted: _on_ApprovalGranted,
-        ev.ApprovalDenied: _on_ApprovalDenied,
-        ev.ApprovalExpired: _on_ApprovalExpired,
+        ev.ApprovalRequested: AgentApprovals._on_ApprovalRequested,
+        ev.ApprovalGranted: AgentApprovals._on_ApprovalGranted,
+        ev.ApprovalDenied: AgentApprovals._on_ApprovalDenied,
+        ev.ApprovalExpired: AgentApprovals._on_ApprovalExpired,
         ev.BudgetExceeded: _on_BudgetExceeded,
     }
     ignored: ClassVar[frozenset[type[LedgerEvent]]] = frozenset(
