@@ -1,7 +1,7 @@
 """The event ledger: domain events, aggregates, the OwlClaw recorder (PostgreSQL or
 in memory), hash chain, ledger API."""
 
-from events.aggregates import Agent, Run, agent_stream_id, run_stream_id
+from events.agent import Agent
 from events.ledger import (
     Ledger,
     LedgerError,
@@ -13,6 +13,8 @@ from events.ledger import (
     UnknownAgent,
     UnknownRun,
 )
+from events.run import Run
+from events.streams import agent_stream_id, run_stream_id
 
 __all__ = [
     "Agent",

@@ -29,7 +29,8 @@ from eventsourcing.persistence import (
 from psycopg.sql import SQL, Identifier
 
 from events import catalog as ev
-from events.aggregates import Agent, Run, agent_stream_id, now, projector, run_stream_id
+from events.agent import Agent
+from events.aggregate import projector
 from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
 from events.group_commit import GroupCommit
@@ -42,6 +43,8 @@ from events.recorder import (
     listening,
     postgres_env,
 )
+from events.run import Run
+from events.streams import agent_stream_id, now, run_stream_id
 
 MAX_REBASES = 10
 REGISTER_BATCH = 1000

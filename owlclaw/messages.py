@@ -20,7 +20,9 @@ from uuid import UUID
 
 import msgspec
 
-from events.aggregates import Agent, FireVerdict, Run
+from events.agent import Agent
+from events.agent_state import FireVerdict
+from events.run import Run
 
 R = TypeVar("R")
 

@@ -25,9 +25,9 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from events import catalog as ev
-from events.aggregates import message_stream_id
 from events.catalog import LedgerEvent
 from events.ledger import Ledger, LoggedEvent
+from events.streams import message_stream_id
 from projections import parked as parking
 from projections.channels import deliver
 from projections.delivery import Undelivered

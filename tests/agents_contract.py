@@ -27,7 +27,9 @@ import pytest
 
 from events import Agent, Ledger, UnknownAgent
 from events import catalog as ev
-from events.aggregates import ApprovalClosed, Run, UnknownSchedule, UnknownTools, run_stream_id
+from events.agent_state import ApprovalClosed, UnknownSchedule, UnknownTools
+from events.run import Run
+from events.streams import run_stream_id
 from owlclaw.agents import Agents
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import (

@@ -17,9 +17,11 @@ from eventsourcing.persistence import StoredEvent
 
 from events import Ledger, LedgerReadError, StreamConflict, UnknownAgent, agent_stream_id
 from events import catalog as ev
-from events.aggregates import Agent, Run, projector
+from events.agent import Agent
+from events.aggregate import projector
 from events.catalog import LedgerEvent
 from events.hashchain import verify_rows
+from events.run import Run
 
 
 def run_once(ledger: Ledger, agent: Agent, focus: str) -> uuid.UUID:

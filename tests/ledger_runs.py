@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent, Run
+from events.agent import Agent
+from events.run import Run
 
 
 def record_runs(ledger: Ledger, agent: Agent, count: int, tools_per_run: int = 2) -> None:

@@ -11,7 +11,7 @@ import hashlib
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 
 AGENT_ID = "demo-trader"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from events.aggregates import Agent, Run
+from events.agent import Agent
+from events.run import Run
 from owlclaw.config import RuntimeConfig
 from owlclaw.tools.states import States
 from owlclaw.tools.threads import HandlerThreads

@@ -19,8 +19,10 @@ from uuid import UUID
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import ActiveSchedule, Agent, Approval, agent_stream_id
+from events.agent import Agent
+from events.agent_state import ActiveSchedule, Approval
 from events.ledger import LoggedEvent
+from events.streams import agent_stream_id
 from projections.embedders import Embedder
 from projections.recall import MemoryStore
 from projections.relevance import Memory, rank

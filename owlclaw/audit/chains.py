@@ -9,9 +9,9 @@ from uuid import UUID
 
 from events import Ledger, LedgerReadError
 from events import catalog as ev
-from events.aggregates import agent_stream_id
 from events.hashchain import HeadMismatch, VerifyReport
 from events.heads import ANCHOR_STREAM_ID, Anchor, check_anchor, check_seals
+from events.streams import agent_stream_id
 
 
 def agent_streams(ledger: Ledger, agent_id: str) -> list[UUID]:

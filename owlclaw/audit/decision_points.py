@@ -30,7 +30,9 @@ import msgspec
 
 from events import Ledger, UnknownRun
 from events import catalog as ev
-from events.aggregates import ActiveSchedule, Agent, agent_stream_id, run_stream_id
+from events.agent import Agent
+from events.agent_state import ActiveSchedule
+from events.streams import agent_stream_id, run_stream_id
 from owlclaw.app import SCRIPTS_DIR, AgentApp, load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import load_script_dir

@@ -23,7 +23,7 @@ import msgspec
 
 from events import Ledger, UnknownRun
 from events import catalog as ev
-from events.aggregates import eval_stream_id
+from events.streams import eval_stream_id
 from owlclaw.audit.decision_points import AgentRecord
 from owlclaw.audit.redecide import Outcome, ReDecision, redecide
 

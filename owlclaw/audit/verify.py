@@ -21,7 +21,7 @@ import msgspec
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import run_stream_id
+from events.streams import run_stream_id
 from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.agent_runtime import AgentRuntime

@@ -23,10 +23,10 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 
 from events import catalog as ev
-from events.aggregates import agent_stream_id, now
 from events.codec import MsgspecMapper
 from events.ledger import Ledger
 from events.recorder import OwlClawApplicationRecorder, datastore_from_url
+from events.streams import agent_stream_id, now
 
 RECORDERS: dict[str, type[PostgresApplicationRecorder]] = {
     "owlclaw": OwlClawApplicationRecorder,

@@ -17,7 +17,8 @@ from typing import Any
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent, Run
+from events.agent import Agent
+from events.run import Run
 from owlclaw.bench import percentiles
 from projections import VIEWS, MemoryStore, MemoryView, ProjectionRunner
 from projections.memory import vector_literal

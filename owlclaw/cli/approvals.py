@@ -123,7 +123,7 @@ def deny(
 
 def _complete(config: OwlClawConfig, given: str) -> str:
     """The whole approval id of ``given`` (itself, or a unique prefix of one)."""
-    from events.aggregates import UnknownApproval
+    from events.agent_state import UnknownApproval
     from owlclaw.runtime.approvals import complete_approval_id
 
     with open_ledger(config) as (_, led):
@@ -147,7 +147,7 @@ def _arguments(text: str | None) -> dict[str, Any] | None:
 
 def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, str]:
     """Through the agent's server when one serves it, else directly in the ledger."""
-    from events.aggregates import ApprovalClosed, UnknownApproval
+    from events.agent_state import ApprovalClosed, UnknownApproval
     from owlclaw.cli.tools import app_tools
     from owlclaw.client import ServerClient, ServerRefused, ServerUnavailable
     from owlclaw.runtime.approvals import ToolArgumentsInvalid, agent_of, answer_directly

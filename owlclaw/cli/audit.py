@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from events.aggregates import ActiveSchedule
+from events.agent_state import ActiveSchedule
 from owlclaw.audit.as_of import Moment, PastMemory, UnknownMoment, parse_moment
 from owlclaw.cli.common import (
     EXIT_NOT_FOUND,

@@ -67,7 +67,7 @@ def replay(
 ) -> None:
     """Show a recorded run step by step; with --verify, re-execute it without calling a model;
     with --model, ask another model what it would have decided at each step."""
-    from events.aggregates import run_stream_id
+    from events.streams import run_stream_id
 
     if model is not None or follow:
         if verify or model is None:

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 from owlclaw import tracing
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent, now, run_stream_id
+from events.agent import Agent
+from events.streams import now, run_stream_id
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.runtime.context import RECENT_RUNS, describe_run

@@ -16,7 +16,9 @@ from typing import Any
 import msgspec
 
 from events import Ledger
-from events.aggregates import Agent, Approval, UnknownApproval, now
+from events.agent import Agent
+from events.agent_state import Approval, UnknownApproval
+from events.streams import now
 from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.tool import Tool

@@ -8,7 +8,9 @@ from typing import Any
 from uuid import UUID
 
 from events import catalog as ev
-from events.aggregates import ActiveSchedule, Agent, now
+from events.agent import Agent
+from events.agent_state import ActiveSchedule
+from events.streams import now
 from owlclaw.runtime.agent_setup import AgentSetup
 from owlclaw.runtime.prompt import Prompt, system_prompt
 from owlclaw.tools.tool import Tool

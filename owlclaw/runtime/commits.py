@@ -15,7 +15,8 @@ from typing import Protocol
 
 from events import Ledger, LedgerUnavailable
 from events import catalog as ev
-from events.aggregates import Agent, Run
+from events.agent import Agent
+from events.run import Run
 from owlclaw.runtime.fencing import FOREIGN_FACTS, AgentWriter
 from owlclaw.runtime.progress import InFlight, RunProgress
 from owlclaw.runtime.serial import LedgerCalls

@@ -26,7 +26,7 @@ import msgspec
 
 from events import Ledger, LedgerUnavailable, StreamConflict
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 from owlclaw.runtime.agent_setup import AgentSetup
 from owlclaw.runtime.briefing import Briefing
 from owlclaw.runtime.commits import Sink

@@ -12,7 +12,10 @@ import msgspec
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
-from events.aggregates import Agent, AgentState, Run, agent_stream_id
+from events.agent import Agent
+from events.agent_state import AgentState
+from events.run import Run
+from events.streams import agent_stream_id
 from owlclaw.runtime.progress import RunProgress
 
 FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (

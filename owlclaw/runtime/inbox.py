@@ -12,7 +12,8 @@ from uuid import UUID
 import msgspec
 
 from events import catalog as ev
-from events.aggregates import Agent, now
+from events.agent import Agent
+from events.streams import now
 from owlclaw.messages import (
     AnswerApproval,
     ApprovalAnswer,

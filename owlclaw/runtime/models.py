@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import msgspec
 
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 from owlclaw import tracing
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers, unlogged

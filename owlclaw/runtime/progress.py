@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 from events import catalog as ev
-from events.aggregates import Agent, Run
+from events.agent import Agent
+from events.run import Run
 from owlclaw.runtime.steps import RecordedSteps
 from owlclaw.tools.tool import Tool
 

@@ -13,7 +13,8 @@ from typing import Any
 from uuid import UUID
 
 from events import catalog as ev
-from events.aggregates import ActiveSchedule, now
+from events.agent_state import ActiveSchedule
+from events.streams import now
 from owlclaw.app import AgentApp, select_skills
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.context import ContextItem, build_context

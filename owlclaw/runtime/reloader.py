@@ -10,7 +10,8 @@ from pathlib import Path
 import msgspec
 
 from events import catalog as ev
-from events.aggregates import PREVIOUS_APP_KEPT, Agent
+from events.agent import Agent
+from events.agent_state import PREVIOUS_APP_KEPT
 from owlclaw.app import SCRIPTS_DIR, AgentApp, AppError, load_app
 from owlclaw.llm.scripted import ScriptError, load_script_dir
 from owlclaw.runtime.app_code import AppCode, AppCodeError

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from events.aggregates import ActiveSchedule
+from events.agent_state import ActiveSchedule
 from owlclaw.tools.builtin.schedule_order import soonest_first
 
 MAX_SCHEDULES_IN_PROMPT = 20

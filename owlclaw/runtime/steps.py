@@ -17,7 +17,9 @@ from typing import Any
 import msgspec
 
 from events import catalog as ev
-from events.aggregates import Agent, Approval, Run
+from events.agent import Agent
+from events.agent_state import Approval
+from events.run import Run
 from owlclaw.runtime.recorded import RecordedRun, told_error
 from owlclaw.tools.errors import Stopped, ToolError
 from owlclaw.tools.executor import Settled, ToolLimits, encode_told, json_safe, truncate

@@ -40,7 +40,7 @@ import msgspec
 from aiohttp import web
 
 from events import UnknownAgent
-from events.aggregates import ApprovalClosed, UnknownApproval, UnknownTools
+from events.agent_state import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
 from owlclaw.runtime.approvals import ToolArgumentsInvalid

@@ -27,7 +27,10 @@ import msgspec
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential_jitter
 
 from events import catalog as ev
-from events.aggregates import Agent, Approval, Run, approval_id_for
+from events.agent import Agent
+from events.agent_state import Approval
+from events.run import Run
+from events.streams import approval_id_for
 from owlclaw import tracing
 from owlclaw.tools.errors import Parked, ToolError, unknown_tool
 from owlclaw.tools.tool import RunScope, Tool, ToolContext, idempotency_key

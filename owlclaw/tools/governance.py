@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from events import Ledger
-from events.aggregates import Agent, run_stream_id
+from events.agent import Agent
+from events.streams import run_stream_id
 from owlclaw.app import RateLimit, Skill
 from owlclaw.struct_errors import describe
 from owlclaw.tools.conditions import Condition, ConditionError

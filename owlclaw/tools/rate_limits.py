@@ -23,7 +23,8 @@ from collections.abc import Mapping
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent, run_stream_id
+from events.agent import Agent
+from events.streams import run_stream_id
 from owlclaw.app import RateLimit
 
 RATE_LIMITED = "rate limit:"

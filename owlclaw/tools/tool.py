@@ -19,7 +19,8 @@ from owlclaw.tools.states import States
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from events.aggregates import Agent, Run
+    from events.agent import Agent
+    from events.run import Run
     from owlclaw.app import Skill
     from owlclaw.config import RuntimeConfig
     from owlclaw.tools.subagents import SubAgents

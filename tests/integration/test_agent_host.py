@@ -13,7 +13,8 @@ import pytest
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run, agent_stream_id
+from events.run import Run
+from events.streams import agent_stream_id
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script

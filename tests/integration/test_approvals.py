@@ -15,7 +15,7 @@ import pytest
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import ApprovalClosed
+from events.agent_state import ApprovalClosed
 from owlclaw.app import load_app
 from owlclaw.audit.verify import ReplayReport, replay_run
 from owlclaw.messages import AnswerApproval, Decision, Result, RunResult, Submit

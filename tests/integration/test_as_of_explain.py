@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 from owlclaw.cli import app
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script

@@ -12,7 +12,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 from owlclaw.database import Database
 from projections import MemoryView, ProjectionRunner
 from projections.embedders import Embedder

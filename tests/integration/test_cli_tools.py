@@ -12,7 +12,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.governance import OPERATOR_DISABLED

@@ -15,7 +15,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import run_stream_id
+from events.streams import run_stream_id
 from owlclaw.messages import Result, Submit
 from projections import VIEWS, RunsView
 from tests.apps import make_app

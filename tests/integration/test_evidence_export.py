@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from events import Ledger
-from events.aggregates import agent_stream_id, run_stream_id
+from events.streams import agent_stream_id, run_stream_id
 from owlclaw.database import Database
 from tests.audited_run import record
 from tests.cli import owlclaw

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import agent_stream_id
 from events.recorder import ADVISORY_LOCK_KEY, OwlClawApplicationRecorder
+from events.streams import agent_stream_id
 from owlclaw.database import Database
 from tests.waiting import wait_for
 

@@ -13,8 +13,8 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from events import Ledger, LedgerReadError, LedgerUnavailable, UnknownAgent
 from events import catalog as ev
-from events.aggregates import Run
 from events.memory_recorder import InMemoryRecorder
+from events.run import Run
 from owlclaw.database import Database
 from tests.integration.processes import contend_for_next_version
 from tests.ledger_contract import LedgerContract, identity, run_once

@@ -16,7 +16,7 @@ import pytest
 
 from events import Ledger, Run
 from events import catalog as ev
-from events.aggregates import message_stream_id
+from events.streams import message_stream_id
 from owlclaw.database import Database
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.pack.messages import ChannelConfig, message_tools

@@ -16,8 +16,8 @@ from psycopg.rows import DictRow
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
 from events.ledger import LoggedEvent
+from events.run import Run
 from owlclaw.compose.read import open_views
 from owlclaw.database import Database
 from owlclaw.timers.registrations import TimerRegistrations

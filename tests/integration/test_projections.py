@@ -13,7 +13,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 from owlclaw.compose.read import open_views
 from owlclaw.database import Database
 from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, rebuild

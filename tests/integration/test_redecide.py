@@ -15,7 +15,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import eval_stream_id
+from events.streams import eval_stream_id
 from owlclaw.audit.decision_points import AgentRecord
 from owlclaw.audit.redecide import ReDecision, redecide
 from owlclaw.database import Database

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import run_stream_id
+from events.streams import run_stream_id
 from owlclaw.app import AppError, estimate_tokens, load_app, sanitize, select_skills
 from owlclaw.config import ConfigError, RuntimeConfig, load_config
 from owlclaw.database import Database

@@ -11,7 +11,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import UnknownSchedule
+from events.agent_state import UnknownSchedule
 from owlclaw.messages import CancelSchedule, Fire
 from owlclaw.timers.registrations import TimerRegistrations
 from projections import ProjectionRunner, SchedulesView

@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run, agent_stream_id
 from events.hashchain import HeadMismatch, row_hash
 from events.heads import ANCHOR_STREAM_ID
+from events.run import Run
+from events.streams import agent_stream_id
 from owlclaw.audit.chains import verify_agent
 from owlclaw.cli import app as cli
 from owlclaw.database import Database

@@ -11,15 +11,12 @@ import msgspec
 import pytest
 
 from events import catalog as ev
-from events.aggregates import (
-    PREVIOUS_APP_KEPT,
-    Agent,
-    Run,
-    agent_stream_id,
-    run_stream_id,
-    stream_events,
-)
+from events.agent import Agent
+from events.agent_state import PREVIOUS_APP_KEPT
+from events.aggregate import stream_events
 from events.catalog import LedgerEvent
+from events.run import Run
+from events.streams import agent_stream_id, run_stream_id
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 RUN_ID, CHILD_RUN_ID, MEMORY, OTHER_MEMORY = uuid4(), uuid4(), uuid4(), uuid4()

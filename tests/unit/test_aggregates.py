@@ -5,21 +5,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from uuid import uuid4
 
+import msgspec
 import pytest
+from eventsourcing.persistence import StoredEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
 from events import catalog as ev
-from events.aggregates import (
-    IDEMPOTENCY_KEYS_KEPT,
-    Agent,
-    AgentSnapshot,
-    Run,
-    agent_stream_id,
-    projector,
-    run_stream_id,
-)
+from events.agent import Agent, AgentSnapshot
+from events.agent_state import IDEMPOTENCY_KEYS_KEPT
+from events.aggregate import projector
 from events.catalog import LedgerEvent
+from events.codec import MsgspecMapper, topic_of
+from events.run import Run
+from events.streams import agent_stream_id, run_stream_id
 
 
 def replay(events: list[LedgerEvent]) -> object:
@@ -186,3 +185,19 @@ def test_an_app_failure_is_recorded_once_per_error_until_an_identity_loads() -> 
     assert failures == [hung, "/apps/looper/handlers.py failed to import: E", hung]
     rebuilt = replay(events)
     assert isinstance(rebuilt, Agent) and rebuilt.state == agent.state
+
+
+def test_a_snapshot_stored_before_the_aggregates_moved_modules_still_loads() -> None:
+    """Stored topics name the event class only (``AgentSnapshot``), never its module, so a
+    snapshot written while the aggregates lived in ``events.aggregates`` decodes as is."""
+    agent = Agent.blank(agent_stream_id("trader"))
+    agent.record(ev.AgentRegistered, agent_id="trader")
+    stored_state = msgspec.json.encode(AgentSnapshot.take(agent))
+    stored = StoredEvent(
+        originator_id=agent.id, originator_version=1, topic="AgentSnapshot", state=stored_state
+    )
+    assert topic_of(AgentSnapshot) == "AgentSnapshot"
+    snapshot = MsgspecMapper().to_domain_event(stored)
+    assert isinstance(snapshot, AgentSnapshot)
+    restored = projector(Agent)(None, [snapshot])
+    assert isinstance(restored, Agent) and restored.agent_id == "trader" and restored.version == 1

@@ -12,7 +12,8 @@ from typing import Any
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent, Run
+from events.agent import Agent
+from events.run import Run
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.agent_runtime import AgentRuntime
 

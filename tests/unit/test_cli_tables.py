@@ -14,7 +14,7 @@ from rich.console import Console, RenderableType
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import ActiveSchedule
+from events.agent_state import ActiveSchedule
 from owlclaw.audit.as_of import PastMemory
 from owlclaw.audit.evals import EvalComparison, EvalReport
 from owlclaw.audit.evidence.export import select_runs

@@ -11,7 +11,8 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run, now
+from events.run import Run
+from events.streams import now
 from owlclaw.audit.decision_points import AgentRecord, decision_points
 from owlclaw.audit.evals import RunSelector, SelectorError
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events import Ledger
-from events.aggregates import agent_stream_id, run_stream_id
+from events.streams import agent_stream_id, run_stream_id
 from owlclaw.audit.evidence.export import RunSelectionError, export_bundle, select_runs
 from owlclaw.audit.evidence.keys import public_key_of
 from owlclaw.audit.evidence.verify_bundle import BundleReport, verify_bundle

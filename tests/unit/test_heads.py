@@ -10,7 +10,6 @@ import pytest
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
-from events.aggregates import Run, now
 from events.heads import (
     Anchor,
     AnchorInvalid,
@@ -20,6 +19,8 @@ from events.heads import (
     check_seals,
     read_anchor,
 )
+from events.run import Run
+from events.streams import now
 from owlclaw.audit.chains import verify_agent
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.fencing import AgentWriter

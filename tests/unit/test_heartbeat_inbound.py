@@ -7,7 +7,8 @@ import asyncio
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import INBOUND_KEPT, Run
+from events.agent_state import INBOUND_KEPT
+from events.run import Run
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Receive
 from owlclaw.runtime.agent_runtime import AgentRuntime

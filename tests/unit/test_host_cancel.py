@@ -15,7 +15,7 @@ import pytest
 from actors.host import AgentHost
 from events import Agent, Ledger, Run
 from events import catalog as ev
-from events.aggregates import agent_stream_id
+from events.streams import agent_stream_id
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Cancel, Result, RunResult, Submit

@@ -15,7 +15,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import AgentSnapshot
+from events.agent import AgentSnapshot
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.prompt import system_prompt

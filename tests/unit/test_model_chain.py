@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from events import catalog as ev
-from events.aggregates import Agent, Run, agent_stream_id
+from events.agent import Agent
+from events.run import Run
+from events.streams import agent_stream_id
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.models import EveryModelFailed, LiteLLM, ask
 

@@ -12,7 +12,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Run
+from events.run import Run
 from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.runtime.steps import RecordedSteps, ReplayExhausted
 

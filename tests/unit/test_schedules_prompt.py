@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from events.aggregates import ActiveSchedule, now
+from events.agent_state import ActiveSchedule
+from events.streams import now
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.prompt import Prompt, system_prompt
 

@@ -10,7 +10,9 @@ import msgspec
 import pytest
 
 from events import catalog as ev
-from events.aggregates import Agent, Run, agent_stream_id
+from events.agent import Agent
+from events.run import Run
+from events.streams import agent_stream_id
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.pack.messages import MAX_TEXT_CHARS, ChannelConfig, message_tools
 from projections.channels import deliver

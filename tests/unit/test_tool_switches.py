@@ -11,7 +11,8 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
-from events.aggregates import Agent, UnknownTools
+from events.agent import Agent
+from events.agent_state import UnknownTools
 from owlclaw.messages import ChangeTools
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.governance import OPERATOR_DISABLED

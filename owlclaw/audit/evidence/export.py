@@ -17,8 +17,8 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from events import Ledger
-from events.aggregates import run_stream_id
 from events.hashchain import Row
+from events.streams import run_stream_id
 from owlclaw.audit.evidence.keys import public_key_of
 from owlclaw.audit.evidence.verify_bundle import FORMAT
 

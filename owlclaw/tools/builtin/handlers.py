@@ -18,8 +18,9 @@ from typing import Any
 import msgspec
 
 from events import catalog as ev
-from events.aggregates import ActiveSchedule, now
+from events.agent_state import ActiveSchedule
 from events.cron import CronError, check_cron
+from events.streams import now
 from owlclaw.tools.builtin import params as p
 from owlclaw.tools.builtin.schedule_order import soonest_first
 from owlclaw.tools.errors import ToolError

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from events.aggregates import ActiveSchedule
+from events.agent_state import ActiveSchedule
 from events.cron import next_fire_if_any
 
 

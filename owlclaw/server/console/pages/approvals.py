@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
-from events.aggregates import ApprovalClosed
+from events.agent_state import ApprovalClosed
 from owlclaw.messages import Decision
 from owlclaw.reports.relative_time import relative
 from owlclaw.runtime.approvals import PendingApproval, unique_prefixes

@@ -13,10 +13,10 @@ from uuid import UUID
 from aiohttp import web
 
 from events import Ledger, LedgerReadError
-from events.aggregates import agent_stream_id
 from events.catalog import event_fields
 from events.hashchain import ChainBreak, HeadMismatch
 from events.ledger import LoggedEvent
+from events.streams import agent_stream_id
 from owlclaw.audit.chains import agent_streams, verify_agent
 from owlclaw.server.console.render import render
 from owlclaw.server.console.steps import text

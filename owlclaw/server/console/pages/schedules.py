@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from events.aggregates import UnknownSchedule
+from events.agent_state import UnknownSchedule
 from owlclaw.messages import CancelSchedule
 from owlclaw.reports.inspection import schedules_of
 from owlclaw.server.console.auth import operator_of

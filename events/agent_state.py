@@ -1,0 +1,137 @@
+"""The Agent aggregate's state: its schedules, approvals, sub-agent spawns and limits kept.
+
+Its own module because readers (views, the console, tools) use these structs and the errors
+an Agent raises without needing the aggregate's operations.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import msgspec
+
+ENDED_SCHEDULES_KEPT = 1000
+IDEMPOTENCY_KEYS_KEPT = 1000
+ANSWERED_APPROVALS_KEPT = 1000
+FINISHED_SPAWNS_KEPT = 1000
+INBOUND_KEPT = 20
+"""Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
+PREVIOUS_APP_KEPT = "identity"
+"""The AgentWarning source of an app change that does not load: the previous version serves."""
+HEARTBEAT = "heartbeat"
+"""The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
+FireVerdict = Literal["fire", "duplicate", "missed"]
+ENDED_REASONS = {
+    "cancelled": "the schedule was cancelled",
+    "fired": "this one-off schedule already fired",
+    "missed": "this one-off schedule was already recorded as missed",
+}
+
+
+class ActiveSchedule(msgspec.Struct):
+    kind: str
+    focus: str
+    owner_run_id: UUID | None = None
+    cron: str | None = None
+    fire_at: datetime | None = None
+    backend_id: str | None = None
+    last_fire_time: datetime | None = None
+
+
+class Approval(msgspec.Struct):
+    """A call waiting for (or given) a person's answer."""
+
+    run_id: UUID
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    approvers: list[str]
+    requested_at: datetime
+    expires_at: datetime
+    status: Literal["pending", "granted", "denied", "expired"] = "pending"
+    by: str = ""
+    note: str = ""
+    answered_at: datetime | None = None
+    edited_arguments: dict[str, Any] | None = None
+
+
+class Spawn(msgspec.Struct):
+    """A sub-agent run one of this agent's runs started, and its outcome once it ended."""
+
+    run_id: UUID
+    call_id: str
+    child_agent_id: str
+    child_run_id: UUID
+    wait: bool
+    status: str = "running"
+    answer: str = ""
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+
+class ApprovalClosed(ValueError):
+    """An answer to an approval that is already answered or expired, or that this person may
+    not give (nothing recorded)."""
+
+
+class UnknownApproval(ApprovalClosed):
+    """No such approval."""
+
+
+class AgentState(msgspec.Struct):
+    agent_id: str = ""
+    app_dir: str = ""
+    registered_at: datetime | None = None
+    soul_sha256: str = ""
+    identity_sha256: str = ""
+    skills: dict[str, str] = {}
+    config_sha256: str = ""
+    code_sha256: str = ""
+    identity_versions: int = 0
+    run_count: int = 0
+    last_run_id: UUID | None = None
+    schedules: dict[str, ActiveSchedule] = {}
+    ended_schedules: dict[str, str] = {}
+    """Recently ended schedules (id -> "fired" or "cancelled"), to tell late deliveries apart."""
+    timers_fired: int = 0
+    budget_exceeded: int = 0
+    pending_inbound: int = 0
+    """Timer fires and inbound events since the agent's last run started."""
+    inbound: list[int] = []
+    """The inbound events' agent-stream versions (the newest ``INBOUND_KEPT``), for the next
+    heartbeat."""
+    idempotency_keys: dict[str, UUID] = {}
+    """Idempotency key -> run id of recently accepted keyed runs (a retried trigger's run)."""
+    disabled_tools: list[str] = []
+    """Tools the operator disabled (ToolsChanged), sorted: hidden from the model and refused."""
+    app_error: str | None = None
+    """Why the app does not load (the last AppLoadFailed), until an identity loads again."""
+    app_warning: str | None = None
+    """Why the app as changed on disk does not load while its previous version keeps serving
+    (the first line of the last AgentWarning from ``identity``), until an identity loads again."""
+    approvals: dict[str, Approval] = {}
+    """Pending approvals, and the latest answered ones (a parked run reads its answer here)."""
+    memories: list[UUID] = []
+    """The agent's active memories (MemoryAdded, not archived or forgotten), oldest first: what
+    the memory limit counts and, at the limit, which are archived."""
+    parent_agent_id: str = ""
+    depth: int = 0
+    withheld_tools: list[str] = []
+    """Tools a sub-agent does not get, whatever its app says."""
+    spawns: dict[str, Spawn] = {}
+    """Sub-agent runs this agent's runs started: running ones, and the latest finished."""
+
+
+class UnknownTools(ValueError):
+    """An enable/disable named tools the agent does not have (the message names them)."""
+
+
+class UnknownSchedule(ValueError):
+    """A cancel of a schedule the agent does not have active (nothing recorded)."""
