@@ -19,8 +19,9 @@ import msgspec
 from events import catalog as ev
 from events.aggregates import Agent, Approval, Run
 from owlclaw.runtime.recorded import RecordedRun, told_error
+from owlclaw.tools.encoding import encode_told, json_safe, truncate
 from owlclaw.tools.errors import Stopped, ToolError
-from owlclaw.tools.executor import Settled, ToolLimits, encode_told, json_safe, truncate
+from owlclaw.tools.executor import Settled, ToolLimits
 from owlclaw.tools.tool import Tool, ToolContext
 
 HEADER_FIELDS = frozenset({"originator_id", "originator_version", "timestamp", "call_id", "tool"})
