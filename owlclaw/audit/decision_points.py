@@ -43,7 +43,7 @@ from owlclaw.runtime.prompt import system_prompt
 from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.runtime.toolset import agent_tools
 from owlclaw.tools.capabilities import Registry
-from owlclaw.tools.executor import canonical_arguments, encode_told, truncate
+from owlclaw.tools.encoding import canonical_arguments, encode_told, truncate
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 from owlclaw.tools.tool import Tool
 from projections.recall import RecallResult

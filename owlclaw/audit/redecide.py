@@ -20,7 +20,8 @@ from owlclaw.audit.decision_points import (
     tool_message,
 )
 from owlclaw.runtime.models import complete
-from owlclaw.tools.executor import canonical_arguments, reraise_cancellation
+from owlclaw.tools.encoding import canonical_arguments
+from owlclaw.tools.live import reraise_cancellation
 
 Outcome = Literal["identical", "different", "new_tool", "refused"]
 

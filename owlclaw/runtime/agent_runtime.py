@@ -33,8 +33,8 @@ from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.runtime.serial import LedgerCalls, SerialExecutor
 from owlclaw.runtime.steps import RecordedOutcomes, RecordedSteps
 from owlclaw.tools.capabilities import Registry
-from owlclaw.tools.executor import LiveExecution
 from owlclaw.tools.governance import Governance
+from owlclaw.tools.live import LiveExecution
 from owlclaw.tools.subagents import SubAgents
 from owlclaw.tools.threads import HandlerThreads
 from projections.recall import MemoryStore

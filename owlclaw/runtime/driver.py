@@ -35,6 +35,7 @@ from owlclaw.runtime.limits import check_call, check_doom_loop
 from owlclaw.runtime.models import Completer, EveryModelFailed, ask
 from owlclaw.runtime.progress import RunProgress, Stop
 from owlclaw.runtime.serial import LedgerCalls
+from owlclaw.tools.encoding import encode_told
 from owlclaw.tools.errors import Parked, Stopped, ToolError
 from owlclaw.tools.executor import (
     CallSite,
@@ -42,7 +43,6 @@ from owlclaw.tools.executor import (
     Settled,
     ToolLimits,
     call_tool,
-    encode_told,
     execute,
 )
 from owlclaw.tools.subagents import SubAgents

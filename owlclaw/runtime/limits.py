@@ -6,7 +6,8 @@ from __future__ import annotations
 from events import catalog as ev
 from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.progress import RunProgress, Stop
-from owlclaw.tools.executor import Settled, canonical_arguments, printable
+from owlclaw.tools.encoding import canonical_arguments, printable
+from owlclaw.tools.executor import Settled
 
 
 def check_call(limits: RuntimeConfig, state: RunProgress, name: str, arguments: str) -> None:

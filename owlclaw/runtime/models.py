@@ -20,7 +20,8 @@ from events.run import Run
 from owlclaw import tracing
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.providers import litellm_with_offline_providers, unlogged
-from owlclaw.tools.executor import json_safe, reraise_cancellation
+from owlclaw.tools.encoding import json_safe
+from owlclaw.tools.live import reraise_cancellation
 
 
 class EveryModelFailed(Exception):

@@ -21,8 +21,9 @@ from events.agent import Agent
 from events.agent_state import Approval
 from events.run import Run
 from owlclaw.runtime.recorded import RecordedRun, told_error
+from owlclaw.tools.encoding import encode_told, json_safe, truncate
 from owlclaw.tools.errors import Stopped, ToolError
-from owlclaw.tools.executor import Settled, ToolLimits, encode_told, json_safe, truncate
+from owlclaw.tools.executor import Settled, ToolLimits
 from owlclaw.tools.tool import Tool, ToolContext
 
 HEADER_FIELDS = frozenset({"originator_id", "originator_version", "timestamp", "call_id", "tool"})

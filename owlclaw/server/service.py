@@ -4,6 +4,8 @@ It starts (or joins) the database, keeps every projection current, runs the time
 (built-in worker, or Hatchet: an external engine, or the locally built one started here),
 places the agents (Ray actors, or hosted in this process), queues heartbeats and serves the
 webhook endpoint. Runs are accepted durably (RunQueued committed) before anyone is told.
+Its recurring duties (serving locks, approval expiry, sub-agent watch, heartbeats) are
+``owlclaw.server.duties``; the Hatchet engine and worker it starts, ``owlclaw.server.hatchet``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,7 @@ import contextlib
 import functools
 import logging
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
@@ -34,27 +32,19 @@ from owlclaw.messages import (
     AnswerApproval,
     ApprovalAnswer,
     Decision,
-    ExpireApprovals,
     Message,
-    Submit,
 )
-from owlclaw.runtime.approvals import PendingApproval, agent_of, overdue, pending
+from owlclaw.runtime.approvals import PendingApproval, agent_of, pending
+from owlclaw.server.duties import approval_expiry, heartbeat, hold_locks, subagent_watch
+from owlclaw.server.hatchet import HatchetParts
 from owlclaw.server.metrics import Metrics
 from owlclaw.server.serving_locks import ServingLocks, server_name
 from owlclaw.supervisor import Supervisor
-from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
-from owlclaw.tools.subagents import watch_subagents
 from projections import MemoryView, ProjectionRunner, View
 from projections.embedders import Embedder
 
-HATCHET_DATABASE = "owlclaw_hatchet"
-EXPIRY_CHECK_S = 5.0
-"""How often served agents' pending approvals are checked for their expiry."""
-WORKER_START_S = 60.0
-LOCK_CHECK_S = 5.0
-"""How often the serving locks' connection is checked (and the locks taken again)."""
 V = TypeVar("V", bound=View)
 R = TypeVar("R")
 
@@ -87,11 +77,10 @@ class Service:
         """The runners of every view, for their status (lag, parked events)."""
         self.metrics = Metrics()
         """What ``GET /metrics`` serves: counted from the ledger, from its head at start."""
-        self._engine: HatchetEngine | None = None
-        self._engine_starting: asyncio.Task[HatchetEngine] | None = None
+        self._hatchet = HatchetParts(config)
+        """The local Hatchet engine and the Hatchet worker, with the ``hatchet`` backend."""
         self.ready = False
         """Every part started: the webhook answers 503 until then."""
-        self._hatchet_worker: subprocess.Popen[bytes] | None = None
         self._warming: asyncio.Task[list[list[float]]] | None = None
         self._locks: ServingLocks | None = None
         self.views: list[View] = []
@@ -107,14 +96,14 @@ class Service:
         )
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
-        self.supervisor.start("serving-locks", self._hold_locks)
+        self.supervisor.start("serving-locks", functools.partial(hold_locks, self._locks))
         self.metrics.position = await asyncio.to_thread(self.ledger.head)
         self.supervisor.start_thread("metrics", functools.partial(self.metrics.follow, self.ledger))
         for agent_id, app in self.apps.items():
             await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))
         if self.config.timers.backend == "hatchet" and not os.environ.get("HATCHET_CLIENT_TOKEN"):
             self.progress("Hatchet engine (in the background)")
-            self._engine_starting = asyncio.create_task(asyncio.to_thread(self._start_engine))
+            self._hatchet.start_engine(self.database)
         self.progress("projections")
         views = await asyncio.to_thread(open_views, self.ledger, self.config, self._embedder())
         self.views = views
@@ -134,17 +123,19 @@ class Service:
         for agent_id in self.apps:  # the first trigger should not wait for imports
             await self.agents.ask(Activate(agent_id=agent_id))
         self.progress(f"timer service ({self.config.timers.backend})")
-        if self._engine_starting is not None:
-            self._engine = await self._engine_starting
+        await self._hatchet.engine_started()
         worker, runner = await asyncio.to_thread(self._timers)
         self.projections.append(runner)
         self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
         self.supervisor.start("timer-worker", worker.run)
-        self.supervisor.start("approval-expiry", self._expire_approvals)
-        self.supervisor.start("subagent-watch", self._watch_subagents)
+        served = list(self.apps)
+        expiry = functools.partial(approval_expiry, self.ledger, self.agents, served)
+        self.supervisor.start("approval-expiry", expiry)
+        watch = functools.partial(subagent_watch, self.ledger, self.agents, served)
+        self.supervisor.start("subagent-watch", watch)
         for agent_id, app in self.apps.items():
             if app.settings.heartbeat_s > 0:
-                beat = functools.partial(self._heartbeat, agent_id, app.settings.heartbeat_s)
+                beat = functools.partial(heartbeat, self.ask, agent_id, app.settings.heartbeat_s)
                 self.supervisor.start(f"heartbeat:{agent_id}", beat)
         await self._warming
         self.ready = True
@@ -153,14 +144,9 @@ class Service:
         """Stop whatever started (also after a start that failed half-way)."""
         self.ready = False
         await self.supervisor.stop()
-        if self._engine_starting is not None and self._engine is None:
-            with contextlib.suppress(Exception):
-                self._engine = await self._engine_starting
-        if self._hatchet_worker is not None:  # first: it delivers through Ray
-            self._hatchet_worker.terminate()
-            await asyncio.to_thread(self._hatchet_worker.wait, 30)
+        await self._hatchet.stop_worker()  # first: it delivers through Ray
         # Started at once: Ray's disconnect below blocks this event loop.
-        engine_stopped = asyncio.get_running_loop().run_in_executor(None, self._stop_engine)
+        engine_stopped = asyncio.get_running_loop().run_in_executor(None, self._hatchet.stop_engine)
         if self._agents is not None:
             await self._agents.close()
         if self._warming is not None:  # a start that failed half-way may have left it running
@@ -182,23 +168,6 @@ class Service:
         server = self.config.server
         name = server_name(server.host, server.port, self.config.ray_address if shared else None)
         return ServingLocks(database.url, name, list(self.apps), shared=shared)
-
-    async def _hold_locks(self, stop: asyncio.Event) -> None:
-        """Every ``LOCK_CHECK_S``, check the locks' connection, taking them again after a
-        database restart (one that another server took meanwhile fails this worker, which
-        ``owlclaw status`` shows)."""
-        assert self._locks is not None
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), LOCK_CHECK_S)
-                return
-            await asyncio.to_thread(self._locks.check)
-
-    def _stop_engine(self) -> None:
-        """The engine's clean stop takes ~5 s (Hatchet waits out its partitioner's heartbeat):
-        it runs beside the agents' and Ray's stop, which do not need it."""
-        if self._engine is not None:
-            self._engine.stop()
 
     def _embedder(self) -> Embedder | None:
         """With agents on Ray, the node's embedding actor, which the hosts on this node use
@@ -243,94 +212,9 @@ class Service:
     def _timer_backend(self) -> TimerBackend:
         if self.config.timers.backend != "hatchet":
             return BuiltinBackend()
-        env = dict(os.environ)
-        if self._engine is not None:  # the local engine: clients here and in the worker use it
-            env |= self._engine.client_env
-            os.environ.update(self._engine.client_env)
-        self._hatchet_worker = self._spawn_hatchet_worker(env)
-        from hatchet_sdk import Hatchet
-
-        from owlclaw.timers.hatchet_backend import TASK, HatchetBackend
-
-        hatchet = Hatchet()
-        deadline = time.monotonic() + WORKER_START_S
-        while not hatchet.workflows.list(workflow_name=TASK).rows:  # fires need its task
-            if self._hatchet_worker.poll() is not None or time.monotonic() > deadline:
-                raise HatchetUnavailable(
-                    f"the Hatchet worker did not register {TASK} within {WORKER_START_S:g} s;"
-                    f" see {self.config.data_path / 'hatchet-worker.log'}"
-                )
-            time.sleep(0.5)
+        backend = self._hatchet.backend(self._as_client(), list(self.apps))
         self.timer_backend = "hatchet"
-        return HatchetBackend(hatchet)
-
-    def _start_engine(self) -> HatchetEngine:
-        assert self.database is not None
-        bin_dir = Path(self.config.timers.hatchet_bin or self.config.data_path / "bin")
-        database = self.database.create_database(HATCHET_DATABASE)
-        return start_engine(database.url, self.config.data_path / "hatchet", bin_dir)
-
-    def _spawn_hatchet_worker(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
-        """``owlclaw timers hatchet-worker`` as its own process (the SDK's worker owns its event
-        loop and signals); it delivers fires to the same agents as this process."""
-        runtime = self.config.runtime
-        env = {**env, "OWLCLAW_PLACEMENT": runtime.placement, "OWLCLAW_HOSTS": str(runtime.hosts)}
-        command = [sys.executable, "-m", "owlclaw", "timers", "hatchet-worker"]
-        command += [f"--agent={agent_id}" for agent_id in self.apps]
-        if self.config.runtime.placement == "local":
-            command.append("--via-server")  # the agents' one writer is this process
-            server = self.config.server
-            env |= {
-                "OWLCLAW_SERVER_HOST": server.host,
-                "OWLCLAW_SERVER_PORT": str(server.port),
-                "OWLCLAW_DATA_DIR": str(self.config.data_path),  # the generated token's home
-            }
-            if server.token:
-                env["OWLCLAW_SERVER_TOKEN"] = server.token
-        else:
-            import ray
-
-            env["OWLCLAW_RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
-        client = self._as_client()
-        env["OWLCLAW_DATABASE_URL"] = str(client.database_url)
-        env["OWLCLAW_DATABASE_NAME"] = client.database_name
-        log_path = self.config.data_path / "hatchet-worker.log"
-        return subprocess.Popen(
-            command,
-            env=env,
-            stdout=log_path.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-
-    async def _heartbeat(self, agent_id: str, every_s: float, stop: asyncio.Event) -> None:
-        """Queue a heartbeat run every ``every_s`` until stopped (a failure to queue one is
-        raised: the supervisor reports it and starts the beat again)."""
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), every_s)
-                return
-            await self.ask(Submit(agent_id=agent_id, trigger="heartbeat"))
-
-    async def _expire_approvals(self, stop: asyncio.Event) -> None:
-        """Every ``EXPIRY_CHECK_S``, expire the served agents' overdue approvals (read from the
-        ledger, so an agent that is not active is activated for it)."""
-        assert self.ledger is not None
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), EXPIRY_CHECK_S)
-                return
-            for agent_id in await asyncio.to_thread(overdue, self.ledger, list(self.apps)):
-                await self.agents.ask(ExpireApprovals(agent_id=agent_id))
-
-    async def _watch_subagents(self, stop: asyncio.Event) -> None:
-        """Every ``EXPIRY_CHECK_S``, bring back sub-agent runs a dead host left behind and
-        re-send reports that never reached their parent (``watch_subagents``)."""
-        assert self.ledger is not None
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), EXPIRY_CHECK_S)
-                return
-            await watch_subagents(self.ledger, self.agents, list(self.apps))
+        return backend
 
     # --- what clients ask for -------------------------------------------------------------
 
@@ -396,9 +280,4 @@ class Service:
     def _hatchet_health(self) -> str:
         if self.timer_backend != "hatchet":
             return "not used"
-        worker = self._hatchet_worker
-        if worker is None or worker.poll() is not None:
-            return "worker stopped"
-        if self._engine is not None and not self._engine.running():
-            return "local engine stopped"
-        return "ok (local engine)" if self._engine is not None else "ok"
+        return self._hatchet.health()

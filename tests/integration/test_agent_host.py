@@ -199,7 +199,7 @@ def test_rate_limit_windows_survive_passivation_and_a_restart(
                 if isinstance(e, ev.ToolCallSucceeded | ev.ToolCallDenied)
             ]
         await host.close()
-        return outcomes, host.passivations
+        return outcomes, host.status_now().passivations
 
     with Ledger(fresh_db.url) as ledger:
         ledger.register_agent("limited", str(root))

@@ -19,7 +19,7 @@ from owlclaw.config import RuntimeConfig
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
 from owlclaw.tools.capabilities import Registry
-from owlclaw.tools.executor import canonical_arguments, truncate
+from owlclaw.tools.encoding import canonical_arguments, truncate
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from owlclaw.tools.switches import change_tools_directly
 from tests.scripted import call, play, run_events

@@ -1,0 +1,76 @@
+"""The service's recurring duties, each a supervised worker that runs until told to stop:
+holding the serving locks, expiring overdue approvals, watching sub-agents, heartbeats.
+
+Its own module because these run beside the service, not as part of its start or stop: each
+is handed what it needs, and the supervisor restarts one that fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from events import Ledger
+from owlclaw.agents import Agents
+from owlclaw.messages import ExpireApprovals, Message, Submit
+from owlclaw.runtime.approvals import overdue
+from owlclaw.server.serving_locks import ServingLocks
+from owlclaw.tools.subagents import watch_subagents
+
+EXPIRY_CHECK_S = 5.0
+"""How often served agents' pending approvals are checked for their expiry."""
+LOCK_CHECK_S = 5.0
+"""How often the serving locks' connection is checked (and the locks taken again)."""
+
+
+async def hold_locks(locks: ServingLocks, stop: asyncio.Event) -> None:
+    """Every ``LOCK_CHECK_S``, check the locks' connection, taking them again after a
+    database restart (one that another server took meanwhile fails this worker, which
+    ``owlclaw status`` shows)."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), LOCK_CHECK_S)
+            return
+        await asyncio.to_thread(locks.check)
+
+
+async def heartbeat(
+    ask: Callable[[Message[Any]], Awaitable[Any]],
+    agent_id: str,
+    every_s: float,
+    stop: asyncio.Event,
+) -> None:
+    """Queue a heartbeat run every ``every_s`` until stopped (a failure to queue one is
+    raised: the supervisor reports it and starts the beat again)."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+            return
+        await ask(Submit(agent_id=agent_id, trigger="heartbeat"))
+
+
+async def approval_expiry(
+    ledger: Ledger, agents: Agents, served: Sequence[str], stop: asyncio.Event
+) -> None:
+    """Every ``EXPIRY_CHECK_S``, expire the served agents' overdue approvals (read from the
+    ledger, so an agent that is not active is activated for it)."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), EXPIRY_CHECK_S)
+            return
+        for agent_id in await asyncio.to_thread(overdue, ledger, list(served)):
+            await agents.ask(ExpireApprovals(agent_id=agent_id))
+
+
+async def subagent_watch(
+    ledger: Ledger, agents: Agents, served: Sequence[str], stop: asyncio.Event
+) -> None:
+    """Every ``EXPIRY_CHECK_S``, bring back sub-agent runs a dead host left behind and
+    re-send reports that never reached their parent (``watch_subagents``)."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), EXPIRY_CHECK_S)
+            return
+        await watch_subagents(ledger, agents, list(served))
