@@ -28,7 +28,7 @@ from owlclaw.messages import ExpireApprovals, RunResult
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Completer
 from owlclaw.tools.subagents import report_of
-from projections.memory import MemoryStore
+from projections.recall import MemoryStore
 
 log = logging.getLogger("owlclaw.host")
 LEDGER_THREADS = CONNECTIONS

@@ -16,7 +16,9 @@ import msgspec
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential_jitter
 
 from events import catalog as ev
-from events.aggregates import Agent, Approval, Run
+from events.agent import Agent
+from events.agent_state import Approval
+from events.run import Run
 from owlclaw.tools.encoding import REJECTED_TEXT_CHARS, encode_told, json_safe, printable, truncate
 from owlclaw.tools.errors import Parked, ToolError
 from owlclaw.tools.executor import Settled, ToolLimits
