@@ -9,6 +9,7 @@ host's shared pool) so the agent's appends keep their order and the event loop n
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -200,13 +201,7 @@ class AgentRuntime:
             run.record(ev.RunInterrupted, reason="the process running it stopped")
         run.record(ev.RunResumed, from_version=run.version - 1)
         start = recorded.started
-        with tracing.run_trace(
-            run.id, self.agent_id, start.trigger, start.focus, start.payload
-        ) as traced:
-            await self._driver.run_to_end(state, start.trigger, start.focus, dict(start.payload))
-            tracing.run_ended(traced, run.state.status, state.events)
-        self.setup.ran(state)
-        return RunResult.of(state.run)
+        return await self._to_end(state, start.trigger, start.focus, start.payload)
 
     async def _execute_run(self, state: RunProgress, queued: ev.RunQueued) -> RunResult:
         run = state.run
@@ -218,10 +213,14 @@ class AgentRuntime:
             run.end(ev.RunFailed, error=self.setup.app_error, **state.totals())
             await self._sink.commit(state)
             return RunResult.of(run)
-        with tracing.run_trace(
-            run.id, self.agent_id, queued.trigger, queued.focus, queued.payload
-        ) as traced:
-            await self._driver.run_to_end(state, queued.trigger, queued.focus, dict(queued.payload))
-            tracing.run_ended(traced, run.state.status, state.events)
+        return await self._to_end(state, queued.trigger, queued.focus, queued.payload)
+
+    async def _to_end(
+        self, state: RunProgress, trigger: str, focus: str | None, payload: Mapping[str, Any]
+    ) -> RunResult:
+        """Drive the run to its end inside its trace, and count it among the agent's runs."""
+        with tracing.run_trace(state.run.id, self.agent_id, trigger, focus, payload) as traced:
+            await self._driver.run_to_end(state, trigger, focus, dict(payload))
+            tracing.run_ended(traced, state.run.state.status, state.events)
         self.setup.ran(state)
         return RunResult.of(state.run)
