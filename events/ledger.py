@@ -37,12 +37,8 @@ from events.group_commit import GroupCommit
 from events.hashchain import GENESIS_HASH, Row, VerifyReport, row_hash
 from events.heads import ANCHOR_STREAM_ID, Anchor, anchor_digest, anchored_heads
 from events.memory_recorder import InMemoryRecorder
-from events.recorder import (
-    OwlClawApplicationRecorder,
-    drop_dead_connections,
-    listening,
-    postgres_env,
-)
+from events.postgres import drop_dead_connections, listening, postgres_env
+from events.recorder import OwlClawApplicationRecorder
 from events.run import Run
 from events.streams import agent_stream_id, now, run_stream_id
 
@@ -615,7 +611,7 @@ class Ledger:
         return listening(self._postgres().datastore, channel or self.notify_channel)
 
     def drop_dead_connections(self) -> None:
-        """Replace the pool's dead connections now (``events.recorder.drop_dead_connections``):
+        """Replace the pool's dead connections now (``events.postgres.drop_dead_connections``):
         after a call met the database away, so the next one gets a live connection."""
         drop_dead_connections(self._postgres().datastore)
 

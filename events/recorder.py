@@ -24,14 +24,14 @@ statement, so no writer can forget it. ``events.hashchain`` recomputes the chain
 The same statement refuses a version that does not directly follow the stream's last stored one
 (as a unique violation, i.e. a conflict): an aggregate whose earlier append failed has used up
 versions that were never stored, and appending past them would leave a hole in its stream.
+
+The append functions' SQL is in ``events.append_sql``, the wake-ups in ``events.notify``, the
+connection helpers in ``events.postgres``: this module is the recorder classes and their queries.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
 from typing import Any
 from uuid import UUID
 
@@ -50,7 +50,6 @@ from eventsourcing.postgres import (
     PostgresDatastore,
     PostgresFactory,
     PostgresProcessRecorder,
-    PostgresSubscription,
 )
 from eventsourcing.utils import retry
 from psycopg import Cursor
@@ -58,11 +57,18 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
+from events.append_sql import (
+    ADVISORY_LOCK_KEY,
+    APPEND_FUNCTION,
+    APPEND_GROUP_FUNCTION,
+    APPEND_ONE_FUNCTION,
+    APPEND_ROWS_FUNCTION,
+)
 from events.group_commit import GroupCommit
 from events.hashchain import Row, VerifyReport, select_rows, verify_ledger
+from events.notify import Notifier, WatermarkSubscription
+from events.postgres import connect_kwargs, schema_lock
 
-ADVISORY_LOCK_KEY = 0x0C1A_1ED6  # any constant shared by all writers of one database
-SCHEMA_LOCK_KEY = 0x0C1A_5C4E
 MAX_GROUP = 32
 """Appends per grouped transaction: each runs in a savepoint (a subtransaction), and PostgreSQL
 tracks up to 64 of them per transaction cheaply."""
@@ -106,9 +112,9 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
         )
         self.create_insert_function_statement_index += 1
         self.sql_create_statements[self.create_insert_function_statement_index] = SQL(
-            _APPEND_ROWS_FUNCTION
+            APPEND_ROWS_FUNCTION
         ).format(**names)
-        for function in (_APPEND_FUNCTION, _APPEND_ONE_FUNCTION, _APPEND_GROUP_FUNCTION):
+        for function in (APPEND_FUNCTION, APPEND_ONE_FUNCTION, APPEND_GROUP_FUNCTION):
             self.sql_create_statements.append(
                 SQL(function).format(lock_key=ADVISORY_LOCK_KEY, **names)
             )
@@ -134,7 +140,7 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
             "SELECT EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id > %s "
             "AND transaction_id >= pg_snapshot_xmin(pg_current_snapshot())) AS held"
         ).format(**names)
-        self._notifier = _Notifier(self.datastore, self.channel_name)
+        self._notifier = Notifier(self.datastore, self.channel_name)
         self._group: GroupCommit[Sequence[StoredEvent], list[int]] = GroupCommit(
             self.append_group, max_group=MAX_GROUP
         )
@@ -404,314 +410,8 @@ class OwlClawProcessRecorder(PostgresProcessRecorder, OwlClawApplicationRecorder
                 raise IntegrityError(str(e)) from e
 
 
-class WatermarkSubscription(PostgresSubscription):
-    """LISTEN/NOTIFY subscription that also re-reads while the watermark holds rows back.
-
-    A commit can become readable without a notification: when the transaction that held the
-    watermark back was not a ledger writer. Only in that state does the puller poll, briefly.
-    """
-
-    HELD_BACK_POLL_SECONDS = 0.005
-    LOST_WAKEUP_POLL_SECONDS = 1.0
-    """A writer killed between its commit and its NOTIFY leaves no wake-up; re-read this often."""
-
-    def _loop_on_pull(self) -> None:
-        recorder = self._recorder
-        assert isinstance(recorder, OwlClawApplicationRecorder)
-        try:
-            self._pull()
-            while not self._has_been_stopped:
-                held = recorder.is_held_back(self._last_notification_id or 0)
-                self._has_been_notified.wait(
-                    self.HELD_BACK_POLL_SECONDS if held else self.LOST_WAKEUP_POLL_SECONDS
-                )
-                self._pull()
-        except BaseException as e:
-            if self._thread_error is None:
-                self._thread_error = e
-            self.stop()
-
-
-class _Notifier:
-    """Sends coalesced, asynchronous-commit NOTIFYs after ledger commits.
-
-    It has a connection of its own, so writers never wait for it.
-    """
-
-    MIN_INTERVAL_SECONDS = 0.025
-    """After a quiet spell the first commit is notified at once; under sustained writes each
-    process notifies at most this often. Every NOTIFY is a transaction taking PostgreSQL's
-    global notify lock: at 10 ms, 8 busy writer processes spent ~6 % of the machine on them."""
-
-    def __init__(self, datastore: PostgresDatastore, channel: str):
-        self._connect_kwargs = connect_kwargs(datastore)
-        self._statement = SQL(
-            "SELECT set_config('synchronous_commit', 'off', true), pg_notify({0}, '')"
-        ).format(channel)
-        self._wanted = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def poke(self) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None and not self._closed:
-                    self._thread = threading.Thread(
-                        target=self._run, name="owlclaw-ledger-notifier", daemon=True
-                    )
-                    self._thread.start()
-        self._wanted.set()
-
-    def close(self) -> None:
-        """Stop after one last NOTIFY, which covers commits made since the previous one."""
-        self._closed = True
-        self._wanted.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        conn: psycopg.Connection[Any] | None = None
-        while True:
-            self._wanted.wait()
-            final = self._closed
-            self._wanted.clear()
-            try:
-                if conn is None or conn.closed:
-                    conn = psycopg.connect(**self._connect_kwargs, autocommit=True)
-                conn.execute(self._statement)
-            except psycopg.Error:
-                conn = None  # a lost wake-up only delays readers; reconnect next time
-                time.sleep(0.1)
-            if final:
-                break
-            # Commits during this pause share the next NOTIFY: at most one per interval.
-            time.sleep(self.MIN_INTERVAL_SECONDS)
-        if conn is not None:
-            conn.close()
-
-
 class OwlClawFactory(PostgresFactory):
     """eventsourcing infrastructure factory that builds the OwlClaw recorders."""
 
     application_recorder_class = OwlClawApplicationRecorder
     process_recorder_class = OwlClawProcessRecorder
-
-
-_APPEND_ONE_FUNCTION = """
-CREATE OR REPLACE FUNCTION {schema}.{one}(stream uuid, version bigint, topic text, state bytea)
-RETURNS bigint LANGUAGE plpgsql AS $fn$
--- The one-event append (most commits): the same steps as the array version without building
--- and walking arrays, which is a measurable share of the server's time per commit.
-DECLARE
-    id bigint;
-    previous bytea;
-    previous_version bigint := 0;
-    row_hash bytea;
-BEGIN
-    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
-        RAISE EXCEPTION 'a ledger append must be the first write of its transaction';
-    END IF;
-    PERFORM pg_advisory_lock({lock_key});
-    PERFORM pg_current_xact_id();
-    id := nextval('{schema}.{sequence}');
-    PERFORM pg_advisory_unlock({lock_key});
-    SELECT t.hash, t.originator_version INTO previous, previous_version FROM {schema}.{table} t
-     WHERE t.originator_id = stream AND t.originator_version < version
-     ORDER BY t.originator_version DESC LIMIT 1;
-    IF NOT FOUND THEN  -- a stream starts at version 1 (eventsourcing's recorders allow 0)
-        previous := decode(repeat('00', 32), 'hex');
-        previous_version := least(version, 1) - 1;
-    END IF;
-    IF version <> previous_version + 1 THEN
-        RAISE unique_violation USING MESSAGE = format(
-            'stream %s: version %s does not follow its last stored version %s',
-            stream, version, previous_version);
-    END IF;
-    row_hash := sha256(previous
-        || convert_to(stream::text || ':' || version::text || ':' || topic, 'UTF8')
-        || '\\x00'::bytea || state);
-    INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state,
-                                  notification_id, transaction_id, prev_hash, hash)
-    VALUES (stream, version, topic, state, id, pg_current_xact_id(), previous, row_hash);
-    RETURN id;
-END;
-$fn$
-"""
-
-_APPEND_ROWS_FUNCTION = """
-CREATE OR REPLACE FUNCTION {schema}.{rows}(
-    streams uuid[], versions bigint[], topics text[], states bytea[], ids bigint[])
-RETURNS void LANGUAGE plpgsql AS $fn$
--- Insert events with their allocated ids, chaining each to its stream's previous event.
-DECLARE
-    previous bytea;
-    previous_version bigint;
-    previous_stream uuid;
-    row_hash bytea;
-    i int;
-BEGIN
-    FOR i IN 1 .. cardinality(streams) LOOP
-        IF previous_stream IS DISTINCT FROM streams[i] THEN
-            SELECT t.hash, t.originator_version INTO previous, previous_version
-              FROM {schema}.{table} t
-             WHERE t.originator_id = streams[i] AND t.originator_version < versions[i]
-             ORDER BY t.originator_version DESC LIMIT 1;
-            IF NOT FOUND THEN  -- a stream starts at version 1 (eventsourcing's recorders allow 0)
-                previous := decode(repeat('00', 32), 'hex');
-                previous_version := least(versions[i], 1) - 1;
-            END IF;
-        END IF;
-        -- A stream has no gaps: a writer whose earlier append failed must not append past it.
-        IF versions[i] <> previous_version + 1 THEN
-            RAISE unique_violation USING MESSAGE = format(
-                'stream %s: version %s does not follow its last stored version %s',
-                streams[i], versions[i], previous_version);
-        END IF;
-        row_hash := sha256(previous
-            || convert_to(streams[i]::text || ':' || versions[i]::text || ':' || topics[i], 'UTF8')
-            || '\\x00'::bytea || states[i]);
-        INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state,
-                                      notification_id, transaction_id, prev_hash, hash)
-        VALUES (streams[i], versions[i], topics[i], states[i],
-                ids[i], pg_current_xact_id(), previous, row_hash);
-        previous := row_hash;
-        previous_version := versions[i];
-        previous_stream := streams[i];
-    END LOOP;
-END;
-$fn$
-"""
-
-_ALLOCATE = """
-    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
-        RAISE EXCEPTION 'a ledger append must be the first write of its transaction';
-    END IF;
-    -- Critical section: transaction id and notification ids are assigned together, so that
-    -- among ledger writers id order equals transaction-id order. Released before the inserts
-    -- and the commit, so commits proceed in parallel.
-    PERFORM pg_advisory_lock({lock_key});
-    PERFORM pg_current_xact_id();
-    SELECT array_agg(nextval('{schema}.{sequence}')) INTO ids FROM generate_series(1, n);
-    PERFORM pg_advisory_unlock({lock_key});
-"""
-
-_APPEND_FUNCTION = (
-    """
-CREATE OR REPLACE FUNCTION {schema}.{function}(
-    streams uuid[], versions bigint[], topics text[], states bytea[])
-RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
-DECLARE
-    n int := cardinality(streams);
-    ids bigint[];
-BEGIN"""
-    + _ALLOCATE
-    + """
-    PERFORM {schema}.{rows}(streams, versions, topics, states, ids);
-    RETURN QUERY SELECT unnest(ids);
-END;
-$fn$
-"""
-)
-
-_APPEND_GROUP_FUNCTION = (
-    """
-CREATE OR REPLACE FUNCTION {schema}.{group}(
-    counts int[], streams uuid[], versions bigint[], topics text[], states bytea[])
-RETURNS TABLE (id bigint, error text) LANGUAGE plpgsql AS $fn$
--- Several appends (``counts[k]`` events each, in order) in one transaction. Each keeps its own
--- version checks in a savepoint: a conflicting append is rolled back alone and reported in
--- ``error`` (on each of its rows); the others commit with the transaction.
-DECLARE
-    n int := cardinality(streams);
-    ids bigint[];
-    errors text[] := array_fill(NULL::text, ARRAY[n]);
-    first int := 1;
-    last int;
-    k int;
-BEGIN"""
-    + _ALLOCATE
-    + """
-    FOR k IN 1 .. cardinality(counts) LOOP
-        last := first + counts[k] - 1;
-        BEGIN
-            PERFORM {schema}.{rows}(streams[first:last], versions[first:last],
-                                    topics[first:last], states[first:last], ids[first:last]);
-        EXCEPTION WHEN unique_violation THEN
-            errors[first:last] := array_fill(SQLERRM, ARRAY[counts[k]]);
-        END;
-        first := last + 1;
-    END LOOP;
-    RETURN QUERY SELECT * FROM unnest(ids, errors);
-END;
-$fn$
-"""
-)
-
-
-@contextmanager
-def schema_lock(datastore: PostgresDatastore) -> Iterator[None]:
-    """Held while creating tables idempotently: processes starting together take turns, since
-    CREATE ... IF NOT EXISTS is not safe against a concurrent creator (duplicate pg_type)."""
-    with psycopg.connect(**connect_kwargs(datastore), autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
-        try:
-            yield
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
-
-
-def drop_dead_connections(datastore: PostgresDatastore) -> None:
-    """Check every idle connection of the datastore's pool and replace the dead ones: after a
-    call met a dead connection. A restarted server leaves all of them dead, and the pool hands
-    out one at a time, so without this each fails one more call of this process long after the
-    server is back (a timer delivery retried 4 times met 4 of them). A round trip per idle
-    connection, on failure only."""
-    with suppress(Exception):  # a pool closed meanwhile: nothing to check
-        datastore.pool.check()
-
-
-def connect_kwargs(datastore: PostgresDatastore) -> dict[str, Any]:
-    """psycopg.connect() arguments for a connection outside the datastore's pool."""
-    kwargs = datastore.pool.kwargs
-    assert isinstance(kwargs, dict)
-    return {k: v for k, v in kwargs.items() if k != "row_factory"}
-
-
-@contextmanager
-def listening(datastore: PostgresDatastore, channel: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection outside the datastore's pool, LISTENing on ``channel``."""
-    with psycopg.connect(**connect_kwargs(datastore), autocommit=True) as conn:
-        conn.execute(SQL("LISTEN {}").format(Identifier(channel)))
-        yield conn
-
-
-def postgres_env(url: str) -> dict[str, str]:
-    """eventsourcing's POSTGRES_* settings for a libpq connection string or URL."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    p = conninfo_to_dict(url)
-    return {
-        "POSTGRES_DBNAME": str(p.get("dbname", "postgres")),
-        "POSTGRES_HOST": str(p.get("host", "localhost")),
-        "POSTGRES_PORT": str(p.get("port", "5432")),
-        "POSTGRES_USER": str(p.get("user", "postgres")),
-        "POSTGRES_PASSWORD": str(p.get("password", "")),
-    }
-
-
-def datastore_from_url(
-    url: str, *, pool_size: int = 5, max_overflow: int = 10
-) -> PostgresDatastore:
-    """An eventsourcing datastore for a libpq connection string or URL."""
-    env = postgres_env(url)
-    return PostgresDatastore(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=env["POSTGRES_PORT"],
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"],
-        pool_size=pool_size,
-        max_overflow=max_overflow,
-        idle_in_transaction_session_timeout=5,
-    )

@@ -15,7 +15,7 @@ from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
 
 from events.ledger import Ledger
-from events.recorder import schema_lock
+from events.postgres import schema_lock
 
 
 class LedgerTrackingRecorder(PostgresTrackingRecorder):

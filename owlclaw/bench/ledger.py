@@ -25,7 +25,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from events import catalog as ev
 from events.codec import MsgspecMapper
 from events.ledger import Ledger
-from events.recorder import OwlClawApplicationRecorder, datastore_from_url
+from events.postgres import datastore_from_url
+from events.recorder import OwlClawApplicationRecorder
 from events.streams import agent_stream_id, now
 
 RECORDERS: dict[str, type[PostgresApplicationRecorder]] = {

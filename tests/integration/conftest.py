@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from events import Ledger
-from events.recorder import OwlClawApplicationRecorder, datastore_from_url
+from events.postgres import datastore_from_url
+from events.recorder import OwlClawApplicationRecorder
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from tests.browser import browser, console  # noqa: F401 - the console's browser tests

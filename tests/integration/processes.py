@@ -10,7 +10,8 @@ from eventsourcing.persistence import StoredEvent
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
-from events.recorder import OwlClawApplicationRecorder, datastore_from_url
+from events.postgres import datastore_from_url
+from events.recorder import OwlClawApplicationRecorder
 
 
 def append_batches(url: str, table: str, writer: int, batches: int, batch: int, start: Any) -> None:

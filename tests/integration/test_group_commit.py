@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from events import Ledger
 from events import catalog as ev
-from events.recorder import ADVISORY_LOCK_KEY, OwlClawApplicationRecorder
+from events.append_sql import ADVISORY_LOCK_KEY
+from events.recorder import OwlClawApplicationRecorder
 from events.streams import agent_stream_id
 from owlclaw.database import Database
 from tests.waiting import wait_for

@@ -19,11 +19,8 @@ from eventsourcing.tests.persistence import (
     TrackingRecorderTestCase,
 )
 
-from events.recorder import (
-    OwlClawApplicationRecorder,
-    OwlClawProcessRecorder,
-    datastore_from_url,
-)
+from events.postgres import datastore_from_url
+from events.recorder import OwlClawApplicationRecorder, OwlClawProcessRecorder
 from owlclaw.database import Database
 
 pytestmark = pytest.mark.integration
