@@ -2,17 +2,16 @@
 in memory), hash chain, ledger API."""
 
 from events.agent import Agent
-from events.ledger import (
-    Ledger,
+from events.errors import (
     LedgerError,
     LedgerReadError,
     LedgerUnavailable,
-    LoggedEvent,
     NoDatabase,
     StreamConflict,
     UnknownAgent,
     UnknownRun,
 )
+from events.ledger import Ledger, LoggedEvent
 from events.run import Run
 from events.streams import agent_stream_id, run_stream_id
 

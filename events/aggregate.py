@@ -18,6 +18,9 @@ from events import catalog as ev
 from events.catalog import LedgerEvent, Stream
 from events.streams import now
 
+_HEADER = {"originator_id", "originator_version", "timestamp"}
+"""Fields every event has; the rest are its own."""
+
 Handler = Callable[[Any, Any], None]
 """An aggregate's method applying one event class to its state: (aggregate, event)."""
 
@@ -92,6 +95,12 @@ class Aggregate:
         self.apply(event)
         self._pending.append(event)
         return event
+
+    def record_again(self, event: LedgerEvent) -> LedgerEvent:
+        """Record the fact ``event`` states once more, as this stream's next event: a writer
+        rebasing its events on top of another writer's (``Ledger.append_rebasing``)."""
+        fields = {f: getattr(event, f) for f in event.__struct_fields__ if f not in _HEADER}
+        return self.record(type(event), **fields)
 
     def apply(self, event: LedgerEvent) -> None:
         handler = self.handlers.get(type(event))

@@ -9,7 +9,9 @@ chain that still holds. So heads are committed elsewhere and compared:
 * ``owlclaw anchor`` records every stream's head as one ``ChainsAnchored`` on the anchor
   stream, and prints it for the operator to keep outside the database.
 
-Everything here is a pure function of what the ledger holds, so it is tested without one.
+Everything here is a pure function of what the ledger holds, so it is tested without one. That
+includes a run's head as this process knows it after its own commits (``chain_runs``), which
+lets a run be sealed without reading its stream back.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from datetime import datetime
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 import msgspec
+from eventsourcing.persistence import StoredEvent
 
 from events import catalog as ev
-from events.hashchain import HeadMismatch
+from events.agent import Agent
+from events.hashchain import GENESIS_HASH, HeadMismatch, row_hash
+from events.run import Run
 
 ANCHOR_STREAM_ID = uuid5(NAMESPACE_URL, "https://owlclaw.dev/anchors")
 """The one stream of ``ChainsAnchored`` events."""
@@ -196,3 +201,32 @@ def check_anchor(
 
 def _hex(value: bytes | None) -> str | None:
     return None if value is None else value.hex()
+
+
+def known_hash(run: Run, version: int) -> bytes | None:
+    """The hash ``run``'s stream has at ``version`` as this process knows it without a read:
+    genesis before its first event, or its ``head`` when it ends there."""
+    if version == 0:
+        return GENESIS_HASH
+    if run.head is not None and run.head[0] == version:
+        return run.head[1]
+    return None
+
+
+def chain_runs(aggregates: Sequence[Agent | Run], committed: Sequence[StoredEvent]) -> None:
+    """Set each run's ``head`` to the hash its stream now ends with, chaining the committed
+    events from its previous head as the SQL append did (``row_hash``); unknown (None) when
+    that previous head is."""
+    for run in aggregates:
+        if not isinstance(run, Run):
+            continue
+        rows = [s for s in committed if s.originator_id == run.id]
+        if not rows:
+            continue
+        previous = known_hash(run, rows[0].originator_version - 1)
+        if previous is not None:
+            for s in rows:
+                previous = row_hash(previous, run.id, s.originator_version, s.topic, s.state)
+            run.head = (rows[-1].originator_version, previous)
+        else:
+            run.head = None

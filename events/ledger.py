@@ -33,9 +33,24 @@ from events.agent import Agent
 from events.aggregate import projector
 from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
+from events.errors import (
+    LedgerReadError,
+    LedgerUnavailable,
+    NoDatabase,
+    StreamConflict,
+    UnknownAgent,
+    UnknownRun,
+)
 from events.group_commit import GroupCommit
-from events.hashchain import GENESIS_HASH, Row, VerifyReport, row_hash
-from events.heads import ANCHOR_STREAM_ID, Anchor, anchor_digest, anchored_heads
+from events.hashchain import Row, VerifyReport, row_hash
+from events.heads import (
+    ANCHOR_STREAM_ID,
+    Anchor,
+    anchor_digest,
+    anchored_heads,
+    chain_runs,
+    known_hash,
+)
 from events.memory_recorder import InMemoryRecorder
 from events.postgres import drop_dead_connections, listening, postgres_env
 from events.recorder import OwlClawApplicationRecorder
@@ -49,85 +64,6 @@ HEADS_GROUP = 256
 """Stream heads looked up per grouped query (``stream_head``)."""
 _AGENT_PROJECTOR = projector(Agent)
 _RUN_PROJECTOR = projector(Run)
-_HEADER = {"originator_id", "originator_version", "timestamp"}
-
-
-def _own_fields(event: LedgerEvent) -> dict[str, Any]:
-    """An event's own fields as typed values, to record the same fact again."""
-    return {f: getattr(event, f) for f in event.__struct_fields__ if f not in _HEADER}
-
-
-def _known_hash(run: Run, version: int) -> bytes | None:
-    """The hash ``run``'s stream has at ``version`` as this process knows it without a read:
-    genesis before its first event, or its ``head`` when it ends there."""
-    if version == 0:
-        return GENESIS_HASH
-    if run.head is not None and run.head[0] == version:
-        return run.head[1]
-    return None
-
-
-def _chain_runs(aggregates: Sequence[Agent | Run], committed: Sequence[StoredEvent]) -> None:
-    """Set each run's ``head`` to the hash its stream now ends with, chaining the committed
-    events from its previous head as the SQL append did (``row_hash``); unknown (None) when
-    that previous head is."""
-    for run in aggregates:
-        if not isinstance(run, Run):
-            continue
-        rows = [s for s in committed if s.originator_id == run.id]
-        if not rows:
-            continue
-        previous = _known_hash(run, rows[0].originator_version - 1)
-        if previous is not None:
-            for s in rows:
-                previous = row_hash(previous, run.id, s.originator_version, s.topic, s.state)
-            run.head = (rows[-1].originator_version, previous)
-        else:
-            run.head = None
-
-
-class LedgerError(RuntimeError):
-    """Base class of the errors the ledger raises."""
-
-
-class StreamConflict(LedgerError):
-    """Another writer appended to the stream first; this writer's view of it is stale."""
-
-
-class UnknownAgent(LedgerError, KeyError):
-    def __init__(self, agent_id: str):
-        super().__init__(f"unknown agent {agent_id!r}")
-        self.agent_id = agent_id
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class UnknownRun(LedgerError, KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class LedgerUnavailable(LedgerError):
-    """The database could not be reached; ``committed`` says what became of the append."""
-
-    def __init__(self, message: str, committed: bool | None = None):
-        super().__init__(message)
-        self.committed = committed
-
-
-class NoDatabase(LedgerError):
-    """The in-memory ledger was asked for its PostgreSQL database (which read models need)."""
-
-
-class LedgerReadError(LedgerError):
-    """A stored event could not be read; names its stream, version and log position."""
-
-    def __init__(self, cause: LedgerDecodeError, position: int | None):
-        where = f" at log position {position}" if position is not None else ""
-        super().__init__(f"{cause}{where}")
-        self.cause = cause
-        self.position = position
 
 
 @dataclass(frozen=True)
@@ -228,7 +164,7 @@ class Ledger:
                 f"append of {len(events)} event(s) failed, database unreachable: {e}",
                 committed=self._was_committed(events),
             ) from e
-        _chain_runs(aggregates, [r.notification for r in recordings])
+        chain_runs(aggregates, [r.notification for r in recordings])
         self._snapshot_if_due(events, aggregates)
         return [r.notification.id for r in recordings]
 
@@ -275,7 +211,7 @@ class Ledger:
                     raise
                 current = self.load_agent(agent.agent_id)
                 for e in agent_events:
-                    current.record(type(e), **_own_fields(e))
+                    current.record_again(e)
                 agent, agent_events = current, current.collect_events()
         raise StreamConflict(f"agent {agent.agent_id}: still conflicting after {MAX_REBASES} tries")
 
@@ -292,7 +228,7 @@ class Ledger:
         if not pending:
             raise ValueError(f"run {run.id} has no pending events to seal")
         before = pending[0].originator_version - 1
-        previous = _known_hash(run, before)
+        previous = known_hash(run, before)
         if previous is None:
             previous = self._recorder.event_hashes([(run.id, before)]).get((run.id, before))
         if previous is None:

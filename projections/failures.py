@@ -10,7 +10,7 @@ from __future__ import annotations
 import psycopg
 from eventsourcing import persistence
 
-from events.ledger import LedgerUnavailable
+from events.errors import LedgerUnavailable
 from projections.embedders import EmbeddingUnavailable
 
 INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
