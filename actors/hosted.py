@@ -138,16 +138,16 @@ class HostedAgents:
             raise
         hosted = Hosted(runtime)
         self.activations += 1
-        interrupted = await asyncio.to_thread(self.ledger.interrupted_run, agent)
+        interrupted = await asyncio.to_thread(self.ledger.resumable.interrupted_run, agent)
         if interrupted is not None:
             self.resume(hosted, interrupted)
         expired = await runtime.inbox.expire_approvals(ExpireApprovals(agent_id=agent_id))
         open_spawns = any(not spawn.finished for spawn in agent.state.spawns.values())
         if expired or (open_spawns and await runtime.inbox.reconcile_spawns()):
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
-        for answered in await asyncio.to_thread(self.ledger.answered_parked_runs, agent):
+        for answered in await asyncio.to_thread(self.ledger.resumable.answered_parked_runs, agent):
             self.resume(hosted, answered)
-        for queued in await asyncio.to_thread(self.ledger.unstarted_runs, agent):
+        for queued in await asyncio.to_thread(self.ledger.resumable.unstarted_runs, agent):
             self.enqueue(hosted, queued)
         hosted.consumer = asyncio.create_task(self._drain(agent_id, hosted))
         return hosted

@@ -11,7 +11,8 @@ from events.errors import (
     UnknownAgent,
     UnknownRun,
 )
-from events.ledger import Ledger, LoggedEvent
+from events.ledger import Ledger
+from events.ledger_log import LoggedEvent
 from events.run import Run
 from events.streams import agent_stream_id, run_stream_id
 

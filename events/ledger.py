@@ -8,70 +8,59 @@ The class is synchronous like eventsourcing; async callers run it in one worker 
 
 ``Ledger(database_url)`` is the PostgreSQL ledger; ``Ledger.in_memory()`` is the same API on
 eventsourcing's in-memory (POPO) recorders, for fast tests that need no read models.
+
+A ``Ledger`` itself is the agents' streams: append, seal, register, load. Its other parts are
+attributes, each in its own module: ``log`` (the global log, ``events.ledger_log``), ``chains``
+(hash chains and anchors, ``events.ledger_chains``), ``database`` (the PostgreSQL side,
+``events.ledger_database``) and ``resumable`` (what a restarted host picks up,
+``events.ledger_resumable``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Generator, Iterable, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Container, Sequence
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import (
     IntegrityError,
-    Notification,
     PersistenceError,
-    StoredEvent,
 )
-from psycopg.sql import SQL, Identifier
 
 from events import catalog as ev
 from events.agent import Agent
 from events.aggregate import projector
 from events.catalog import LedgerEvent
-from events.codec import LedgerDecodeError, MsgspecMapper, topic_of
+from events.codec import LedgerDecodeError, MsgspecMapper
 from events.errors import (
     LedgerReadError,
     LedgerUnavailable,
-    NoDatabase,
     StreamConflict,
     UnknownAgent,
     UnknownRun,
 )
-from events.group_commit import GroupCommit
-from events.hashchain import Row, VerifyReport, row_hash
+from events.hashchain import row_hash
 from events.heads import (
-    ANCHOR_STREAM_ID,
-    Anchor,
-    anchor_digest,
-    anchored_heads,
     chain_runs,
     known_hash,
 )
+from events.ledger_chains import LedgerChains
+from events.ledger_database import LedgerDatabase
+from events.ledger_log import LedgerLog, LoggedEvent
+from events.ledger_resumable import ResumableRuns
+from events.ledger_store import LedgerStore
 from events.memory_recorder import InMemoryRecorder
-from events.postgres import drop_dead_connections, listening, postgres_env
+from events.postgres import postgres_env
 from events.recorder import OwlClawApplicationRecorder
 from events.run import Run
-from events.streams import agent_stream_id, now, run_stream_id
+from events.streams import agent_stream_id, now
 
 MAX_REBASES = 10
 REGISTER_BATCH = 1000
 """Agents registered per commit by ``register_agents``."""
-HEADS_GROUP = 256
-"""Stream heads looked up per grouped query (``stream_head``)."""
 _AGENT_PROJECTOR = projector(Agent)
 _RUN_PROJECTOR = projector(Run)
-
-
-@dataclass(frozen=True)
-class LoggedEvent:
-    """An event with its position in the global log."""
-
-    position: int
-    event: LedgerEvent
 
 
 class _LedgerApplication(Application[UUID]):
@@ -90,7 +79,8 @@ CONNECTIONS = POOL_SIZE + MAX_OVERFLOW
 
 
 class Ledger:
-    """Append to and read from the agents' streams; read and follow the global log."""
+    """Append to and read from the agents' streams; its ``log``, ``chains``, ``database`` and
+    ``resumable`` runs are parts of their own."""
 
     def __init__(
         self,
@@ -132,12 +122,13 @@ class Ledger:
         self._app = _LedgerApplication(env=env)
         recorder = self._app.recorder
         assert isinstance(recorder, OwlClawApplicationRecorder | InMemoryRecorder)
-        self._recorder: OwlClawApplicationRecorder | InMemoryRecorder = recorder
         self._mapper = self._app.mapper
+        self._store = LedgerStore(recorder, self._mapper)
         self.snapshot_interval = snapshot_interval
-        self._heads: GroupCommit[UUID, tuple[int, bytes] | None] = GroupCommit(
-            self._lookup_heads, max_group=HEADS_GROUP
-        )
+        self.log = LedgerLog(self._store)
+        self.chains = LedgerChains(self._store, self.append_events)
+        self.database = LedgerDatabase(self._store)
+        self.resumable = ResumableRuns(self._store, self.load_run)
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -160,7 +151,7 @@ class Ledger:
                 f"this writer's earlier append failed ({e})"
             ) from e
         except (PersistenceError, OSError) as e:
-            raise self._unavailable(
+            raise self._store.unavailable(
                 f"append of {len(events)} event(s) failed, database unreachable: {e}",
                 committed=self._was_committed(events),
             ) from e
@@ -197,7 +188,10 @@ class Ledger:
                 if not agent_events:
                     raise
                 base = agent_events[0].originator_version - 1
-                others = [self._decode(s) for s in self._recorder.select_events(agent.id, gt=base)]
+                others = [
+                    self._store.decode(s)
+                    for s in self._store.recorder.select_events(agent.id, gt=base)
+                ]
                 seals_only = all(isinstance(e, ev.RunSealed) for e in agent_events)
                 if not seals_only and (
                     not others
@@ -230,7 +224,7 @@ class Ledger:
         before = pending[0].originator_version - 1
         previous = known_hash(run, before)
         if previous is None:
-            previous = self._recorder.event_hashes([(run.id, before)]).get((run.id, before))
+            previous = self.chains.event_hashes([(run.id, before)]).get((run.id, before))
         if previous is None:
             raise StreamConflict(f"run {run.id}: version {before} is not stored, cannot seal")
         for event in pending:
@@ -272,14 +266,7 @@ class Ledger:
     def _was_committed(self, events: Sequence[LedgerEvent]) -> bool | None:
         """After a failed append, look (once) whether its last event is in the ledger."""
         last = events[-1]
-        return self._recorder.has_event_once(last.originator_id, last.originator_version)
-
-    def _unavailable(self, message: str, committed: bool | None = None) -> LedgerUnavailable:
-        """The database did not answer: the pool's dead connections go now, so the caller's
-        next try gets a live one once the server is back (``drop_dead_connections``)."""
-        if isinstance(self._recorder, OwlClawApplicationRecorder):
-            drop_dead_connections(self._recorder.datastore)
-        return LedgerUnavailable(message, committed)
+        return self._store.recorder.has_event_once(last.originator_id, last.originator_version)
 
     # --- agents and runs ----------------------------------------------------------------------
 
@@ -306,7 +293,7 @@ class Ledger:
         for start in range(0, len(agent_ids), REGISTER_BATCH):
             batch = {agent_stream_id(a): a for a in agent_ids[start : start + REGISTER_BATCH]}
             for _ in range(MAX_REBASES):
-                registered = self.stream_heads(list(batch))
+                registered = self.chains.stream_heads(list(batch))
                 events = [
                     ev.AgentRegistered(
                         originator_id=stream,
@@ -341,8 +328,8 @@ class Ledger:
 
     def require_agent(self, agent_id: str) -> None:
         """Raise UnknownAgent unless the agent is registered: a look at its stream's head (see
-        ``stream_head``), not a load of the agent, for callers that hand it to its actor."""
-        if self.stream_head(agent_stream_id(agent_id)) is None:
+        ``chains.stream_head``), not a load of the agent, for callers that hand it to its actor."""
+        if self.chains.stream_head(agent_stream_id(agent_id)) is None:
             raise UnknownAgent(agent_id)
 
     def load_agent(self, agent_id: str) -> Agent:
@@ -356,45 +343,17 @@ class Ledger:
         except LedgerDecodeError as e:
             raise LedgerReadError(e, None) from e
         except PersistenceError as e:
-            raise self._unavailable(f"cannot load agent {agent_id!r}: {e}") from e
+            raise self._store.unavailable(f"cannot load agent {agent_id!r}: {e}") from e
         assert isinstance(agent, Agent)
         return agent
-
-    def interrupted_run(self, agent: Agent) -> UUID | None:
-        """The agent's latest started run if it has no end event and is not parked for an
-        approval (its process stopped mid-run). Runs of an agent run one at a time, so only
-        the latest started one can be open."""
-        for run_no in range(agent.state.run_count, 0, -1):
-            run_id = run_stream_id(agent.agent_id, run_no)
-            if self._recorder.select_events(run_id, limit=1):
-                state = self.load_run(run_id).state
-                return None if state.ended or state.status == "parked" else run_id
-        return None
 
     def agent_events_at(self, agent: Agent, versions: Sequence[int]) -> list[LedgerEvent]:
         """The agent-stream events at ``versions`` (one range read), in stream order."""
         if not versions:
             return []
         wanted = set(versions)
-        stored = self._recorder.select_events(agent.id, gt=min(wanted) - 1, lte=max(wanted))
-        return [self._decode(s) for s in stored if s.originator_version in wanted]
-
-    def answered_parked_runs(self, agent: Agent) -> list[UUID]:
-        """Runs parked for an approval that has been answered (or expired) since, or for a
-        sub-agent whose run has ended: to resume."""
-        answered = {a.run_id for a in agent.state.approvals.values() if a.status != "pending"}
-        answered |= {s.run_id for s in agent.state.spawns.values() if s.wait and s.finished}
-        return [r for r in sorted(answered) if self.load_run(r).state.status == "parked"]
-
-    def unstarted_runs(self, agent: Agent) -> list[ev.RunQueued]:
-        """Queued runs that never started (their process stopped first), oldest first."""
-        queued = {e.run_no: e for e in self.stream(agent.id) if isinstance(e, ev.RunQueued)}
-        waiting = []
-        for run_no in range(agent.state.run_count, 0, -1):
-            if self._recorder.select_events(run_stream_id(agent.agent_id, run_no), limit=1):
-                break
-            waiting.append(queued[run_no])
-        return waiting[::-1]
+        stored = self._store.recorder.select_events(agent.id, gt=min(wanted) - 1, lte=max(wanted))
+        return [self._store.decode(s) for s in stored if s.originator_version in wanted]
 
     def load_run(self, run_id: UUID) -> Run:
         try:
@@ -411,7 +370,7 @@ class Ledger:
 
     def stream(self, stream_id: UUID) -> list[LedgerEvent]:
         """All events of one stream, in version order."""
-        return [self._decode(s) for s in self._recorder.select_events(stream_id)]
+        return self._store.stream(stream_id)
 
     def agent_history(
         self, agent_id: str, after: int = 0, limit: int | None = None
@@ -420,199 +379,20 @@ class Ledger:
         after log position ``after``, at most ``limit`` of them (None: all)."""
         agent = self.load_agent(agent_id)
         streams = [agent.id, *agent.run_ids()]
-        rows = self._recorder.select_stream_notifications(streams, after, limit)
-        return [LoggedEvent(n.id, self._decode(n, n.id)) for n in rows]
-
-    # --- the global log -----------------------------------------------------------------------
-
-    def read(
-        self,
-        after: int = 0,
-        limit: int = 1000,
-        *,
-        up_to: int | None = None,
-        types: Sequence[type[LedgerEvent]] = (),
-    ) -> list[LoggedEvent]:
-        """Up to ``limit`` events after log position ``after`` (and at most ``up_to``), in log
-        order; only events of ``types`` if given (filtered in the database)."""
-        try:
-            notifications = self._recorder.select_notifications(
-                start=after,
-                limit=limit,
-                stop=up_to,
-                topics=[topic_of(t) for t in types],
-                inclusive_of_start=False,
-            )
-        except PersistenceError as e:
-            raise self._unavailable(f"cannot read the ledger: {e}") from e
-        return [LoggedEvent(n.id, self._decode(n, n.id)) for n in notifications]
+        rows = self._store.recorder.select_stream_notifications(streams, after, limit)
+        return [LoggedEvent(n.id, self._store.decode(n, n.id)) for n in rows]
 
     def agent_ids(self) -> list[str]:
         """Every registered agent, in registration order."""
         ids, after = [], 0
-        while page := self.read(after, types=[ev.AgentRegistered]):
+        while page := self.log.read(after, types=[ev.AgentRegistered]):
             ids += [e.event.agent_id for e in page if isinstance(e.event, ev.AgentRegistered)]
             after = page[-1].position
         return ids
 
-    def head(self) -> int:
-        """The position of the last event readers can see (0 for an empty ledger)."""
-        return self._recorder.max_notification_id() or 0
-
-    def last_committed(self) -> int:
-        """The position of the last committed event, also while an older open transaction
-        holds it back from readers: what a reader must reach to have seen every event committed
-        so far (``head`` reaches it once that transaction ends)."""
-        try:
-            return self._recorder.max_committed_notification_id() or 0
-        except PersistenceError as e:
-            raise self._unavailable(f"cannot read the ledger: {e}") from e
-
-    def subscribe(self, after: int = 0) -> Generator[LoggedEvent]:
-        """Follow the log from ``after``, woken by LISTEN/NOTIFY; runs until closed."""
-        with self._recorder.subscribe(gt=after) as subscription:
-            for n in subscription:
-                yield LoggedEvent(n.id, self._decode(n, n.id))
-
-    def is_held_back(self, after: int) -> bool:
-        """True while committed events above log position ``after`` are not yet readable
-        because an older transaction is still open (poll briefly instead of waiting for a
-        wake-up). Always False in memory."""
-        return self._recorder.is_held_back(after)
-
-    def chain_rows(self, streams: Sequence[UUID]) -> Iterable[Row]:
-        """The stored rows of ``streams`` as stored (state bytes, log position, prev_hash, hash),
-        stream by stream in the order given, each by version: what an evidence bundle holds."""
-        return self._recorder.chain_rows(streams)
-
-    def verify(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
-        """Recompute the hash chains of every stream, or of ``streams``."""
-        return self._recorder.verify_chains(streams)
-
-    def stream_heads(self, streams: Sequence[UUID] | None = None) -> dict[UUID, tuple[int, bytes]]:
-        """Stream -> (last version, its hash) as stored now, of every stream or ``streams``."""
-        return self._recorder.stream_heads(streams)
-
-    def stream_head(self, stream: UUID) -> tuple[int, bytes] | None:
-        """``stream``'s (last version, its hash) as stored now, None if it has no events. The
-        lookups of concurrent callers share one query (``GroupCommit``): each agent's runtime
-        checks its stream's head twice a run."""
-        return self._heads.submit(stream)
-
-    def _lookup_heads(self, streams: list[UUID]) -> list[tuple[int, bytes] | None]:
-        try:
-            heads = self._recorder.stream_heads(list(set(streams)))
-        except PersistenceError as e:  # every caller of the group gets it
-            raise self._unavailable(f"cannot look up stream heads: {e}") from e
-        return [heads.get(s) for s in streams]
-
-    def event_hashes(self, keys: Sequence[tuple[UUID, int]]) -> dict[tuple[UUID, int], bytes]:
-        """(stream, version) -> the stored hash of that event, for the stored ones of ``keys``."""
-        return self._recorder.event_hashes(keys)
-
-    def anchor(self) -> Anchor:
-        """Record the head of every stream as ``ChainsAnchored`` on the anchor stream; the
-        anchor as printed for the operator. A concurrent anchor is retried on top of it."""
-        for _ in range(MAX_REBASES):
-            heads = self.stream_heads()
-            anchored = anchored_heads(heads)
-            event = ev.ChainsAnchored(
-                originator_id=ANCHOR_STREAM_ID,
-                originator_version=heads.get(ANCHOR_STREAM_ID, (0, b""))[0] + 1,
-                timestamp=now(),
-                heads=anchored,
-                digest=anchor_digest(anchored),
-            )
-            try:
-                self.append_events([event])
-                return Anchor.of(event)
-            except StreamConflict:
-                continue
-        raise StreamConflict(f"anchor: still conflicting after {MAX_REBASES} tries")
-
-    def latest_anchor(self) -> Anchor | None:
-        """The last anchor recorded in the ledger, if any."""
-        stored = self._recorder.select_events(ANCHOR_STREAM_ID, desc=True, limit=1)
-        if not stored:
-            return None
-        event = self._decode(stored[0])
-        assert isinstance(event, ev.ChainsAnchored)
-        return Anchor.of(event)
-
-    # --- the PostgreSQL database, for read models (events.tracking) and benches ---------------
-
-    def listen(self, channel: str | None = None) -> AbstractContextManager[psycopg.Connection[Any]]:
-        """A connection of its own (outside the pool) LISTENing on ``channel`` (by default the
-        one appends are announced on, ``notify_channel``): wait on it with ``notifies``."""
-        return listening(self._postgres().datastore, channel or self.notify_channel)
-
-    def drop_dead_connections(self) -> None:
-        """Replace the pool's dead connections now (``events.postgres.drop_dead_connections``):
-        after a call met the database away, so the next one gets a live connection."""
-        drop_dead_connections(self._postgres().datastore)
-
-    def database_size(self) -> int:
-        """The size of the ledger's database in bytes (its log and the views' tables)."""
-        with self._postgres().datastore.get_connection() as conn:
-            row = conn.execute("SELECT pg_database_size(current_database()) AS b").fetchone()
-        return int(row["b"]) if row else 0
-
-    def count_events(self, types: Sequence[type[LedgerEvent]]) -> int:
-        """How many events of ``types`` the log holds."""
-        recorder = self._postgres()
-        with recorder.datastore.get_connection() as conn:
-            row = conn.execute(
-                SQL("SELECT count(*) AS n FROM {} WHERE topic = ANY(%s)").format(
-                    Identifier(recorder.events_table_name)
-                ),
-                ([topic_of(t) for t in types],),
-            ).fetchone()
-        return int(row["n"]) if row else 0
-
-    def stream_commits(self, stream: UUID) -> int:
-        """How many transactions committed ``stream``'s events (commits per step, in benches)."""
-        recorder = self._postgres()
-        with recorder.datastore.get_connection() as conn:
-            row = conn.execute(
-                SQL(
-                    "SELECT count(DISTINCT transaction_id) AS n FROM {} WHERE originator_id = %s"
-                ).format(Identifier(recorder.events_table_name)),
-                (stream,),
-            ).fetchone()
-        return int(row["n"]) if row else 0
-
-    @property
-    def notify_channel(self) -> str:
-        """The PostgreSQL channel appends are announced on (LISTEN to wait for new events)."""
-        return self._postgres().channel_name
-
-    def _postgres(self) -> OwlClawApplicationRecorder:
-        if not isinstance(self._recorder, OwlClawApplicationRecorder):
-            raise NoDatabase(
-                "the in-memory ledger has no PostgreSQL database: views, timers and memory "
-                "need Ledger(database_url)"
-            )
-        return self._recorder
-
-    def _decode(self, stored: StoredEvent, position: int | None = None) -> LedgerEvent:
-        try:
-            event = self._mapper.to_domain_event(stored)
-        except LedgerDecodeError as e:
-            if position is None and isinstance(stored, Notification):
-                position = stored.id
-            raise LedgerReadError(e, position) from e
-        assert isinstance(event, LedgerEvent)
-        return event
-
-    @property
-    def recorder(self) -> OwlClawApplicationRecorder | InMemoryRecorder:
-        """The underlying eventsourcing recorder, for tests that store raw rows (old event
-        versions, unknown types). Other code uses the methods above."""
-        return self._recorder
-
     def close(self) -> None:
-        if isinstance(self._recorder, OwlClawApplicationRecorder):
-            self._recorder.close_notifier()
+        if isinstance(self._store.recorder, OwlClawApplicationRecorder):
+            self._store.recorder.close_notifier()
         self._app.close()
 
     def __enter__(self) -> Ledger:

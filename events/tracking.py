@@ -22,7 +22,7 @@ class LedgerTrackingRecorder(PostgresTrackingRecorder):
     """A tracking recorder in ``ledger``'s database (NoDatabase for the in-memory ledger)."""
 
     def __init__(self, ledger: Ledger, *, tracking_table_name: str):
-        super().__init__(ledger._postgres().datastore, tracking_table_name=tracking_table_name)
+        super().__init__(ledger.database.datastore, tracking_table_name=tracking_table_name)
         self.ledger = ledger
 
     def create_table(self) -> None:

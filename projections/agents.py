@@ -11,7 +11,7 @@ from psycopg import Cursor
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 from projections.sqlvalues import text
 from projections.view import View
 

@@ -1,11 +1,11 @@
 """Read-your-writes for one-off readers (the CLI): a view brought up to every event committed
 before the reader asked.
 
-``Ledger.head`` is the last position readers can see; while an older transaction is still open
+``Ledger.log.head`` is the last position readers can see; while an older transaction is still open
 (another process's projection batch, a writer mid-commit), events committed after it stay below
 that watermark. A reader that stopped at ``head`` could therefore answer without an event whose
 commit it already saw, e.g. the memory of a run whose end ``owlclaw trigger`` just printed. So the
-target is ``Ledger.last_committed`` and the reader waits, bounded, for the watermark to pass it.
+target is ``Ledger.log.last_committed`` and the reader waits, bounded, for the watermark to pass it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def catch_up_to_committed(
     tracked position under the projection's lock and resumes from it, so nothing is applied
     twice. Raises ``ViewBehind`` after ``stall_timeout_s`` without progress.
     """
-    committed = ledger.last_committed()
+    committed = ledger.log.last_committed()
     runner = ProjectionRunner(ledger, view)
     deadline = time.monotonic() + stall_timeout_s
     while runner.position < committed:

@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Generator, Sequence
 from dataclasses import dataclass
 
 from events.catalog import TERMINAL_RUN_EVENTS, LedgerEvent, RunParked
-from events.ledger import Ledger, LoggedEvent
+from events.ledger import Ledger
+from events.ledger_log import LoggedEvent
 from projections.locks import channel
 from projections.view import View
 
@@ -33,7 +34,7 @@ class LogBatch:
 
 def follow_log(ledger: Ledger, after: int = 0) -> Generator[LoggedEvent]:
     """Every ledger event after ``after``, in log order, forever (close it to stop)."""
-    yield from ledger.subscribe(after=after)
+    yield from ledger.log.subscribe(after=after)
 
 
 def follow_log_until(
@@ -46,16 +47,16 @@ def follow_log_until(
     database), until ``stop`` is set: checked after each batch and at least every second while
     the log is idle, so a supervised worker stops promptly. Each batch says the position it
     reaches, also when none of its events were wanted."""
-    with ledger.listen() as conn:
+    with ledger.database.listen() as conn:
         last = after
         while not stop.is_set():
-            head = ledger.head()
+            head = ledger.log.head()
             if head > last:
-                batch = ledger.read(after=last, limit=BATCH_SIZE, up_to=head, types=types)
+                batch = ledger.log.read(after=last, limit=BATCH_SIZE, up_to=head, types=types)
                 last = batch[-1].position if len(batch) == BATCH_SIZE else head
                 yield LogBatch(batch, last)
                 continue
-            wait = HELD_BACK_POLL_SECONDS if ledger.is_held_back(last) else IDLE_WAKE_SECONDS
+            wait = HELD_BACK_POLL_SECONDS if ledger.log.is_held_back(last) else IDLE_WAKE_SECONDS
             for _ in conn.notifies(timeout=wait, stop_after=1):
                 pass
 
@@ -66,11 +67,11 @@ def follow_projection(ledger: Ledger, view: View, after: int = 0) -> Generator[L
     Reading the view's tables after receiving position P therefore shows at least P.
     """
     last = after
-    with ledger.listen(channel(view.name)) as conn:
+    with ledger.database.listen(channel(view.name)) as conn:
         while True:
             absorbed = view.max_tracking_id(view.tracking_name) or 0
             while last < absorbed:
-                batch = ledger.read(after=last, up_to=absorbed, types=view.events)
+                batch = ledger.log.read(after=last, up_to=absorbed, types=view.events)
                 yield from batch
                 last = batch[-1].position if len(batch) == 1000 else absorbed
             for _ in conn.notifies(timeout=IDLE_WAKE_SECONDS, stop_after=1):

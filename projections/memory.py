@@ -27,7 +27,8 @@ from psycopg.sql import Composable, Literal
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
-from events.ledger import Ledger, LoggedEvent
+from events.ledger import Ledger
+from events.ledger_log import LoggedEvent
 from projections.embedders import Embedder, embedder_for
 from projections.locks import lock_key
 from projections.memory_files import agent_directory, render_entry, write_memory_files

@@ -18,7 +18,8 @@ from psycopg import Cursor
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
-from events.ledger import Ledger, LoggedEvent
+from events.ledger import Ledger
+from events.ledger_log import LoggedEvent
 from projections.delivery import post_json
 from projections.sqlvalues import text
 from projections.view import View

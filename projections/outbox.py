@@ -26,7 +26,8 @@ from psycopg.sql import SQL, Identifier
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
-from events.ledger import Ledger, LoggedEvent
+from events.ledger import Ledger
+from events.ledger_log import LoggedEvent
 from events.streams import message_stream_id
 from projections import parked as parking
 from projections.channels import deliver

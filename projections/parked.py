@@ -15,7 +15,7 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 
 from events.codec import topic_of
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 
 ERRORS_DDL = (
     "CREATE TABLE IF NOT EXISTS projection_errors ("

@@ -135,7 +135,7 @@ class MemoryStore:
         if (view.max_tracking_id(view.tracking_name) or 0) >= position:
             return True
         deadline = time.monotonic() + timeout
-        with view.ledger.listen(channel(view.name)) as conn:
+        with view.ledger.database.listen(channel(view.name)) as conn:
             while (view.max_tracking_id(view.tracking_name) or 0) < position:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -43,7 +43,7 @@ def retry_parked(ledger: Ledger, view: View) -> list[RetryOutcome]:
     with view.transaction() as curs:
         pending = parking.parked(curs, view.tracking_name)
     for entry in pending:
-        [logged] = ledger.read(after=entry.position - 1, limit=1, up_to=entry.position)
+        [logged] = ledger.log.read(after=entry.position - 1, limit=1, up_to=entry.position)
         failure: Exception | None = None
         try:
             view.prepare([logged])

@@ -28,7 +28,8 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
-from events.ledger import Ledger, LoggedEvent
+from events.ledger import Ledger
+from events.ledger_log import LoggedEvent
 from projections import parked as parking
 from projections.failures import ProjectionFailed, is_infrastructure
 from projections.locks import channel, lock_key
@@ -63,11 +64,13 @@ class ProjectionRunner:
 
     def step(self) -> int:
         """Apply the next batch; returns how many log positions the view advanced."""
-        head = self.ledger.head()
+        head = self.ledger.log.head()
         start = self.position
         if head <= start:
             return 0
-        batch = self.ledger.read(after=start, limit=BATCH_SIZE, up_to=head, types=self.view.events)
+        batch = self.ledger.log.read(
+            after=start, limit=BATCH_SIZE, up_to=head, types=self.view.events
+        )
         end = batch[-1].position if len(batch) == BATCH_SIZE else head
         for attempt in range(self.BATCH_ATTEMPTS):
             try:
@@ -184,7 +187,7 @@ class ProjectionRunner:
         far, also events an older open transaction still holds back from readers (``head``
         would stop short of them, and a caller that has just appended would not see its own
         events)."""
-        target = self.ledger.last_committed() if until is None else until
+        target = self.ledger.log.last_committed() if until is None else until
         while self.position < target:
             if self.step() == 0 and self.position < target:
                 time.sleep(self.HELD_BACK_POLL_SECONDS)
@@ -201,11 +204,11 @@ class ProjectionRunner:
         """
         ledger = self.ledger
         self.position = self.view.max_tracking_id(self.view.tracking_name) or 0
-        with ledger.listen() as conn:
+        with ledger.database.listen() as conn:
             while not stop.is_set():
                 if self.step():
                     continue
-                held = ledger.is_held_back(self.position)
+                held = ledger.log.is_held_back(self.position)
                 wait = self.HELD_BACK_POLL_SECONDS if held else self.IDLE_WAKE_SECONDS
                 for _ in conn.notifies(timeout=wait, stop_after=1):
                     pass

@@ -14,7 +14,7 @@ from psycopg import Cursor
 from events import catalog as ev
 from events.catalog import LedgerEvent
 from events.cron import next_fire_if_any
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 from projections.sqlvalues import text
 from projections.view import View
 

@@ -32,12 +32,12 @@ def projection_status(
     ledger: Ledger, view: View, running: bool = False, error: BaseException | None = None
 ) -> ProjectionStatus:
     position = view.max_tracking_id(view.tracking_name) or 0
-    head = ledger.head()
+    head = ledger.log.head()
     with view.transaction() as curs:
         errors = parking.parked(curs, view.tracking_name)
     lag_seconds = 0.0
     if head > position:
-        oldest = ledger.read(after=position, limit=1)
+        oldest = ledger.log.read(after=position, limit=1)
         if oldest:
             age = datetime.now(UTC) - oldest[0].event.timestamp
             lag_seconds = max(0.0, age.total_seconds())

@@ -17,7 +17,8 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
 from events.catalog import LedgerEvent
-from events.ledger import Ledger, LoggedEvent
+from events.ledger import Ledger
+from events.ledger_log import LoggedEvent
 from events.tracking import LedgerTrackingRecorder
 from projections.parked import ERRORS_DDL
 

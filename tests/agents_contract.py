@@ -703,7 +703,7 @@ def test_a_schedule_is_cancelled_through_the_agents_writer_during_a_run(setting:
         "console:ops",
         "obsolete",
     )
-    assert ledger.read(after=position - 1, limit=1)[0].event == cancelled
+    assert ledger.log.read(after=position - 1, limit=1)[0].event == cancelled
     [(_, remaining)] = agent.state.schedules.items()  # the run's own schedule, committed after
     assert remaining.owner_run_id is not None
     assert_one_end_each_and_contiguous(ledger, agent_id)

@@ -97,7 +97,7 @@ class LedgerContract:
             run.record(ev.DecisionLogged, decision_type="other", reasoning=str(i))
         positions = ledger.append(agent, run)
         assert positions == list(range(positions[0], positions[0] + 22))
-        assert ledger.head() == positions[-1]
+        assert ledger.log.head() == positions[-1]
 
     def test_a_writer_whose_append_failed_cannot_append_past_the_lost_versions(
         self, ledger: Ledger
@@ -108,10 +108,10 @@ class LedgerContract:
         run.record(ev.RunWarning, source="test", message="collected by an append that failed")
         run.collect_events()
         run.record(ev.RunCompleted, tool_calls=0)
-        head = ledger.head()
+        head = ledger.log.head()
         with pytest.raises(StreamConflict, match="does not follow its last stored version 1"):
             ledger.append(run)
-        assert ledger.head() == head
+        assert ledger.log.head() == head
         assert [e.originator_version for e in ledger.stream(run.id)] == [1]
 
     def test_a_stale_writer_gets_stream_conflict_and_nothing_of_it_is_stored(
@@ -123,10 +123,10 @@ class LedgerContract:
         ledger.append(first)
         identity(second, 2)
         run = Run.start(second.agent_id, second.queue_run(trigger="webhook"))
-        head = ledger.head()
+        head = ledger.log.head()
         with pytest.raises(StreamConflict, match="another writer appended first"):
             ledger.append(second, run)
-        assert ledger.head() == head
+        assert ledger.log.head() == head
         assert ledger.stream(run.id) == []
         loaded = ledger.load_agent("contested")
         assert loaded.version == 2 and loaded.state.run_count == 0
@@ -180,22 +180,22 @@ class LedgerContract:
         agent = ledger.register_agent("reader")
         run_once(ledger, agent, "one")
         run_once(ledger, agent, "two")
-        head = ledger.head()
-        assert [e.position for e in ledger.read(0)] == list(range(1, head + 1))
-        assert [e.position for e in ledger.read(2, limit=3)] == [3, 4, 5]
-        assert [e.position for e in ledger.read(0, up_to=4)] == [1, 2, 3, 4]
-        completed = ledger.read(0, types=[ev.RunCompleted, ev.RunStarted])
+        head = ledger.log.head()
+        assert [e.position for e in ledger.log.read(0)] == list(range(1, head + 1))
+        assert [e.position for e in ledger.log.read(2, limit=3)] == [3, 4, 5]
+        assert [e.position for e in ledger.log.read(0, up_to=4)] == [1, 2, 3, 4]
+        completed = ledger.log.read(0, types=[ev.RunCompleted, ev.RunStarted])
         assert [type(e.event) for e in completed] == [ev.RunStarted, ev.RunCompleted] * 2
-        assert not ledger.is_held_back(0)
+        assert not ledger.log.is_held_back(0)
 
     def test_subscribe_follows_the_global_log(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("follow")
         run_once(ledger, agent, "before")
-        head = ledger.head()
+        head = ledger.log.head()
         received: list[int] = []
 
         def follow() -> None:
-            for logged in ledger.subscribe(after=head):
+            for logged in ledger.log.subscribe(after=head):
                 received.append(logged.position)
                 if len(received) == 5:
                     return
@@ -209,24 +209,27 @@ class LedgerContract:
     def test_an_interrupted_run_and_unstarted_runs_are_found(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("crashy")
         run_once(ledger, agent, "done")
-        assert ledger.interrupted_run(agent) is None and ledger.unstarted_runs(agent) == []
+        assert (
+            ledger.resumable.interrupted_run(agent) is None
+            and ledger.resumable.unstarted_runs(agent) == []
+        )
         open_run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="cut off"))
         ledger.append(agent, open_run)
-        assert ledger.interrupted_run(agent) == open_run.id
+        assert ledger.resumable.interrupted_run(agent) == open_run.id
         open_run.record(ev.RunFailed, error="crashed")
         ledger.append(open_run)
         waiting = [agent.queue_run("webhook", focus=f"later {i}") for i in range(2)]
         ledger.append(agent)
-        assert ledger.interrupted_run(agent) is None
-        assert ledger.unstarted_runs(agent) == waiting
+        assert ledger.resumable.interrupted_run(agent) is None
+        assert ledger.resumable.unstarted_runs(agent) == waiting
 
     def test_the_hash_chain_of_every_stream_verifies(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("chained")
         run_ids = [run_once(ledger, agent, f"focus {i}") for i in range(2)]
         ledger.register_agent("other")
-        report = ledger.verify()
-        assert report.ok and (report.streams, report.events) == (4, ledger.head())
-        one = ledger.verify([agent.id, run_ids[0]])
+        report = ledger.chains.verify()
+        assert report.ok and (report.streams, report.events) == (4, ledger.log.head())
+        one = ledger.chains.verify([agent.id, run_ids[0]])
         assert one.ok and (one.streams, one.events) == (2, 3 + 4)
 
     def test_stream_heads_are_each_streams_last_event_and_its_hash(self, ledger: Ledger) -> None:
@@ -238,17 +241,17 @@ class LedgerContract:
         ledger.append(long)
         short = ledger.register_agent("short")
         missing = uuid.uuid4()
-        rows = {(r[0], r[1]): r[6] for r in ledger.chain_rows([long.id, short.id])}
+        rows = {(r[0], r[1]): r[6] for r in ledger.chains.chain_rows([long.id, short.id])}
         expected = {long.id: (121, rows[(long.id, 121)]), short.id: (1, rows[(short.id, 1)])}
-        assert ledger.stream_heads([long.id, short.id, missing, long.id]) == expected
-        assert {s: h for s, h in ledger.stream_heads().items() if s in expected} == expected
+        assert ledger.chains.stream_heads([long.id, short.id, missing, long.id]) == expected
+        assert {s: h for s, h in ledger.chains.stream_heads().items() if s in expected} == expected
 
         found: list[tuple[uuid.UUID, tuple[int, bytes] | None]] = []
         start = threading.Barrier(6)
 
         def look(stream: uuid.UUID) -> None:  # concurrent lookups share queries
             start.wait()
-            found.append((stream, ledger.stream_head(stream)))
+            found.append((stream, ledger.chains.stream_head(stream)))
 
         streams = [long.id, short.id, missing] * 2
         threads = [threading.Thread(target=look, args=(s,)) for s in streams]
@@ -261,7 +264,7 @@ class LedgerContract:
     def test_chain_rows_are_the_given_streams_in_that_order(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("exported")
         run_ids = [run_once(ledger, agent, f"focus {i}") for i in range(2)]
-        rows = list(ledger.chain_rows([run_ids[1], agent.id]))
+        rows = list(ledger.chains.chain_rows([run_ids[1], agent.id]))
         versions = [(s, len(ledger.stream(s))) for s in (run_ids[1], agent.id)]
         assert [(r[0], r[1]) for r in rows] == [
             (s, v) for s, n in versions for v in range(1, n + 1)
@@ -275,7 +278,7 @@ class LedgerContract:
             b'"timestamp":"2025-01-01T00:00:00Z","message":"stored long ago"}'
             % str(agent.id).encode()
         )
-        ledger.recorder.insert_events([StoredEvent(agent.id, 2, "SampleV1Moved", v1)])
+        ledger.database.recorder.insert_events([StoredEvent(agent.id, 2, "SampleV1Moved", v1)])
         event = ledger.stream(agent.id)[1]
         assert isinstance(event, SampleV1Moved)
         assert (event.note, event.source) == ("stored long ago", "v1")
@@ -285,21 +288,23 @@ class LedgerContract:
     ) -> None:
         agent = ledger.register_agent("future")
         ledger.register_agent("neighbour")
-        [pos] = ledger.recorder.insert_events([StoredEvent(agent.id, 2, "FromV9", b"{}")]) or [0]
+        [pos] = ledger.database.recorder.insert_events(
+            [StoredEvent(agent.id, 2, "FromV9", b"{}")]
+        ) or [0]
         other = ledger.register_agent("after")
         run_once(ledger, other, "still fine")
         with pytest.raises(LedgerReadError) as info:
-            ledger.read(0)
+            ledger.log.read(0)
         assert "FromV9" in str(info.value) and f"log position {pos}" in str(info.value)
         assert info.value.position == pos
-        assert len(ledger.read(pos)) == 1 + 5
+        assert len(ledger.log.read(pos)) == 1 + 5
         assert ledger.load_agent("neighbour").version == 1
         assert ledger.agent_history("after")[-1].event.originator_version == 4
 
     def test_an_undecodable_payload_names_stream_and_version(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("corrupt")
         run_id = run_once(ledger, agent, "x")
-        ledger.recorder.insert_events([StoredEvent(run_id, 5, "RunCompleted", b"{{")])
+        ledger.database.recorder.insert_events([StoredEvent(run_id, 5, "RunCompleted", b"{{")])
         with pytest.raises(LedgerReadError) as info:
             ledger.agent_history("corrupt")
         assert f"stream {run_id} version 5" in str(info.value)

@@ -21,7 +21,7 @@ from events import Ledger
 from events import catalog as ev
 from events.agent import Agent
 from events.agent_state import ActiveSchedule, Approval
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 from events.streams import agent_stream_id
 from projections.embedders import Embedder
 from projections.recall import MemoryStore

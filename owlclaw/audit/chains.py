@@ -28,11 +28,11 @@ def verify_agent(
     each stream against ``anchor`` (one kept outside), by default the ledger's latest."""
     agent_ids = ledger.agent_ids() if agent_id is None else [agent_id]
     streams = None if agent_id is None else agent_streams(ledger, agent_id)
-    report = ledger.verify(streams)
+    report = ledger.chains.verify(streams)
     if anchor is not None:
         by = f"anchor {anchor.anchor} kept outside, digest {anchor.digest}"
     else:
-        anchor = ledger.latest_anchor()
+        anchor = ledger.chains.latest_anchor()
         by = "" if anchor is None else f"anchor {anchor.anchor} in the ledger"
     labels: dict[UUID, str] = {}
     for aid in agent_ids:
@@ -46,7 +46,7 @@ def verify_agent(
         labels.update({r: f"agent {aid} run {n}" for r, n in runs.items()})
         seals = [(e.run_id, e.version) for e in own if isinstance(e, ev.RunSealed)]
         found, checked = check_seals(
-            aid, own, ledger.stream_heads(list(runs)), ledger.event_hashes(seals)
+            aid, own, ledger.chains.stream_heads(list(runs)), ledger.chains.event_hashes(seals)
         )
         report.mismatches += found
         report.sealed_runs += checked
@@ -70,6 +70,6 @@ def _against_anchor(
         if h.stream != ANCHOR_STREAM_ID and (wanted is None or h.stream in wanted)
     ]
     ids = [h.stream for h in anchored]
-    heads = ledger.stream_heads(ids)
-    hashes = ledger.event_hashes([(h.stream, h.version) for h in anchored])
+    heads = ledger.chains.stream_heads(ids)
+    hashes = ledger.chains.event_hashes([(h.stream, h.version) for h in anchored])
     return check_anchor(anchored, heads, hashes, labels, by)

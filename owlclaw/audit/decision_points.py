@@ -328,7 +328,7 @@ class AgentRecord:
         """The text of every memory the agent remembered (one filtered read of the log)."""
         found: dict[UUID, ev.MemoryRemembered] = {}
         after = 0
-        while page := self.ledger.read(after, types=[ev.MemoryRemembered]):
+        while page := self.ledger.log.read(after, types=[ev.MemoryRemembered]):
             found |= {
                 e.event.memory_id: e.event
                 for e in page

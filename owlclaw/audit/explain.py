@@ -16,7 +16,7 @@ from uuid import UUID
 
 from events import Ledger
 from events import catalog as ev
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 from events.streams import approval_id_for, run_stream_id
 from owlclaw.audit.as_of import IdentityVersion, changed_files, identity_versions
 

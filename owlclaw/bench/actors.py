@@ -303,7 +303,7 @@ def registered(ledger: Ledger, count: int) -> dict[str, Any]:
         "registered_agents": count,
         "pending_timers": view.count(),
         "active_processes_needed": 0,
-        "database_mb": round(ledger.database_size() / 1024**2, 1),
+        "database_mb": round(ledger.database.size() / 1024**2, 1),
         "seconds_to_register": round(time.perf_counter() - began, 1),
     }
 

@@ -70,12 +70,12 @@ def _record_run(ledger: Ledger, agent: Agent, n: int) -> None:
 def fill_ledger(ledger: Ledger, events: int, progress: Callable[[str], None]) -> int:
     agents = [ledger.register_agent(f"bench-{i}-{uuid.uuid4().hex[:6]}") for i in range(10)]
     n = 0
-    while ledger.head() < events:
+    while ledger.log.head() < events:
         _record_run(ledger, agents[n % len(agents)], n)
         n += 1
         if n % 500 == 0:
-            progress(f"filling the ledger: {ledger.head():,} / {events:,} events")
-    return ledger.head()
+            progress(f"filling the ledger: {ledger.log.head():,} / {events:,} events")
+    return ledger.log.head()
 
 
 def measure_catch_up(
@@ -87,7 +87,7 @@ def measure_catch_up(
         progress(f"catching up the {name} view over {head:,} events")
         view = view_class(ledger)
         view.create_table()
-        applied = ledger.count_events(view.events)
+        applied = ledger.database.count_events(view.events)
         if isinstance(view, MemoryView):
             view.embedder.embed(["load the model before timing"])
         started = time.perf_counter()

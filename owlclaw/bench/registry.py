@@ -85,7 +85,7 @@ def run(
         began = time.perf_counter()
         ProjectionRunner(ledger, agents_view).catch_up()
         catch_up_s = time.perf_counter() - began
-        size = ledger.database_size()
+        size = ledger.database.size()
         page_views = (agents_view, runs, schedules)
         deep = ids[agents // 2]
 

@@ -83,7 +83,8 @@ def run(url: str, runs: int = 60) -> dict[str, Any]:
             for done, following in pairwise(responses):
                 next_request = following.timestamp - timedelta(milliseconds=following.latency_ms)
                 step_ms.append((next_request - done.timestamp).total_seconds() * 1000)
-            commits.append(ledger.stream_commits(uuid.UUID(run_id)) - 1)  # minus the final one
+            # minus the final one
+            commits.append(ledger.database.stream_commits(uuid.UUID(run_id)) - 1)
     provider = asyncio.run(_provider_ms(200))
     litellm_ms = statistics.median(acompletion_ms) - statistics.median(provider)
     return {

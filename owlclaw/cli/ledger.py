@@ -251,7 +251,7 @@ def anchor(as_json: JsonOption = False) -> None:
     Keep the printed JSON outside the database: `owlclaw verify --anchor FILE` then finds any
     later deletion or rewrite of what it covers, even if the anchor events are deleted too."""
     with open_ledger() as (_, led):
-        anchored = led.anchor()
+        anchored = led.chains.anchor()
     if as_json:
         print_json(anchored)
         return

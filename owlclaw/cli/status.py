@@ -43,7 +43,7 @@ def status(as_json: JsonOption = False) -> None:
         except ServerUnavailable:
             report["server"] = {"url": client.url, "running": False}
     with open_ledger(config) as (_, led):
-        report["database"] = {"ok": True, "head": led.head()}
+        report["database"] = {"ok": True, "head": led.log.head()}
         views = open_views(led, config)
         report["projections"] = [msgspec.to_builtins(projection_status(led, v)) for v in views]
         registry = next(v for v in views if isinstance(v, AgentsView))

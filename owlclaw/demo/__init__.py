@@ -297,7 +297,7 @@ class Demo:
         self.report.memory_md = memory_md
         self.say(f"MEMORY.md written: {memory_md}")
         agent = ledger.load_agent(AGENT)
-        verified = ledger.verify([agent.id, *agent.run_ids()])
+        verified = ledger.chains.verify([agent.id, *agent.run_ids()])
         if not verified.ok:
             raise AssertionError(f"hash chains broken: {verified.breaks}")
         self.report.verified_events = verified.events

@@ -56,7 +56,7 @@ class AgentWriter:
             return None
         version, state = self._seen
         stream = agent_stream_id(agent_id)
-        head = self.ledger.stream_head(stream)
+        head = self.ledger.chains.stream_head(stream)
         if head is None or head[0] != version:
             return None
         return Agent(stream, msgspec.msgpack.decode(state, type=AgentState), version)

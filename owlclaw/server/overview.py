@@ -80,7 +80,7 @@ def caught_up(service: Service, view: View) -> None:
     assert service.ledger is not None
     runner = next((r for r in service.projections if r.view is view), None)
     if runner is not None:
-        runner.wait_for(service.ledger.last_committed(), CATCH_UP_S)
+        runner.wait_for(service.ledger.log.last_committed(), CATCH_UP_S)
 
 
 def _page(

@@ -97,7 +97,7 @@ class Service:
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
         self.supervisor.start("serving-locks", functools.partial(hold_locks, self._locks))
-        self.metrics.position = await asyncio.to_thread(self.ledger.head)
+        self.metrics.position = await asyncio.to_thread(self.ledger.log.head)
         self.supervisor.start_thread("metrics", functools.partial(self.metrics.follow, self.ledger))
         for agent_id, app in self.apps.items():
             await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))

@@ -21,7 +21,7 @@ from events import Ledger
 from events import catalog as ev
 from events.catalog import LedgerEvent
 from events.cron import next_fire, next_fire_if_any
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 from owlclaw.messages import Fire
 from projections.sqlvalues import text
 from projections.view import View

@@ -108,7 +108,7 @@ class TimerWorker:
         try:
             return self.view.claim(now, self.lease, self.batch)
         except DATABASE_ERRORS:
-            self.view.ledger.drop_dead_connections()  # the next claim gets a live one
+            self.view.ledger.database.drop_dead_connections()  # the next claim gets a live one
             raise
 
     async def _handle(self, row: dict[str, Any], now: datetime, stop: asyncio.Event) -> int:
@@ -153,7 +153,7 @@ class TimerWorker:
                 await asyncio.to_thread(write)
                 return True
             except DATABASE_ERRORS as error:
-                await asyncio.to_thread(self.view.ledger.drop_dead_connections)
+                await asyncio.to_thread(self.view.ledger.database.drop_dead_connections)
                 if stop.is_set() or self.clock() >= row["leased_until"]:
                     log.warning(
                         "timer %s: %s not written (%s), its lease decides",

@@ -38,7 +38,7 @@ def test_batch_registration_registers_the_new_ones_once(
     assert ledger.load_agent("agent-0007").version == earlier.version
     assert ledger.load_agent("agent-0150").state.app_dir == "/apps/x"
     assert sorted(ledger.agent_ids()) == wanted
-    report = ledger.verify()
+    report = ledger.chains.verify()
     assert report.ok and report.streams == 200
 
 

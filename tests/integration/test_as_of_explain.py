@@ -130,7 +130,7 @@ def test_memory_as_of_holds_a_memory_from_its_remembering_until_it_is_forgotten(
 
     # the same scoring as the recall tool: similarity x decay, as of the moment
     ProjectionRunner(ledger, store.view).catch_up()
-    now = owlclaw("memory", "trader", "--as-of", f"@{ledger.head()}", "--recall", "coffee")
+    now = owlclaw("memory", "trader", "--as-of", f"@{ledger.log.head()}", "--recall", "coffee")
     at = datetime.fromisoformat(now["as_of"]["at"])
     [served] = store.recall("trader", "coffee", now=at).memories
     [rebuilt] = now["recall"]["memories"]

@@ -12,6 +12,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
+from events.ledger_log import LedgerLog
 from events.run import Run
 from owlclaw.database import Database
 from projections import MemoryView, ProjectionRunner
@@ -204,16 +205,16 @@ def test_memory_command_recalls_what_was_committed_before_it_was_called(
         ProjectionRunner(ledger, served).catch_up()  # the served view is at the readable head
         older.execute("SELECT pg_current_xact_id()")
         position = remember(ledger, "trader", LESSON)
-        assert ledger.head() < position
+        assert ledger.log.head() < position
 
-        readable_head = Ledger.head
+        readable_head = LedgerLog.head
 
-        def head_then_older_ends(self: Ledger) -> int:
+        def head_then_older_ends(self: LedgerLog) -> int:
             head = readable_head(self)
             older.commit()
             return head
 
-        monkeypatch.setattr(Ledger, "head", head_then_older_ends)
+        monkeypatch.setattr(LedgerLog, "head", head_then_older_ends)
         result = CliRunner().invoke(
             app,
             ["memory", "trader", "--recall", "market rebound", "--json"],

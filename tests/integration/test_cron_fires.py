@@ -82,7 +82,7 @@ def test_views_record_no_fire_for_a_never_firing_cron_already_in_the_log(
     views = [SchedulesView(ledger), TimerRegistrations(ledger, records=False)]
     for view in views:
         view.create_table()
-        assert ProjectionRunner(ledger, view).catch_up() == ledger.head()
+        assert ProjectionRunner(ledger, view).catch_up() == ledger.log.head()
     assert rows(
         fresh_db,
         "SELECT schedule_id, status, next_fire_at, last_outcome FROM schedules ORDER BY 1",

@@ -75,14 +75,14 @@ def test_after_a_restart_one_call_meets_a_dead_connection_not_one_per_pooled_one
     with Ledger(db.url) as ledger:
         agent = ledger.register_agent("restarted")
         deadline = time.monotonic() + 30
-        while ledger.recorder.datastore.pool.get_stats().get("pool_available", 0) < 3:
+        while ledger.database.recorder.datastore.pool.get_stats().get("pool_available", 0) < 3:
             assert time.monotonic() < deadline, "the pool never had idle connections"
             time.sleep(0.05)
         pg_ctl(["-w", "stop", "-m", "fast"], pgdata=server.pgdata, user=server.system_user)
         server.ensure_postgres_running()
 
         with pytest.raises(LedgerUnavailable, match="stream heads"):
-            ledger.stream_head(agent.id)
-        head = ledger.stream_head(agent.id)  # a live connection at once
+            ledger.chains.stream_head(agent.id)
+        head = ledger.chains.stream_head(agent.id)  # a live connection at once
         assert head is not None and head[0] == agent.version
     server.cleanup()

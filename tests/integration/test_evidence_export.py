@@ -26,7 +26,7 @@ def test_an_exported_run_verifies_offline_and_an_edit_is_named(
     with Ledger(fresh_db.url) as ledger:
         record(ledger)
         record(ledger)
-        run_rows = list(ledger.chain_rows([run_stream_id("audited", 2)]))
+        run_rows = list(ledger.chains.chain_rows([run_stream_id("audited", 2)]))
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("OWLCLAW_")},
         "OWLCLAW_DATA_DIR": str(tmp_path / "data"),

@@ -163,10 +163,10 @@ def test_agents_appending_together_through_the_ledger_keep_order_and_chains(
             t.start()
         for t in threads:
             t.join(60)
-        report = ledger.verify()
+        report = ledger.chains.verify()
         assert report.ok and report.streams == agents
         assert report.events == agents * (commits + 1)
-        log = ledger.read(0, limit=10_000)
+        log = ledger.log.read(0, limit=10_000)
         versions: dict[uuid.UUID, list[int]] = defaultdict(list)
         for logged in log:
             versions[logged.event.originator_id].append(logged.event.originator_version)
@@ -208,4 +208,4 @@ def test_a_crash_mid_group_loses_no_acknowledged_event(fresh_db: Database) -> No
     with Ledger(fresh_db.url) as ledger:
         for agent_id, last in last_acked.items():
             assert len(ledger.stream(agent_stream_id(agent_id))) >= last, agent_id
-        assert ledger.verify().ok
+        assert ledger.chains.verify().ok

@@ -84,9 +84,9 @@ def test_a_row_altered_in_the_database_breaks_its_chain_there(
             "WHERE originator_id = %s AND originator_version = 2",
             (run_id,),
         )
-    [broken] = ledger.verify().breaks
+    [broken] = ledger.chains.verify().breaks
     assert (broken.stream, broken.version) == (run_id, 2)
-    assert ledger.verify([agent.id]).ok
+    assert ledger.chains.verify([agent.id]).ok
     with pytest.raises(LedgerReadError, match=f"stream {run_id} version 2"):
         ledger.agent_history("corrupt")
 
@@ -103,10 +103,10 @@ def test_the_sql_and_the_in_memory_hash_chains_are_the_same(
     ]
     memory = InMemoryRecorder()
     for batch in batches:
-        ledger.recorder.insert_events(batch)
+        ledger.database.recorder.insert_events(batch)
         memory.insert_events(batch)
     gap = [StoredEvent(first, 6, "F", b"gap")]  # both refuse a hole in a stream
-    for recorder in (ledger.recorder, memory):
+    for recorder in (ledger.database.recorder, memory):
         with pytest.raises(IntegrityError, match="version 6 does not follow"):
             recorder.insert_events(gap)
     with psycopg.connect(fresh_db.url) as conn:
@@ -134,7 +134,7 @@ def test_nul_in_any_text_leaves_the_docs_sql_readable(ledger: Ledger, fresh_db: 
     assert states["ToolCallRequested"]["arguments"] == {"cmd\ufffd": "a\ufffd"}
     assert states["ToolCallSucceeded"]["result"] == {"out": "bin\ufffdary"}
     assert states["MemoryRemembered"]["content"] == "m\ufffd"
-    assert ledger.verify().ok
+    assert ledger.chains.verify().ok
 
 
 def test_a_head_lookup_with_its_database_gone_is_ledger_unavailable(pg_server: Database) -> None:
@@ -158,13 +158,13 @@ def test_what_the_ledger_tells_of_its_database(ledger: Ledger) -> None:
     run.record(ev.ToolCallRequested, call_id="c1", tool="exec", arguments={})
     run.record(ev.ToolCallSucceeded, call_id="c1", tool="exec", result={})
     ledger.append(run)
-    assert ledger.count_events([ev.RunStarted, ev.ToolCallRequested]) == 2
-    assert ledger.count_events([ev.RunCompleted]) == 0
-    assert ledger.stream_commits(run.id) == 2
-    assert ledger.database_size() > 0
-    with ledger.listen() as conn:
+    assert ledger.database.count_events([ev.RunStarted, ev.ToolCallRequested]) == 2
+    assert ledger.database.count_events([ev.RunCompleted]) == 0
+    assert ledger.database.stream_commits(run.id) == 2
+    assert ledger.database.size() > 0
+    with ledger.database.listen() as conn:
         identity(agent, 1)
         ledger.append(agent)
         assert [n.channel for n in conn.notifies(timeout=5, stop_after=1)] == [
-            ledger.notify_channel
+            ledger.database.notify_channel
         ]

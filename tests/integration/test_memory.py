@@ -166,7 +166,7 @@ def test_catching_up_reaches_what_was_committed_behind_an_open_transaction(
     with psycopg.connect(fresh_db.url) as older:
         older.execute("SELECT pg_current_xact_id()")  # began before the memory's commit
         position = remember(ledger, agent, [LESSON])
-        assert ledger.head() < position == ledger.last_committed()
+        assert ledger.log.head() < position == ledger.log.last_committed()
         with pytest.raises(ViewBehind, match=f"short of {position} committed") as behind:
             catch_up_to_committed(ledger, view, stall_timeout_s=0.2)
         assert behind.value.position < position
@@ -188,7 +188,7 @@ def test_recall_degrades_to_empty_with_a_warning_when_the_index_is_gone(
     assert result.memories == []
     assert result.warning and "memory index unavailable" in result.warning
     position = remember(ledger, agent, ["the ledger still takes new memories"])
-    assert ledger.read(position - 1)[0].event.content == "the ledger still takes new memories"
+    assert ledger.log.read(position - 1)[0].event.content == "the ledger still takes new memories"
 
 
 @pytest.mark.parametrize("query", ["", "x" * 20])

@@ -92,7 +92,7 @@ def sample(samples: Samples, name: str, **labels: str) -> float:
 
 def counted_in(ledger: Ledger) -> list[ev.LedgerEvent]:
     events, after = [], 0
-    while page := ledger.read(after):
+    while page := ledger.log.read(after):
         events += [logged.event for logged in page]
         after = page[-1].position
     return events
@@ -122,7 +122,7 @@ def serve_runs_and_scrape(fresh_db: Database, tmp_path: Path) -> tuple[Samples, 
             for run in runs:
                 await service.ask(Result(agent_id="metered", run_id=run["run_id"]))
             assert service.ledger is not None
-            target = await asyncio.to_thread(service.ledger.last_committed)
+            target = await asyncio.to_thread(service.ledger.log.last_committed)
             deadline = asyncio.get_running_loop().time() + 30
             while True:  # the counters follow the log: scrape until they include the target
                 scrape = await http.get(f"{base}/metrics")  # no token: bound to loopback
@@ -145,7 +145,7 @@ def test_the_scraped_counters_match_the_events_in_the_ledger(
 
     assert unauthorized == 401  # the token is still needed everywhere else
     with Ledger(fresh_db.url) as ledger:
-        assert position >= ledger.last_committed()
+        assert position >= ledger.log.last_committed()
         events = counted_in(ledger)
     check_runs(samples, events)
     check_llm_calls(samples, events)

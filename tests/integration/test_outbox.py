@@ -81,7 +81,7 @@ def test_a_message_is_delivered_with_its_id_as_idempotency_key_and_headers_from_
         "ops",
         "disk almost full",
     )
-    [sent] = ledger.read(types=[ev.MessageSent])
+    [sent] = ledger.log.read(types=[ev.MessageSent])
     assert body["run_id"] == str(sent.event.run_id) and "s3cret" not in repr(sent.event)
     row = rows(view)[message_id]
     assert (row["status"], row["attempts"], row["http_status"]) == ("delivered", 1, 200)

@@ -16,7 +16,7 @@ from psycopg.rows import DictRow
 
 from events import Ledger
 from events import catalog as ev
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 from events.run import Run
 from owlclaw.compose.read import open_views
 from owlclaw.database import Database

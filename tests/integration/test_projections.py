@@ -99,7 +99,7 @@ def test_a_killed_projection_resumes_exactly_where_it_committed(
 ) -> None:
     agent = ledger.register_agent("busy")
     record_runs(ledger, agent, 600, tools_per_run=3)
-    head = ledger.last_committed()
+    head = ledger.log.last_committed()
     AuditView(ledger).create_table()
     ctx = mp.get_context("spawn")
     worker = ctx.Process(target=run_projection, args=(fresh_db.url, "audit"))
@@ -145,7 +145,7 @@ def test_lag_is_reported_in_events_and_seconds(ledger: Ledger) -> None:
     status = projection_status(ledger, runs)
     assert status.lag_events == 2 * 9  # RunQueued, RunStarted, 2 x 3 tool events, RunCompleted
     assert status.lag_seconds >= 0.2
-    assert projection_status(ledger, audit).lag_events == ledger.head()
+    assert projection_status(ledger, audit).lag_events == ledger.log.head()
 
 
 def test_rebuild_switches_over_while_a_live_runner_keeps_serving(
@@ -165,7 +165,7 @@ def test_rebuild_switches_over_while_a_live_runner_keeps_serving(
 
     rebuild(ledger, RunsView, progress=watch)
     writer.join()
-    assert live.wait_for(ledger.last_committed(), timeout=10)
+    assert live.wait_for(ledger.log.last_committed(), timeout=10)
     live.stop()
     assert live.error is None
     assert seen_during_rebuild and min(seen_during_rebuild) > 0  # the old view kept serving
@@ -189,7 +189,7 @@ def test_an_unreadable_event_stops_that_projection_naming_its_position(
     audit = ProjectionRunner(ledger, views["audit"]).start()
     runs = ProjectionRunner(ledger, views["runs"]).start()
     record_runs(ledger, agent, 1)
-    assert runs.wait_for(ledger.last_committed(), timeout=10)
+    assert runs.wait_for(ledger.log.last_committed(), timeout=10)
     deadline = time.monotonic() + 10
     while audit.running and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -354,7 +354,7 @@ def test_async_log_feed_resumes_from_the_last_position_seen(ledger: Ledger) -> N
 
     agent = ledger.register_agent("async")
     record_runs(ledger, agent, 1)
-    head = ledger.last_committed()
+    head = ledger.log.last_committed()
 
     async def take(after: int, count: int) -> list[int]:
         positions: list[int] = []
@@ -383,9 +383,9 @@ def test_the_stoppable_log_feed_filters_by_type_reaches_the_head_and_stops_when_
 
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
-    wait_for(lambda: batches and batches[-1].position == ledger.head(), "the first run")
+    wait_for(lambda: batches and batches[-1].position == ledger.log.head(), "the first run")
     record_runs(ledger, agent, 1)  # a wake-up: the feed was idle, waiting
-    head = ledger.last_committed()
+    head = ledger.log.last_committed()
     wait_for(lambda: batches[-1].position == head, "the second run")
     stop.set()
     consumer.join(timeout=5)

@@ -141,7 +141,7 @@ def test_redecide_same_diverging_and_followed(
         with monkeypatch.context() as patched:
             patched.setattr(litellm, "acompletion", spy)
             record_runs(ledger, app, 2)
-        head = ledger.head()
+        head = ledger.log.head()
         # run 2's requests (after run 1 and its recent activity) are rebuilt exactly
         points = asyncio.run(agent_record(ledger, app).context(2)).points()
         assert [(p.messages, p.tools) for p in points] == asked[4:]
@@ -169,7 +169,7 @@ def test_redecide_same_diverging_and_followed(
         assert [s.step for s in cut.steps] == [1, 2]
         assert cut.stopped is not None
         assert cut.stopped.startswith("no recorded outcome of place_order")
-        assert ledger.head() == head  # re-deciding never writes
+        assert ledger.log.head() == head  # re-deciding never writes
 
     shown = owlclaw(
         fresh_db, "replay", AGENT, "2", "--model", "scripted/step2", "--json", cwd=tmp_path
@@ -216,7 +216,7 @@ def test_eval_over_50_runs_counts_gates_and_compares(fresh_db: Database, tmp_pat
 
     with Ledger(fresh_db.url) as ledger:
         events = ledger.stream(eval_stream_id(mixed["eval_id"]))
-        assert ledger.verify().ok  # eval streams are hash-chained like the others
+        assert ledger.chains.verify().ok  # eval streams are hash-chained like the others
     assert isinstance(events[0], ev.EvalStarted) and events[0].run_nos == list(range(1, 51))
     assert sum(isinstance(e, ev.EvalRunCompared) for e in events) == 50
     assert isinstance(events[-1], ev.EvalFinished) and events[-1].counts == mixed["counts"]

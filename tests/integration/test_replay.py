@@ -31,11 +31,11 @@ pytestmark = pytest.mark.integration
 def test_replay_reproduces_the_recorded_steps_without_writing(fresh_db: Database) -> None:
     with Ledger(fresh_db.url) as ledger:
         record(ledger)
-        head = ledger.head()
+        head = ledger.log.head()
         report = replay_run(ledger, "audited", 1)
         assert report.matched, report.differences
         assert report.compared >= 10  # responses, requests, outcomes, rejection, the end
-        assert ledger.head() == head  # audit reads, never writes
+        assert ledger.log.head() == head  # audit reads, never writes
 
 
 def test_replay_reports_where_todays_governance_diverges(fresh_db: Database) -> None:
@@ -184,9 +184,9 @@ def test_replay_verify_reproduces_a_run_resumed_after_it_stopped_in_a_tool(
         assert kinds.count("RunInterrupted") == len(crash_on) == kinds.count("RunResumed")
         assert kinds.count("ToolOutcomeUnknown") == unknown
         assert kinds.count("ToolCallSucceeded") == (1 if idempotent else 0)
-        head = ledger.head()
+        head = ledger.log.head()
         report = replay_run(ledger, agent_id, 1, registry=quotes.registry)
-        assert ledger.head() == head
+        assert ledger.log.head() == head
     assert report.matched, "\n".join(map(str, report.differences))
     assert report.compared == report.produced
 

@@ -34,7 +34,7 @@ def test_prompt_carries_recalled_memories_and_recent_activity(
                 {"content": "noted"},
             ],
         )
-        assert MemoryStore(view).wait_for(ledger.last_committed(), timeout=10)
+        assert MemoryStore(view).wait_for(ledger.log.last_committed(), timeout=10)
         result = play(runtime, [{"content": "ok"}], focus="market crash recovery")
     finally:
         runner.stop()

@@ -204,7 +204,7 @@ def test_property_6_remember_round_trips_to_memory_md_and_recall(
     args = {"content": content, "tags": tags}
     result = play(runtime, [{"tool_calls": [{"name": "remember", "arguments": args}]}])
     [remembered] = [e for e in run_events(ledger, result) if isinstance(e, ev.MemoryRemembered)]
-    assert memory.wait_for(ledger.last_committed(), timeout=30)
+    assert memory.wait_for(ledger.log.last_committed(), timeout=30)
     [found] = memory.recall(agent, content, limit=5).memories
     assert (found.memory_id, found.content, found.tags) == (remembered.memory_id, content, tags)
     with tempfile.TemporaryDirectory() as tmp:
@@ -248,7 +248,7 @@ def test_property_7_recall_ranks_by_similarity_weighted_by_age(
         for i, c in enumerate(contents)
     ]
     ledger.append_events(events)
-    assert memory.wait_for(ledger.last_committed(), timeout=30)
+    assert memory.wait_for(ledger.log.last_committed(), timeout=30)
     query = contents[pick % len(contents)]
     recalled = memory.recall(agent, query, limit=20, now=now).memories
     assert len(recalled) == len(contents)

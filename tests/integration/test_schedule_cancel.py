@@ -76,7 +76,7 @@ def test_operator_cancel_is_recorded_with_who_and_unregisters_the_timer(ledger: 
         "console:alice",
         "not needed",
     )
-    assert ledger.read(after=position - 1, limit=1)[0].event == cancelled
+    assert ledger.log.read(after=position - 1, limit=1)[0].event == cancelled
     assert schedule_id not in ledger.load_agent("ops").state.schedules
     ProjectionRunner(ledger, timers).catch_up()
     assert backend.cancelled == [(f"ext-{schedule_id}", "once")]

@@ -134,7 +134,7 @@ def test_each_ended_run_is_sealed_and_an_untouched_ledger_verifies(
     answer_directly(ledger, "asker", Decision(approval_id, True, "alice"))
     assert asyncio.run(resumed(ledger, "asker", parked)).status == "completed"
 
-    heads = ledger.stream_heads([*runs, uuid.UUID(parked)])
+    heads = ledger.chains.stream_heads([*runs, uuid.UUID(parked)])
     seals = [
         e
         for a in (AGENT, "asker")
@@ -146,7 +146,7 @@ def test_each_ended_run_is_sealed_and_an_untouched_ledger_verifies(
     }
     report = verify_agent(ledger)
     assert report.ok and report.sealed_runs == 4 and report.anchor is None
-    ledger.anchor()
+    ledger.chains.anchor()
     anchored = verify_agent(ledger, AGENT)
     assert anchored.ok and anchored.sealed_runs == 3 and anchored.anchor == "anchor 1 in the ledger"
 
@@ -155,7 +155,10 @@ def test_a_deleted_run_tail_a_deleted_run_stream_and_an_appended_event_are_named
     ledger: Ledger, fresh_db: Database
 ) -> None:
     first, second, third = history(ledger)
-    (v1, _), (_, h3) = ledger.stream_heads([first])[first], ledger.stream_heads([third])[third]
+    (v1, _), (_, h3) = (
+        ledger.chains.stream_heads([first])[first],
+        ledger.chains.stream_heads([third])[third],
+    )
     delete_last(fresh_db, first)
     sql(fresh_db, "DELETE FROM ledger_events WHERE originator_id = %s", second)
     append_after_end(fresh_db, third)
@@ -176,7 +179,7 @@ def test_after_an_anchor_a_deleted_agent_tail_and_a_rewrite_with_hashes_recomput
     ledger: Ledger, fresh_db: Database
 ) -> None:
     first, *_ = history(ledger)
-    ledger.anchor()
+    ledger.chains.anchor()
     agent_stream = agent_stream_id(AGENT)
     [sealed_first] = [
         e for e in ledger.stream(agent_stream) if isinstance(e, ev.RunSealed) and e.run_id == first
@@ -184,11 +187,11 @@ def test_after_an_anchor_a_deleted_agent_tail_and_a_rewrite_with_hashes_recomput
     assert isinstance(ledger.stream(agent_stream)[-1], ev.RunSealed)
     delete_last(fresh_db, agent_stream)  # the last run's seal: nothing else points at it
     rewrite(fresh_db, first, version_of(ledger, first, ev.DecisionLogged), b"step 1", b"step 9")
-    assert ledger.verify().ok  # the chains hold
+    assert ledger.chains.verify().ok  # the chains hold
     report = verify_agent(ledger, AGENT)
     rewritten = (
         f"agent {AGENT} run 1",
-        f"the event at version {ledger.stream_heads([first])[first][0]} is not the one "
+        f"the event at version {ledger.chains.stream_heads([first])[first][0]} is not the one "
         "committed: it was rewritten (with its hashes recomputed)",
     )
     assert sorted(named(report.mismatches)) == sorted(

@@ -103,7 +103,7 @@ def test_hostile_requests_get_documented_json_errors_and_record_nothing(
 ) -> None:
     async def scenario(service: Service, config: OwlClawConfig) -> None:
         assert service.ledger is not None
-        before = service.ledger.last_committed()
+        before = service.ledger.log.last_committed()
         base = f"http://127.0.0.1:{config.server.port}"
         trigger = f"{base}/agents/alpha/trigger"
         async with httpx.AsyncClient(trust_env=False, headers=AUTH) as http:
@@ -131,7 +131,7 @@ def test_hostile_requests_get_documented_json_errors_and_record_nothing(
         for answer in (bad_key, too_large, no_route, wrong_method):
             assert_documented_error(answer)
         assert health.json() == {"ok": True, "ready": True}
-        assert service.ledger.last_committed() == before
+        assert service.ledger.log.last_committed() == before
 
     serve(fresh_db, tmp_path, scenario)
 
@@ -285,13 +285,13 @@ def test_fuzzed_requests_get_2xx_or_documented_json_errors(
         @example(request=("POST", "/agents/alpha/trigger", "alpha", AUTH, b'{"focus": "fine"}'))
         def one_request(request: tuple[str, str, str, dict[str, Any], bytes]) -> None:
             method, path, agent_id, headers, body = request
-            before = ledger.last_committed()
+            before = ledger.log.last_committed()
             with httpx.Client(trust_env=False, timeout=30) as http:
                 response = http.request(method, base + path, content=body, headers=headers)
             seen[response.status_code] = seen.get(response.status_code, 0) + 1
             if response.status_code >= 300:
                 assert_documented_error(response)
-                assert ledger.last_committed() == before, (method, path, response.text)
+                assert ledger.log.last_committed() == before, (method, path, response.text)
                 return
             data = response.json()
             if isinstance(data, dict) and data.get("run_id"):  # let it end: the ledger is

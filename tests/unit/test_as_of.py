@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from events import catalog as ev
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 from owlclaw.audit.as_of import Moment, UnknownMoment, changed_files, parse_moment
 
 T = datetime(2026, 11, 3, 14, 2, tzinfo=UTC)

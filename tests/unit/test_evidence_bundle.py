@@ -75,7 +75,7 @@ def test_a_partial_export_holds_whole_streams_and_verifies() -> None:
 
 
 def test_each_line_carries_the_stored_bytes_and_hashes() -> None:
-    rows = list(recorded().chain_rows([run_stream_id(AGENT_ID, 1)]))
+    rows = list(recorded().chains.chain_rows([run_stream_id(AGENT_ID, 1)]))
     events = [json.loads(x) for x in lines(bundle((1,)))[:-2]]
     exported = [e for e in events if e["stream"] == str(rows[0][0])]
     assert [(e["version"], e["state"].encode(), e["prev_hash"], e["hash"]) for e in exported] == [

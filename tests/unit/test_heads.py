@@ -130,7 +130,7 @@ def test_a_run_is_sealed_with_the_head_the_ledger_stores(ledger: Ledger) -> None
     [seal] = [
         e for e in ledger.stream(ledger.load_agent("trader").id) if isinstance(e, ev.RunSealed)
     ]
-    version, hash_ = ledger.stream_heads([run_id])[run_id]
+    version, hash_ = ledger.chains.stream_heads([run_id])[run_id]
     assert (seal.run_id, seal.run_no, seal.version, seal.hash) == (run_id, 1, version, hash_.hex())
     report = verify_agent(ledger, "trader")
     assert report.ok and report.sealed_runs == 1
@@ -146,17 +146,17 @@ def test_a_run_this_process_committed_is_sealed_without_reading_its_hash_back(
     ledger.append(agent, run)
     run.record(ev.DecisionLogged, decision_type="other", reasoning="first commit of its own")
     ledger.append(run)
-    assert run.head == ledger.stream_heads([run.id])[run.id]
+    assert run.head == ledger.chains.stream_heads([run.id])[run.id]
 
     def no_read(keys: object) -> None:
         raise AssertionError(f"the seal read hashes back: {keys}")
 
-    monkeypatch.setattr(ledger._recorder, "event_hashes", no_read)
+    monkeypatch.setattr(ledger.database.recorder, "event_hashes", no_read)
     run.end(ev.RunCompleted, answer="done")
     agent, _ = AgentWriter(ledger).append(agent, run)
     monkeypatch.undo()
     [seal] = [e for e in ledger.stream(agent.id) if isinstance(e, ev.RunSealed)]
-    assert (seal.version, seal.hash) == (3, ledger.stream_heads([run.id])[run.id][1].hex())
+    assert (seal.version, seal.hash) == (3, ledger.chains.stream_heads([run.id])[run.id][1].hex())
     assert verify_agent(ledger, "sealer").ok
 
     queued = agent.queue_run("webhook")
@@ -193,12 +193,12 @@ def test_a_seal_commutes_with_what_another_writer_appended_meanwhile(ledger: Led
 
 
 def test_anchors_are_recorded_in_turn_and_the_latest_is_read_back(ledger: Ledger) -> None:
-    assert ledger.latest_anchor() is None
+    assert ledger.chains.latest_anchor() is None
     agent = ledger.register_agent("a")
-    first = ledger.anchor()
+    first = ledger.chains.anchor()
     assert [(h.stream, h.version) for h in first.heads] == [(agent.id, 1)]
     ledger.register_agent("b")
-    second = ledger.anchor()
+    second = ledger.chains.anchor()
     assert (second.anchor, len(second.heads)) == (2, 2)
-    assert ledger.latest_anchor() == second
+    assert ledger.chains.latest_anchor() == second
     assert second.digest == anchor_digest(second.heads)

@@ -22,11 +22,11 @@ class TestInMemoryLedger(LedgerContract):
 def test_read_models_get_a_clear_error_instead_of_a_database() -> None:
     with Ledger.in_memory() as ledger:
         with pytest.raises(NoDatabase, match="in-memory ledger has no PostgreSQL database"):
-            ledger.listen()
+            ledger.database.listen()
         with pytest.raises(NoDatabase):
             AuditView(ledger)
         with pytest.raises(NoDatabase):
-            _ = ledger.notify_channel
+            _ = ledger.database.notify_channel
 
 
 def test_a_subscription_sees_an_append_made_while_it_starts() -> None:
@@ -35,11 +35,11 @@ def test_a_subscription_sees_an_append_made_while_it_starts() -> None:
     with Ledger.in_memory() as ledger:
         agent = ledger.register_agent("raced")
         for _ in range(50):
-            head = ledger.head()
+            head = ledger.log.head()
             received: list[int] = []
 
             def follow(after: int = head, into: list[int] = received) -> None:
-                for logged in ledger.subscribe(after=after):
+                for logged in ledger.log.subscribe(after=after):
                     into.append(logged.position)
                     return
 

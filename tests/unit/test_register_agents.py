@@ -18,4 +18,4 @@ def test_batch_registration_skips_registered_agents_and_spans_batches(
     assert ledger.agent_ids() == ["b", "a", "c", "d", "e", "f"]
     assert ledger.load_agent("b").state.app_dir == "/first"
     assert ledger.load_agent("d").state.app_dir == "/apps"
-    assert ledger.verify().ok
+    assert ledger.chains.verify().ok

@@ -86,18 +86,18 @@ def test_a_change_commits_over_a_fact_another_writer_appended_meanwhile(
 ) -> None:
     runtime = AgentRuntime(ledger, "busy", models=["x"])
     play(runtime, [{"content": "first run"}])
-    head = ledger.stream_head
+    head = ledger.chains.stream_head
 
     def looked_up_then_a_run_schedules(stream: Any) -> Any:
         """What the writer sees of the agent's stream, just before another runtime's run
         commits a schedule (one time)."""
-        monkeypatch.setattr(ledger, "stream_head", head)
+        monkeypatch.setattr(ledger.chains, "stream_head", head)
         seen, other = head(stream), ledger.load_agent("busy")
         other.record(ev.ScheduleRequested, schedule_id="s1", kind="once", focus="later")
         ledger.append(other)
         return seen
 
-    monkeypatch.setattr(ledger, "stream_head", looked_up_then_a_run_schedules)
+    monkeypatch.setattr(ledger.chains, "stream_head", looked_up_then_a_run_schedules)
     change = asyncio.run(
         runtime.inbox.change_tools(ChangeTools(agent_id="busy", enable=[], disable=["remember"]))
     )

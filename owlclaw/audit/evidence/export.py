@@ -63,7 +63,7 @@ def export_bundle(
     agent = ledger.load_agent(agent_id)
     streams = [agent.id, *(run_stream_id(agent_id, n) for n in run_numbers)]
     return bundle_lines(
-        ledger.chain_rows(streams), agent_id, list(run_numbers), key, datetime.now(UTC)
+        ledger.chains.chain_rows(streams), agent_id, list(run_numbers), key, datetime.now(UTC)
     )
 
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from events import Ledger, LedgerReadError
 from events.catalog import event_fields
 from events.hashchain import ChainBreak, HeadMismatch
-from events.ledger import LoggedEvent
+from events.ledger_log import LoggedEvent
 from events.streams import agent_stream_id
 from owlclaw.audit.chains import agent_streams, verify_agent
 from owlclaw.server.console.render import render
@@ -44,7 +44,7 @@ def _read(ledger: Ledger, agent_id: str) -> dict[str, Any]:
         report = verify_agent(ledger, agent_id)
     except LedgerReadError as e:  # its own stream does not decode: check that one
         streams, unreadable = [agent_stream_id(agent_id)], str(e)
-        report = ledger.verify(streams)
+        report = ledger.chains.verify(streams)
     breaks = {b.stream: b for b in report.breaks}
     mismatches = {m.stream: m for m in report.mismatches}
     statuses = [
