@@ -49,10 +49,10 @@ class ConfiguredView:
 
 
 def configured_views(
-    config: OwlClawConfig, embedder: Embedder | None = None
+    config: OwlClawConfig, embedder: Embedder | None = None, *, memory_files: bool = True
 ) -> list[ConfiguredView]:
-    """Every view the projection runners keep current, in the order they start (``embedder``:
-    see ``memory_options``)."""
+    """Every view the projection runners keep current, in the order they start (``embedder``,
+    ``memory_files``: see ``memory_options``)."""
     approvals = config.approvals
     notify = {
         "url": approvals.notify_url,
@@ -62,7 +62,7 @@ def configured_views(
     return [
         ConfiguredView(AuditView),
         ConfiguredView(RunsView),
-        ConfiguredView(MemoryView, memory_options(config, embedder)),
+        ConfiguredView(MemoryView, memory_options(config, embedder, files=memory_files)),
         ConfiguredView(SchedulesView),
         ConfiguredView(ApprovalNotifications, notify),
         ConfiguredView(Outbox),
