@@ -146,7 +146,11 @@ def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[st
                 fired.append((fire.agent_id, outcome.run_id))
             return outcome
 
-        worker, runner = start_timers(ledger, LOCAL, BuiltinBackend(), deliver, batch=500)
+        # Not adopting: the timers the Hatchet phase left stay Hatchet's; adopted, they would
+        # be past-due built-in fires delivered in the timed loop.
+        worker, runner = start_timers(
+            ledger, LOCAL, BuiltinBackend(), deliver, batch=500, adopt=False
+        )
         now = datetime.now(UTC)
         far = now + timedelta(days=7)
         _schedule(ledger, [(f"idle-{i % 100}", far + timedelta(seconds=i)) for i in range(pending)])

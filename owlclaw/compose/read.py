@@ -85,11 +85,16 @@ def open_view(ledger: Ledger, config: OwlClawConfig, kind: type[V]) -> V:
 
 
 def open_timer_registrations(
-    ledger: Ledger, backend: TimerBackend, served: Collection[str] | None = None
+    ledger: Ledger,
+    backend: TimerBackend,
+    served: Collection[str] | None = None,
+    *,
+    adopt: bool = True,
 ) -> TimerRegistrations:
-    """The timer registrations with ``backend``, their table created and the timers other
-    backends hold moved to it; ``served``: the agents whose timers this process fires."""
+    """The timer registrations with ``backend``, their table created and (``adopt``) the timers
+    other backends hold moved to it; ``served``: the agents whose timers this process fires."""
     registrations = TimerRegistrations(ledger, backend=backend, served=served)
     registrations.create_table()
-    registrations.adopt()
+    if adopt:
+        registrations.adopt()
     return registrations

@@ -91,12 +91,13 @@ def start_timers(
     served: Collection[str] | None = None,
     *,
     batch: int = 100,
+    adopt: bool = True,
 ) -> tuple[TimerWorker, ProjectionRunner]:
     """The timer registrations' runner (it registers schedules with ``backend``, after moving
-    timers other backends hold) and the worker that fires the ``served`` agents' built-in
-    timers (None: every agent's) to ``deliver``, up to ``batch`` claimed at once; neither is
-    running yet: the caller supervises ``runner.serve`` and ``worker.run``."""
-    registrations = open_timer_registrations(ledger, backend, served)
+    timers other backends hold, unless not ``adopt``) and the worker that fires the ``served``
+    agents' built-in timers (None: every agent's) to ``deliver``, up to ``batch`` claimed at
+    once; neither is running yet: the caller supervises ``runner.serve`` and ``worker.run``."""
+    registrations = open_timer_registrations(ledger, backend, served, adopt=adopt)
     runner = ProjectionRunner(ledger, registrations)
     worker = TimerWorker(
         registrations,
