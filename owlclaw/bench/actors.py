@@ -20,15 +20,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from actors.cluster import connect
 from actors.directory import AgentDirectory
 from events import Ledger
 from events import catalog as ev
 from owlclaw.bench import percentiles
+from owlclaw.compose.read import open_timer_registrations
+from owlclaw.compose.write import place_agents
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.messages import Activate, SubmitAndWait
-from owlclaw.timers.registrations import TimerRegistrations
+from owlclaw.timers.registrations import BuiltinBackend
 from projections import ProjectionRunner
 
 BUDGET_BYTES = 16 * 1024**3
@@ -76,6 +80,18 @@ def _config(db: Database, scripts: Path) -> OwlClawConfig:
         database_name=str(db.params["dbname"]),
         runtime=RuntimeConfig(models=(f"scripted/{SCRIPT}",), scripts_dir=str(scripts)),
     )
+
+
+def _directory(
+    ledger: Ledger, config: OwlClawConfig, idle_s: float, **runtime: Any
+) -> AgentDirectory:
+    """The agents' actors as ``owlclaw run`` places them, with these ``runtime`` settings."""
+    placed = msgspec.structs.replace(
+        config, runtime=msgspec.structs.replace(config.runtime, **runtime)
+    )
+    directory = place_agents(ledger, placed, owner=True, idle_s=idle_s)
+    assert isinstance(directory, AgentDirectory)
+    return directory
 
 
 def _litellm_share(ledger: Ledger, run_ids: list[str]) -> float:
@@ -193,7 +209,7 @@ async def _run_all(directory: AgentDirectory, agents: list[str]) -> tuple[float,
 def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, Any]:
     import ray
 
-    directory = AgentDirectory(ledger, config, placement="dedicated", idle_s=0.5)
+    directory = _directory(ledger, config, 0.5, placement="dedicated")
     names = [f"ded-{uuid.uuid4().hex[:6]}-{i}" for i in range(agents)]
     _register(ledger, names)
     node_llm, node_llm_start_ms = _start_node_llm()
@@ -229,7 +245,7 @@ def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, A
 def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dict[str, Any]:
     import ray
 
-    directory = AgentDirectory(ledger, config, placement="shared", pool_size=pool, idle_s=IDLE_S)
+    directory = _directory(ledger, config, IDLE_S, placement="shared", hosts=pool)
     names = [f"sh-{uuid.uuid4().hex[:6]}-{i}" for i in range(agents)]
     _register(ledger, names)
     hosts = {directory.actor_name(n): n for n in names}
@@ -282,8 +298,7 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
 
 def registered(ledger: Ledger, count: int) -> dict[str, Any]:
     """Agents that exist only in the ledger (passivated), each with a pending built-in timer."""
-    view = TimerRegistrations(ledger)
-    view.create_table()
+    view = open_timer_registrations(ledger, BuiltinBackend())
     fire_at = datetime.now(UTC) + timedelta(days=1)
     began = time.perf_counter()
     for i in range(count):

@@ -20,10 +20,15 @@ from events import catalog as ev
 from events.agent import Agent
 from events.run import Run
 from owlclaw.bench import percentiles
-from projections import VIEWS, MemoryStore, MemoryView, ProjectionRunner
+from owlclaw.compose.memory import open_recall
+from owlclaw.compose.read import configured_views
+from owlclaw.config import OwlClawConfig
+from projections import MemoryView, ProjectionRunner
 from projections.memory import vector_literal
 from projections.synthetic import fill_memories, nearest_ids
 
+CONFIG = OwlClawConfig()
+"""The default configuration's views; each view's rows only (no MEMORY.md files written)."""
 TOOLS_PER_RUN = 10
 LESSONS = [
     "After sharp market drop, rebound signals are usually accurate within 2 hours",
@@ -83,10 +88,10 @@ def measure_catch_up(
 ) -> dict[str, Any]:
     head = fill_ledger(ledger, events, progress)
     results: dict[str, Any] = {}
-    for name, view_class in VIEWS.items():
+    for configured in configured_views(CONFIG, memory_files=False):
+        name = configured.name
         progress(f"catching up the {name} view over {head:,} events")
-        view = view_class(ledger)
-        view.create_table()
+        view = configured.open(ledger)
         applied = ledger.database.count_events(view.events)
         if isinstance(view, MemoryView):
             view.embedder.embed(["load the model before timing"])
@@ -105,9 +110,8 @@ def measure_catch_up(
 def measure_recall(
     ledger: Ledger, memories: int, agents: int, per_agent: int, progress: Callable[[str], None]
 ) -> dict[str, Any]:
-    view = MemoryView(ledger)
-    view.create_table()
-    store = MemoryStore(view)
+    store = open_recall(ledger, CONFIG, files=False)
+    view = store.view
     target = "bench-recall-target"
     progress(f"bulk-loading {memories:,} memories over {agents} agents (synthetic vectors)")
     fill_memories(view, target, memories, agents, per_agent)
@@ -139,10 +143,8 @@ def measure_recall(
 
 
 def measure_remember_to_recallable(ledger: Ledger, samples: int) -> dict[str, Any]:
-    view = MemoryView(ledger)
-    view.create_table()
-    store = MemoryStore(view)
-    runner = ProjectionRunner(ledger, view)
+    store = open_recall(ledger, CONFIG, files=False)
+    runner = ProjectionRunner(ledger, store.view)
     runner.catch_up()
     runner.start()
     agent = ledger.register_agent(f"bench-fresh-{uuid.uuid4().hex[:6]}")

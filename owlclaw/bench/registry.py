@@ -20,6 +20,8 @@ import msgspec
 
 from events import Ledger
 from events.ledger import REGISTER_BATCH
+from owlclaw.compose.read import open_view
+from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from owlclaw.server.overview import overview_page
 from projections import AgentsView, ProjectionRunner, RunsView, SchedulesView
@@ -77,10 +79,12 @@ def run(
         for i in range(ONE_BY_ONE_SAMPLE):
             ledger.register_agent(f"single-{i:06d}")
         single_s = time.perf_counter() - began
-        agents_view = AgentsView(ledger)
-        runs, schedules = RunsView(ledger), SchedulesView(ledger)
-        for view in (agents_view, runs, schedules):
-            view.create_table()
+        config = OwlClawConfig()
+        agents_view = open_view(ledger, config, AgentsView)
+        runs, schedules = (
+            open_view(ledger, config, RunsView),
+            open_view(ledger, config, SchedulesView),
+        )
         progress("agents view catching up…")
         began = time.perf_counter()
         ProjectionRunner(ledger, agents_view).catch_up()

@@ -20,32 +20,35 @@ def memory_dir(config: OwlClawConfig) -> Path:
     return config.data_path / "memory"
 
 
-def memory_options(config: OwlClawConfig, embedder: Embedder | None = None) -> dict[str, Any]:
+def memory_options(
+    config: OwlClawConfig, embedder: Embedder | None = None, *, files: bool = True
+) -> dict[str, Any]:
     """The memory view's constructor options; ``embedder`` replaces its in-process model (a Ray
-    process's: the node's shared embedder of that model)."""
+    process's: the node's shared embedder of that model); ``files``: the view keeps each
+    agent's MEMORY.md current (False: the rows only, as a bench that times the view wants)."""
     memory = config.memory
     if embedder is None:
         embedder = embedder_for(memory.embedding_model, memory.embedding_dimensions)
     return {
         "embedder": embedder,
         "size_limit": memory.memory_md_limit_bytes,
-        "memory_dir": memory_dir(config),
+        "memory_dir": memory_dir(config) if files else None,
     }
 
 
 def open_memory_view(
-    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
+    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None, *, files: bool = True
 ) -> MemoryView:
-    """The memory view as configured, its tables created (``embedder``: see ``memory_options``)."""
-    view = MemoryView(ledger, **memory_options(config, embedder))
+    """The memory view as configured, its tables created (``embedder``, ``files``: see
+    ``memory_options``)."""
+    view = MemoryView(ledger, **memory_options(config, embedder, files=files))
     view.create_table()
     return view
 
 
 def open_recall(
-    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
+    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None, *, files: bool = True
 ) -> MemoryStore:
     """Recall over the memory view (its tables created); the projection runner fills it."""
-    return MemoryStore(
-        open_memory_view(ledger, config, embedder), half_life_days=config.memory.half_life_days
-    )
+    view = open_memory_view(ledger, config, embedder, files=files)
+    return MemoryStore(view, half_life_days=config.memory.half_life_days)

@@ -49,10 +49,10 @@ class ConfiguredView:
 
 
 def configured_views(
-    config: OwlClawConfig, embedder: Embedder | None = None
+    config: OwlClawConfig, embedder: Embedder | None = None, *, memory_files: bool = True
 ) -> list[ConfiguredView]:
-    """Every view the projection runners keep current, in the order they start (``embedder``:
-    see ``memory_options``)."""
+    """Every view the projection runners keep current, in the order they start (``embedder``,
+    ``memory_files``: see ``memory_options``)."""
     approvals = config.approvals
     notify = {
         "url": approvals.notify_url,
@@ -62,7 +62,7 @@ def configured_views(
     return [
         ConfiguredView(AuditView),
         ConfiguredView(RunsView),
-        ConfiguredView(MemoryView, memory_options(config, embedder)),
+        ConfiguredView(MemoryView, memory_options(config, embedder, files=memory_files)),
         ConfiguredView(SchedulesView),
         ConfiguredView(ApprovalNotifications, notify),
         ConfiguredView(Outbox),
@@ -85,11 +85,16 @@ def open_view(ledger: Ledger, config: OwlClawConfig, kind: type[V]) -> V:
 
 
 def open_timer_registrations(
-    ledger: Ledger, backend: TimerBackend, served: Collection[str] | None = None
+    ledger: Ledger,
+    backend: TimerBackend,
+    served: Collection[str] | None = None,
+    *,
+    adopt: bool = True,
 ) -> TimerRegistrations:
-    """The timer registrations with ``backend``, their table created and the timers other
-    backends hold moved to it; ``served``: the agents whose timers this process fires."""
+    """The timer registrations with ``backend``, their table created and (``adopt``) the timers
+    other backends hold moved to it; ``served``: the agents whose timers this process fires."""
     registrations = TimerRegistrations(ledger, backend=backend, served=served)
     registrations.create_table()
-    registrations.adopt()
+    if adopt:
+        registrations.adopt()
     return registrations

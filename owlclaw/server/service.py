@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -24,7 +23,13 @@ from events import Ledger, LedgerReadError, UnknownAgent
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.compose.read import open_views
-from owlclaw.compose.write import place_agents, start_hosts, start_timers
+from owlclaw.compose.write import (
+    place_agents,
+    start_hosts,
+    start_timers,
+    starts_hatchet_engine,
+    views_embedder,
+)
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
 from owlclaw.messages import (
@@ -43,7 +48,6 @@ from owlclaw.supervisor import Supervisor
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
 from projections import MemoryView, ProjectionRunner, View
-from projections.embedders import Embedder
 
 V = TypeVar("V", bound=View)
 R = TypeVar("R")
@@ -101,11 +105,12 @@ class Service:
         self.supervisor.start_thread("metrics", functools.partial(self.metrics.follow, self.ledger))
         for agent_id, app in self.apps.items():
             await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))
-        if self.config.timers.backend == "hatchet" and not os.environ.get("HATCHET_CLIENT_TOKEN"):
+        if starts_hatchet_engine(self.config):
             self.progress("Hatchet engine (in the background)")
             self._hatchet.start_engine(self.database)
         self.progress("projections")
-        views = await asyncio.to_thread(open_views, self.ledger, self.config, self._embedder())
+        shared = views_embedder(self.config)
+        views = await asyncio.to_thread(open_views, self.ledger, self.config, shared)
         self.views = views
         self.progress(f"agents ({self.config.runtime.placement} placement)")
         self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
@@ -168,16 +173,6 @@ class Service:
         server = self.config.server
         name = server_name(server.host, server.port, self.config.ray_address if shared else None)
         return ServingLocks(database.url, name, list(self.apps), shared=shared)
-
-    def _embedder(self) -> Embedder | None:
-        """With agents on Ray, the node's embedding actor, which the hosts on this node use
-        too: one model (~800 MB) per node instead of another in this process."""
-        if self.config.runtime.placement == "local":
-            return None
-        from actors.embedding import NodeEmbedder
-
-        memory = self.config.memory
-        return NodeEmbedder(memory.embedding_model, memory.embedding_dimensions)
 
     def _place_agents(self) -> Agents:
         assert self.ledger is not None
