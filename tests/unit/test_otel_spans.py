@@ -144,6 +144,10 @@ def test_a_run_started_with_a_traceparent_is_a_child_of_the_callers_span(
     assert f"{root.parent.span_id:016x}" == CALLER_SPAN
     assert {f"{s.context.trace_id:032x}" for s in by_name.values()} == {CALLER_TRACE}
 
+    spans.clear()  # the caller's decision not to sample is kept
+    traced_run(uuid.uuid4(), traceparent=f"00-{CALLER_TRACE}-{CALLER_SPAN}-00")
+    assert spans.get_finished_spans() == ()
+
 
 def test_an_invalid_traceparent_is_ignored_and_a_resumed_run_joins_its_trace(
     spans: InMemorySpanExporter,
