@@ -1,13 +1,14 @@
 """``owlclaw bench tracing``: what exporting a run's spans over OTLP costs a tool step.
 
 The runs of ``owlclaw bench runtime`` (a scripted model at zero latency, ``TOOL_STEPS``
-log_decision calls a run, durable appends), once with tracing off and once exporting over
-OTLP/HTTP to a loopback receiver in this process (configured by OTEL_EXPORTER_OTLP_ENDPOINT, as
-an operator would). A step is the gap between one model call ending and the next one starting,
-read from the recorded events; with export on it includes the ``execute_tool`` span and the
-next ``chat`` span, and the batch exporter's thread runs beside it. The receiver keeps the
-request bodies and counts their spans after the runs, so that every span is shown to have
-arrived.
+log_decision calls a run, durable appends), with tracing off and exporting over OTLP/HTTP to a
+loopback receiver in this process (configured by OTEL_EXPORTER_OTLP_ENDPOINT, as an operator
+would), in alternating rounds. A step is the gap between one model call ending and the next one
+starting, read from the recorded events; with export on it includes the ``execute_tool`` span
+and the next ``chat`` span, and the batch exporter's thread runs beside it. The receiver keeps
+the request bodies and counts their spans after the runs (an invoke_agent, a chat per model call
+and an execute_tool per step: ``2 + 2 * TOOL_STEPS`` a run, warm-up runs included), so that every
+span is shown to have arrived.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from owlclaw.runtime.agent_runtime import AgentRuntime
 TOOL_STEPS = 10
 SCRIPT = "bench-tracing"
 ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+ROUNDS = 3
+"""Runs alternate between off and on in this many rounds, so that a change of the machine's
+load falls on both."""
 
 
 def _script() -> list[dict[str, Any]]:
@@ -132,16 +136,23 @@ def _runs(ledger: Ledger, runs: int) -> list[str]:
 
 def run(url: str, runs: int = 30) -> dict[str, Any]:
     register_script(SCRIPT, _script())
+    rounds = min(ROUNDS, runs)
+    off: list[float] = []
+    on: list[float] = []
     with Ledger(url) as ledger, _receiver() as receiver:
-        with _exporting_to(None):
-            off = _step_ms(ledger, _runs(ledger, runs))
-        with _exporting_to(f"http://127.0.0.1:{receiver.server_address[1]}"):
-            on = _step_ms(ledger, _runs(ledger, runs))
+        endpoint = f"http://127.0.0.1:{receiver.server_address[1]}"
+        for i in range(rounds):
+            share = runs // rounds + (i < runs % rounds)
+            with _exporting_to(None):
+                off += _step_ms(ledger, _runs(ledger, share))
+            with _exporting_to(endpoint):
+                on += _step_ms(ledger, _runs(ledger, share))
         received = receiver.spans()
     off_p, on_p = percentiles(off), percentiles(on)
     return {
         "runs": runs,
         "tool_steps_per_run": TOOL_STEPS,
+        "rounds": rounds,
         "tool_step_tracing_off": off_p,
         "tool_step_otlp_export": on_p,
         "added_per_step_ms": {
@@ -149,5 +160,5 @@ def run(url: str, runs: int = 30) -> dict[str, Any]:
             "p95": round(on_p["p95_ms"] - off_p["p95_ms"], 3),
         },
         "spans_received": received,
-        "spans_expected": (runs + 1) * (1 + 2 * TOOL_STEPS + 1),
+        "spans_expected": (runs + rounds) * (2 + 2 * TOOL_STEPS),
     }

@@ -5,9 +5,8 @@ OTEL_SDK_DISABLED=true). Off, the SDK is not imported. The spans: ``otel_spans``
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING
-
-from owlclaw.tracing.base import FlushSoon
 
 if TYPE_CHECKING:
     from owlclaw.tracing.otel_spans import OtelTracer
@@ -16,7 +15,6 @@ ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_
 
 _tracer: OtelTracer | None = None
 _settings: dict[str, str] | None = None
-_retired = FlushSoon("otlp-shutdown")
 
 
 def enable() -> OtelTracer | None:
@@ -28,7 +26,7 @@ def enable() -> OtelTracer | None:
     if settings == _settings:
         return _tracer
     if _tracer is not None:
-        _retired.ask(_tracer.provider.shutdown)
+        threading.Thread(target=_tracer.provider.shutdown, name="otlp-shutdown").start()
     _settings = settings
     on = any(settings.get(k) for k in ENDPOINT_VARIABLES)
     disabled = settings.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
