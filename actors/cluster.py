@@ -32,14 +32,14 @@ PROVIDER_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
 
 
 def worker_env(config: OwlClawConfig) -> dict[str, str]:
-    """Environment for agent actors: offline cost map, tracing and provider keys and the
-    driver's OWLCLAW_* settings (the actors also receive the whole config; these cover
-    libraries that read the environment themselves)."""
+    """Environment for agent actors: offline cost map, tracing (Langfuse keys, OTEL_*) and
+    provider keys and the driver's OWLCLAW_* settings (the actors also receive the whole config;
+    these cover libraries that read the environment themselves)."""
     env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env |= {
         k: v
         for k, v in os.environ.items()
-        if k in PASSED_ON or k.startswith("OWLCLAW_") or k.endswith(PROVIDER_SUFFIXES)
+        if k in PASSED_ON or k.startswith(("OWLCLAW_", "OTEL_")) or k.endswith(PROVIDER_SUFFIXES)
     }
     if config.runtime.scripts_dir:
         env["OWLCLAW_SCRIPTS_DIR"] = config.runtime.scripts_dir

@@ -118,6 +118,9 @@ class Submit(Message[str], frozen=True, kw_only=True):
     payload: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
     idempotency_key: str | None = None
+    traceparent: str | None = None
+    """The caller's W3C traceparent: the run's trace continues the caller's (it is kept in the
+    run's context, so that a resumption continues it too)."""
 
 
 class SubmitAndWait(Message[RunResult], frozen=True, kw_only=True):

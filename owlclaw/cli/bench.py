@@ -107,6 +107,20 @@ def bench_runtime(
     print_figures(result, as_json)
 
 
+@bench_app.command("tracing")
+@handles_errors
+def bench_tracing(
+    runs: Annotated[int, typer.Option(min=1, max=1000, help="Runs of 10 tool steps each.")] = 30,
+    as_json: JsonOption = False,
+) -> None:
+    """Tool-step time with tracing off and with OTLP export to a loopback receiver."""
+    from owlclaw.bench import tracing as bench
+
+    with bench_database("owlclaw_bench_tracing") as url, err.status("benchmarking…"):
+        result = bench.run(url, runs=runs)
+    print_figures(result, as_json)
+
+
 @bench_app.command("eval")
 @handles_errors
 def bench_eval(

@@ -111,7 +111,7 @@ class AgentRuntime:
             subagents=subagents,
             threads=HandlerThreads(name=f"tools-{agent_id}"),
         )
-        tracing.enable_langfuse()
+        tracing.enable()
 
     @property
     def models(self) -> list[str]:
@@ -201,7 +201,7 @@ class AgentRuntime:
             run.record(ev.RunInterrupted, reason="the process running it stopped")
         run.record(ev.RunResumed, from_version=run.version - 1)
         start = recorded.started
-        return await self._to_end(state, start.trigger, start.focus, start.payload)
+        return await self._to_end(state, start.trigger, start.focus, start.payload, start.context)
 
     async def _execute_run(self, state: RunProgress, queued: ev.RunQueued) -> RunResult:
         run = state.run
@@ -213,13 +213,24 @@ class AgentRuntime:
             run.end(ev.RunFailed, error=self.setup.app_error, **state.totals())
             await self._sink.commit(state)
             return RunResult.of(run)
-        return await self._to_end(state, queued.trigger, queued.focus, queued.payload)
+        return await self._to_end(
+            state, queued.trigger, queued.focus, queued.payload, queued.context
+        )
 
     async def _to_end(
-        self, state: RunProgress, trigger: str, focus: str | None, payload: Mapping[str, Any]
+        self,
+        state: RunProgress,
+        trigger: str,
+        focus: str | None,
+        payload: Mapping[str, Any],
+        context: Mapping[str, Any],
     ) -> RunResult:
-        """Drive the run to its end inside its trace, and count it among the agent's runs."""
-        with tracing.run_trace(state.run.id, self.agent_id, trigger, focus, payload) as traced:
+        """Drive the run to its end inside its trace (continuing its caller's, when it was
+        started with a traceparent), and count it among the agent's runs."""
+        traceparent = context.get(tracing.TRACEPARENT)
+        with tracing.run_trace(
+            state.run.id, self.agent_id, trigger, focus, payload, traceparent
+        ) as traced:
             await self._driver.run_to_end(state, trigger, focus, dict(payload))
             tracing.run_ended(traced, state.run.state.status, state.events)
         self.setup.ran(state)

@@ -14,6 +14,7 @@ import msgspec
 from events import catalog as ev
 from events.agent import Agent
 from events.streams import now
+from owlclaw import tracing
 from owlclaw.messages import (
     AnswerApproval,
     ApprovalAnswer,
@@ -55,8 +56,11 @@ class Inbox:
         key = message.idempotency_key
         if key is not None and (known := agent.run_for_key(key)):
             return known, None
+        context = message.context
+        if message.traceparent is not None:
+            context = {**(context or {}), tracing.TRACEPARENT: message.traceparent}
         queued = agent.queue_run(
-            message.trigger, message.focus, message.payload, message.context, idempotency_key=key
+            message.trigger, message.focus, message.payload, context, idempotency_key=key
         )
         await self.sink.append(agent)
         return queued.run_id, queued

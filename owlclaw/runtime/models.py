@@ -79,9 +79,16 @@ async def ask(
                 reraise_cancellation(e)
                 hops.append(f"{model}: {type(e).__name__}: {e}"[:300])
                 last_error = e
-                tracing.failed(traced, hops[-1])
+                tracing.failed(traced, hops[-1], type(e).__qualname__)
                 continue
-            tracing.answered(traced, answer.message, answer.usage, answer.cost_usd)
+            tracing.answered(
+                traced,
+                answer.message,
+                answer.usage,
+                answer.cost_usd,
+                answer.finish_reason,
+                answer.response_model,
+            )
         run.record(
             ev.LLMResponded,
             model=model,
@@ -107,6 +114,8 @@ class Answer:
     usage: dict[str, int]
     cost_usd: float
     finish_reason: str | None
+    response_model: str | None = None
+    """The model that answered, as the provider names it."""
 
 
 async def complete(
@@ -134,6 +143,7 @@ async def complete(
         usage,
         _cost(response),
         getattr(choice, "finish_reason", None),
+        getattr(response, "model", None),
     )
 
 

@@ -2,7 +2,8 @@
 
 - ``POST /agents/{id}/trigger`` ``{"focus"?, "payload"?, "wait"?}``: a run (trigger ``webhook``),
   answered once its RunQueued is committed (202), or when it ended with ``"wait": true`` (200);
-  an ``Idempotency-Key`` header makes a retry return the run that key already started;
+  an ``Idempotency-Key`` header makes a retry return the run that key already started; a W3C
+  ``traceparent`` header makes the run's trace continue the caller's (``owlclaw.tracing``);
 - ``POST /agents/{id}/events`` ``{"source"?, "payload"?}``: an InboundReceived for the agent's
   next heartbeat (202);
 - ``POST /agents/{id}/tools`` ``{"enable"?: [names], "disable"?: [names]}``: a ToolsChanged
@@ -55,6 +56,7 @@ from owlclaw.server_token import server_token
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_IDEMPOTENCY_KEY = 200
+MAX_TRACEPARENT = 256
 
 
 class TriggerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -78,6 +80,15 @@ class AnswerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class EventBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     source: str = "webhook"
     payload: dict[str, Any] = {}
+
+
+def _traceparent(request: web.Request) -> str | None:
+    """The caller's W3C ``traceparent``, kept with the run (bounded, printable; the tracing
+    backend parses it, and ignores one that is not valid, as W3C says)."""
+    value = request.headers.get("traceparent")
+    if value is None or not (0 < len(value) <= MAX_TRACEPARENT and value.isprintable()):
+        return None
+    return value
 
 
 def _json(value: Any) -> str:
@@ -153,6 +164,7 @@ def make_app(service: Service, token: str) -> web.Application:
             focus=data.focus,
             payload=data.payload,
             idempotency_key=key,
+            traceparent=_traceparent(request),
         )
         run_id = await service.ask(message)
         if not data.wait:
