@@ -71,7 +71,7 @@ class ServingLocks:
             for agent_id in self.agent_ids:
                 self._take(conn, agent_id)
         except BaseException:
-            conn.close()  # releases the locks taken so far
+            _close(conn)  # releases the locks taken so far
             raise
         self._conn = conn
 
@@ -103,8 +103,19 @@ class ServingLocks:
 
     def release(self) -> None:
         if self._conn is not None:
-            self._conn.close()
+            _close(self._conn)
             self._conn = None
+
+
+def _close(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Unlock, then close: a closed connection's backend drops its locks only when it has
+    exited, after ``close`` returns, so a server started right after would find them held."""
+    try:
+        conn.execute("SELECT pg_advisory_unlock_all()")
+    except psycopg.Error:
+        pass  # a lost connection holds nothing any more
+    finally:
+        conn.close()
 
 
 def _holders(conn: psycopg.Connection[tuple[object, ...]], key: int) -> list[str]:
