@@ -3,10 +3,11 @@
 A task of its own holds the SDK's ``Client`` open (its transport's task group lives in that
 task): it connects, lists the server's tools, then waits — for a ``tools/list_changed``
 notification (the list is fetched again), for the connection to be found lost (a call saw it
-closed: the server process died, the HTTP session failed), or for close. A lost or failed
-connection is started again after a backoff that doubles up to ``RESTART_MAX_S``; meanwhile
-calls get ``MCP_SERVER_UNAVAILABLE`` (retryable), and a call that finds it restarting waits up
-to its time limit for it to come back.
+closed: the server process died, the HTTP session failed), or for close. The calls in flight
+on a lost connection get ``MCP_SERVER_UNAVAILABLE`` (retryable); it is started again, and the
+next calls wait for that (each up to its time limit). A server that cannot start is tried again
+after a backoff that doubles up to ``RESTART_MAX_S``; meanwhile its calls get
+``MCP_SERVER_UNAVAILABLE`` at once, with why.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ class McpConnection:
             self.reason = reason
             self._client = None
             self.state = "unavailable"
+            self._settled.clear()  # the next calls wait for the restart
             self._lost = True
             self._wake.set()
 
@@ -132,13 +134,14 @@ class McpConnection:
             self._settled.clear()
             self.state = "starting"
             self.starts += 1
+            was_ready = False
             try:
                 async with self._connected() as client:
                     await self._list(client)
                     self._client, self.state, self.reason = client, "ready", ""
                     self._lost = False
                     self._settled.set()
-                    backoff = RESTART_INITIAL_S
+                    was_ready, backoff = True, RESTART_INITIAL_S
                     await self._serve(client)
             except Exception as e:  # the server cannot start, or failed: say why, try again
                 self.reason = describe(e)
@@ -147,7 +150,9 @@ class McpConnection:
             if self._closing:
                 break
             self.state = "unavailable"
-            self._settled.set()
+            if not was_ready:  # it cannot start: callers are told so until it can
+                self._settled.set()
+            # else it was lost: callers wait (each up to its time limit) for the restart
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(backoff):
                     while not self._closing:  # a close ends the backoff early
