@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -133,16 +133,64 @@ def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
     from projections.tool_calls import AuditView
 
     with open_ledger(config) as (_, led):
-        disabled = led.load_agent(agent).state.disabled_tools
+        state = led.load_agent(agent).state
+        disabled = state.disabled_tools
         view = open_view(led, config, AuditView)
         behind = bring_up_to_date(led, view)
         stats = tool_stats(view, agent)
+    servers = mcp_status(Path(state.app_dir)) if state.app_dir else {}
     if as_json:
-        print_json({"agent_id": agent, "disabled": disabled, "warning": behind, "tools": stats})
+        print_json(
+            {
+                "agent_id": agent,
+                "disabled": disabled,
+                "warning": behind,
+                "tools": stats,
+                "mcp_servers": servers,
+            }
+        )
         return
     if behind:
         err.print(f"[yellow]warning:[/] {behind}")
     print_stats_table(agent, stats, disabled)
+    for name, server in servers.items():
+        tools = ", ".join(server["tools"]) or "none"
+        out.print(f"MCP server {escape(name)}: {escape(server['status'])}", highlight=False)
+        out.print(f"  tools: {escape(tools)}", highlight=False)
+
+
+def mcp_status(app_dir: Path) -> dict[str, dict[str, Any]]:
+    """Each MCP server of the app on disk, connected now (each within its ``timeout_s``): its
+    state (ready, or why it is unavailable) and the tools the agent gets from it."""
+    import asyncio
+
+    from owlclaw.app import AppError, load_app
+    from owlclaw.mcp.config import mcp_servers
+    from owlclaw.mcp.pool import McpPool
+
+    try:
+        servers = mcp_servers(load_app(app_dir).config, str(app_dir / "owlclaw.toml"))
+    except AppError:
+        return {}  # the app does not load: runs say why (AppLoadFailed)
+    if not servers:
+        return {}
+
+    async def connect() -> dict[str, dict[str, Any]]:
+        pool = McpPool()
+        try:
+            await pool.ready(servers)
+            status = pool.status(servers)
+            return {
+                name: {
+                    "status": status[name],
+                    "tools": sorted(pool.connection(name, server).tools),
+                }
+                for name, server in servers.items()
+            }
+        finally:
+            await pool.close()
+
+    return asyncio.run(connect())
 
 
 def print_stats_table(agent: str, stats: list[ToolStats], disabled: list[str]) -> None:

@@ -6,6 +6,7 @@ of OwlClaw mid-call leaves the outcome unknown unless the server marks the tool 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ from events import Ledger
 from events import catalog as ev
 from events.run import Run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.mcp.config import mcp_servers
 from owlclaw.mcp.pool import McpPool
@@ -31,6 +33,8 @@ from owlclaw.messages import AnswerApproval, Decision, Result, RunResult, Submit
 from owlclaw.runtime.approvals import pending
 from owlclaw.tools.errors import ToolError
 from tests.apps import make_app
+from tests.cli import free_port
+from tests.cli import owlclaw as run_owlclaw
 from tests.components import missing_component
 from tests.waiting import await_for, wait_for
 
@@ -168,6 +172,32 @@ def test_discovery_names_schemas_annotations_and_a_server_that_cannot_start(
     assert status["broken"].startswith("unavailable: FileNotFoundError")
     assert "/nonexistent/mcp-server" in status["broken"]
     assert refreshes >= 1
+
+
+def test_owlclaw_tools_shows_each_server_ready_with_its_tools_or_why_not(
+    fresh_db: Database, tmp_path: Path, everything: str
+) -> None:
+    broken = {"broken": {"command": "/nonexistent/mcp-server", "timeout_s": 5}}
+    with Ledger(fresh_db.url) as ledger:
+        ledger.register_agent(
+            "shown", str(app(tmp_path, "shown", stdio_servers(everything, **broken)))
+        )
+    env = {
+        **os.environ,
+        "OWLCLAW_DATABASE_URL": fresh_db.url,
+        "OWLCLAW_DATABASE_NAME": str(fresh_db.params["dbname"]),
+        "OWLCLAW_SERVER_PORT": str(free_port()),
+    }
+    shown = run_owlclaw(env, "tools", "shown", "--json", cwd=tmp_path, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    servers = json.loads(shown.stdout)["mcp_servers"]
+    assert servers["everything"]["status"].startswith("ready (mcp-servers/everything 2.0.0")
+    assert "everything__echo" in servers["everything"]["tools"]
+    assert "time__get_current_time" in servers["time"]["tools"]
+    assert servers["broken"]["tools"] == []
+    assert "unavailable: FileNotFoundError" in servers["broken"]["status"]
+    text = run_owlclaw(env, "tools", "shown", cwd=tmp_path, timeout=120)
+    assert "MCP server broken: unavailable: FileNotFoundError" in " ".join(text.stdout.split())
 
 
 # --- calls through the pipeline ------------------------------------------------------------
