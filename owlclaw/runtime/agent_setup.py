@@ -48,8 +48,7 @@ class AgentSetup:
         observes_world: bool,
         mcp: McpPool | None = None,
     ):
-        """``mcp``: the host's MCP connections (None: the app's MCP servers are not used, as
-        in an audit replay, which serves recorded outcomes)."""
+        """``mcp``: the host's MCP connections (None: the app's MCP servers are not used)."""
         self.ledger = ledger
         self.agent_id = agent_id
         self.models = models
@@ -106,15 +105,13 @@ class AgentSetup:
         return agent_tools(self.registry.capabilities, self.pack, self._mcp_tools())
 
     def _mcp_tools(self) -> dict[str, Tool]:
-        if self.mcp is None or not self.observes_world:
-            return {}
-        return dict(self.mcp.tools(self.mcp_servers))
+        return dict(self.mcp.tools(self.mcp_servers)) if self.mcp is not None else {}
 
     async def connect_mcp(self) -> None:
         """Have the app's MCP servers started (on first use) and listed, each waited for at
         most its ``timeout_s``; a server that cannot start leaves its tools out, the others'
         are there."""
-        if self.mcp is not None and self.observes_world and self.mcp_servers:
+        if self.mcp is not None and self.mcp_servers:
             await self.mcp.ready(self.mcp_servers)
 
     def reload(self, agent: Agent) -> bool:

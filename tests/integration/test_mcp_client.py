@@ -24,6 +24,8 @@ from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
 from events.run import Run
+from owlclaw.app import load_app
+from owlclaw.audit.verify import replay_run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
@@ -261,6 +263,9 @@ def test_a_run_calls_mcp_tools_governed_validated_and_recorded_with_their_proven
     [failed] = by_tool(events, ev.ToolCallFailed).values()
     assert failed.tool == "everything__get-resource-reference"
     assert failed.error_code == "TOOL_ERROR" and "Invalid resourceId: 0" in failed.error
+    # an audit replay (no server connected) decides as the run did, from its record
+    report = replay_run(ledger, "mcp-user", 1, app=load_app(tmp_path / "mcp-user"))
+    assert report.matched, report
 
 
 def test_an_mcp_call_the_governance_asks_about_waits_for_the_answer(
