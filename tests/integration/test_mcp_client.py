@@ -299,6 +299,24 @@ def test_an_mcp_call_the_governance_asks_about_waits_for_the_answer(
     assert succeeded.result == "Echo: approved"
 
 
+def test_a_call_past_its_time_limit_times_out_and_the_connection_serves_on(
+    ledger: Ledger, tmp_path: Path, everything: str
+) -> None:
+    config = stdio_servers(everything).replace(
+        'args = ["stdio"]', 'args = ["stdio"]\ntimeout_s = 1', 1
+    )
+    ledger.register_agent("mcp-slow", str(app(tmp_path, "mcp-slow", config)))
+    slow = {"name": "everything__trigger-long-running-operation", "arguments": {"duration": 20}}
+    echo = {"name": "everything__echo", "arguments": {"message": "still here"}}
+    register_script("mcp-slow", [{"tool_calls": [slow, echo]}, {"content": "done"}])
+    result = asyncio.run(run_to_end(ledger, "mcp-slow"))
+    events = events_of(ledger, result.run_id)
+    assert result.status == "completed"
+    [timed_out] = by_tool(events, ev.ToolCallTimedOut).values()
+    assert timed_out.tool == slow["name"] and timed_out.timeout_s == 1
+    assert by_tool(events, ev.ToolCallSucceeded)[echo["name"]].result == "Echo: still here"
+
+
 # --- streamable HTTP -----------------------------------------------------------------------
 
 
