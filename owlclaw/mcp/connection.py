@@ -130,9 +130,11 @@ class McpConnection:
 
     async def _supervise(self) -> None:
         backoff = RESTART_INITIAL_S
+        was_ready = True  # so that the first start is "starting", as a restart after a loss
         while not self._closing:
-            self._settled.clear()
-            self.state = "starting"
+            if was_ready:  # after a failed start it stays unavailable, with why, until it starts
+                self._settled.clear()
+                self.state = "starting"
             self.starts += 1
             was_ready = False
             try:
