@@ -6,6 +6,7 @@ of OwlClaw mid-call leaves the outcome unknown unless the server marks the tool 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -48,15 +49,16 @@ SERVER_INFO = ("mcp-servers/everything", "2.0.0")
 
 @pytest.fixture(scope="module")
 def everything() -> str:
-    """The server-everything launcher that `make mcp-servers` installs."""
+    """The server-everything launcher that `make mcp-servers` installs (and mcp-server-time,
+    the dev dependency the same tests start beside it)."""
     bin_dir = Path(os.environ.get("OWLCLAW_MCP_BIN", ROOT / ".owlclaw/mcp/node_modules/.bin"))
     launcher = bin_dir / "mcp-server-everything"
     if shutil.which("node") is None:
         missing_component("Node.js (for the reference MCP servers)", "node is not on PATH")
     if not launcher.exists():
-        missing_component(
-            "@modelcontextprotocol/server-everything", f"no {launcher}: make mcp-servers"
-        )
+        missing_component("@modelcontextprotocol/server-everything", f"no {launcher}")
+    if importlib.util.find_spec("mcp_server_time") is None:
+        missing_component("mcp-server-time", "not installed (pip install -e '.[dev]')")
     return str(launcher)
 
 
