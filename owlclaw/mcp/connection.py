@@ -5,9 +5,9 @@ task): it connects, lists the server's tools, then waits — for a ``tools/list_
 notification (the list is fetched again), for the connection to be found lost (a call saw it
 closed: the server process died, the HTTP session failed), or for close. The calls in flight
 on a lost connection get ``MCP_SERVER_UNAVAILABLE`` (retryable); it is started again, and the
-next calls wait for that (each up to its time limit). A server that cannot start is tried again
-after a backoff that doubles up to ``RESTART_MAX_S``; meanwhile its calls get
-``MCP_SERVER_UNAVAILABLE`` at once, with why.
+next calls wait for that (each up to its time limit). A server that cannot be reached is tried
+again after a backoff that doubles up to ``RESTART_MAX_S``, or at once when a call needs it; a
+call it fails for gets ``MCP_SERVER_UNAVAILABLE`` with why.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class McpConnection:
         self._wake = asyncio.Event()
         self._lost = False
         self._changed = False
+        self._retry = False
         self._closing = False
         self._task: asyncio.Task[None] | None = None
 
@@ -84,6 +85,8 @@ class McpConnection:
     ) -> types.CallToolResult | ToolError:
         """The server's result, or MCP_SERVER_UNAVAILABLE when it cannot be reached or the
         connection is lost while the call runs (the connection then restarts)."""
+        if self.state == "unavailable" and self._client is None:
+            self._retry_now()
         await self.settled(timeout_s)
         client = self._client
         if client is None:
@@ -106,6 +109,13 @@ class McpConnection:
             self._settled.clear()  # the next calls wait for the restart
             self._lost = True
             self._wake.set()
+
+    def _retry_now(self) -> None:
+        """A call to a server that could not be reached: try it again now (not after the rest
+        of its backoff), and have the call wait for that attempt."""
+        self._retry = True
+        self._settled.clear()
+        self._wake.set()
 
     def _unavailable(self, reason: str) -> ToolError:
         return ToolError(
@@ -136,7 +146,7 @@ class McpConnection:
                 self._settled.clear()
                 self.state = "starting"
             self.starts += 1
-            was_ready = False
+            was_ready, self._retry = False, False
             try:
                 async with self._connected() as client:
                     await self._list(client)
@@ -157,7 +167,7 @@ class McpConnection:
             # else it was lost: callers wait (each up to its time limit) for the restart
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(backoff):
-                    while not self._closing:  # a close ends the backoff early
+                    while not (self._closing or self._retry):  # a close or a call ends it
                         self._wake.clear()
                         await self._wake.wait()
             backoff = min(backoff * 2, RESTART_MAX_S)

@@ -322,25 +322,42 @@ def test_a_call_past_its_time_limit_times_out_and_the_connection_serves_on(
 # --- streamable HTTP -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def http_everything(everything: str) -> Iterator[str]:
-    """server-everything serving streamable HTTP on a free loopback port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [everything, "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: _listening(port) or server.poll() is not None, "the server to listen", 30)
+class HttpEverything:
+    """server-everything serving streamable HTTP on a loopback port; stopped and started again
+    on the same port to fail and restore the session."""
+
+    def __init__(self, launcher: str):
+        self.launcher = launcher
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = server = subprocess.Popen(
+            [self.launcher, "streamableHttp"],
+            env={**os.environ, "PORT": str(self.port)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(lambda: _listening(self.port) or server.poll() is not None, "it to listen", 30)
         assert server.poll() is None, "server-everything (streamableHttp) exited"
-        yield f"http://127.0.0.1:{port}/mcp"
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def http_everything(everything: str) -> Iterator[HttpEverything]:
+    server = HttpEverything(everything)
+    server.start()
+    try:
+        yield server
     finally:
-        server.terminate()
-        server.wait(10)
+        server.kill()
 
 
 def _listening(port: int) -> bool:
@@ -349,11 +366,15 @@ def _listening(port: int) -> bool:
 
 
 def test_a_streamable_http_server_with_a_header_from_the_environment(
-    ledger: Ledger, tmp_path: Path, http_everything: str, monkeypatch: pytest.MonkeyPatch
+    ledger: Ledger,
+    tmp_path: Path,
+    http_everything: HttpEverything,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     secret = f"Bearer secret-{uuid.uuid4().hex}"
     monkeypatch.setenv("OWL_TEST_MCP_TOKEN", secret)
-    config = toml({"url": http_everything, "headers_env": {"Authorization": "OWL_TEST_MCP_TOKEN"}})
+    headers = {"Authorization": "OWL_TEST_MCP_TOKEN"}
+    config = toml({"url": http_everything.url, "headers_env": headers})
     ledger.register_agent(
         "mcp-http", str(app(tmp_path, "mcp-http", "[mcp.servers.web]\n" + config))
     )
@@ -367,6 +388,36 @@ def test_a_streamable_http_server_with_a_header_from_the_environment(
     assert by_tool(events, ev.ToolCallRequested)["web__get-sum"].server_name == SERVER_INFO[0]
     agent_events = ledger.stream(ledger.load_agent("mcp-http").id)
     assert not any(secret in repr(e) for e in [*events, *agent_events])  # never in the ledger
+
+
+def test_an_http_session_that_fails_mid_call_is_restored_for_the_next_call(
+    http_everything: HttpEverything,
+) -> None:
+    servers = mcp_servers({"mcp": {"servers": {"web": {"url": http_everything.url}}}})
+
+    async def fail_mid_call() -> tuple[Any, Any, Any]:
+        pool = McpPool()
+        try:
+            await pool.ready(servers)
+            connection = pool.connection("web", servers["web"])
+            slow = asyncio.create_task(
+                connection.call("trigger-long-running-operation", {"duration": 30, "steps": 30}, 60)
+            )
+            await asyncio.sleep(0.5)  # the call is in flight (it runs 30 s)
+            http_everything.kill()
+            failed = await slow
+            while_down = await connection.call("echo", {"message": "down"}, 5)
+            await asyncio.to_thread(http_everything.start)
+            after = await connection.call("echo", {"message": "back"}, 30)
+            return failed, while_down, after
+        finally:
+            await pool.close()
+
+    failed, while_down, after = asyncio.run(fail_mid_call())
+    assert isinstance(failed, ToolError) and failed.error_code == "MCP_SERVER_UNAVAILABLE"
+    assert isinstance(while_down, ToolError) and while_down.error_code == "MCP_SERVER_UNAVAILABLE"
+    assert "ConnectError" in while_down.error  # why: nothing listens
+    assert not isinstance(after, ToolError) and after.content[0].text == "Echo: back"
 
 
 # --- a server killed mid-call ----------------------------------------------------------------
