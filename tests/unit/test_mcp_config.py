@@ -69,3 +69,16 @@ def test_an_app_may_have_an_mcp_table(tmp_path: Path) -> None:
     (tmp_path / "owlclaw.toml").write_text('[mcp.servers.time]\ncommand = "mcp-server-time"\n')
     app = load_app(tmp_path)
     assert mcp_servers(app.config)["time"].command == "mcp-server-time"
+
+
+def test_header_values_are_read_from_the_environment_and_a_missing_one_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from owlclaw.mcp.connection import headers
+
+    server = servers(r={"url": "https://h/mcp", "headers_env": {"Authorization": "R_TOKEN"}})["r"]
+    monkeypatch.delenv("R_TOKEN", raising=False)
+    with pytest.raises(LookupError, match="R_TOKEN"):
+        headers(server)
+    monkeypatch.setenv("R_TOKEN", "Bearer s3cret")
+    assert headers(server) == {"Authorization": "Bearer s3cret"}
