@@ -33,7 +33,7 @@ from owlclaw.llm.scripted import register_script
 from owlclaw.mcp.config import mcp_servers
 from owlclaw.mcp.pool import McpPool
 from owlclaw.messages import AnswerApproval, Decision, Result, RunResult, Submit
-from owlclaw.runtime.approvals import pending
+from owlclaw.runtime.approvals import ToolArgumentsInvalid, pending
 from owlclaw.tools.errors import ToolError
 from tests.apps import make_app
 from tests.cli import free_port
@@ -202,6 +202,11 @@ def test_owlclaw_tools_shows_each_server_ready_with_its_tools_or_why_not(
     assert "unavailable: FileNotFoundError" in servers["broken"]["status"]
     text = run_owlclaw(env, "tools", "shown", cwd=tmp_path, timeout=120)
     assert "MCP server broken: unavailable: FileNotFoundError" in " ".join(text.stdout.split())
+    off = run_owlclaw(
+        env, "tools", "shown", "--disable", "everything__echo", "--json", cwd=tmp_path, timeout=120
+    )
+    assert off.returncode == 0, off.stderr  # a server's tool is a tool the operator can switch
+    assert json.loads(off.stdout)["disabled"] == ["everything__echo"]
 
 
 # --- calls through the pipeline ------------------------------------------------------------
@@ -278,7 +283,7 @@ def test_an_mcp_call_the_governance_asks_about_waits_for_the_answer(
     echo = {"name": "everything__echo", "arguments": {"message": "approved"}}
     register_script("mcp-asker", [{"tool_calls": [echo]}, {"content": "done"}])
 
-    async def ask_then_answer() -> tuple[str, list[str], RunResult]:
+    async def park() -> tuple[str, list[str]]:
         owl = owlclaw_host(ledger, "mcp-asker")
         try:
             run_id = await owl.ask(Submit(agent_id="mcp-asker", trigger="webhook", focus="echo"))
@@ -286,19 +291,30 @@ def test_an_mcp_call_the_governance_asks_about_waits_for_the_answer(
                 lambda: any(isinstance(e, ev.RunParked) for e in events_of(ledger, run_id)),
                 "the run to park",
             )
-            kinds = [type(e).__name__ for e in events_of(ledger, run_id)]
-            [waiting] = pending(ledger, ["mcp-asker"])
-            decision = Decision(waiting.approval_id, True, "alice", "fine")
-            await owl.ask(AnswerApproval(agent_id="mcp-asker", decision=decision))
-            return run_id, kinds, await owl.ask(Result(agent_id="mcp-asker", run_id=run_id))
+            return run_id, [type(e).__name__ for e in events_of(ledger, run_id)]
         finally:
             await owl.close()
 
-    run_id, parked_kinds, result = asyncio.run(ask_then_answer())
+    async def answer_on_a_new_host(run_id: str) -> RunResult:
+        """The answer edits the arguments: checked against the server's schema, then used."""
+        owl = owlclaw_host(ledger, "mcp-asker")
+        try:
+            [waiting] = pending(ledger, ["mcp-asker"])
+            bad = Decision(waiting.approval_id, True, "alice", arguments={"message": 5})
+            with pytest.raises(ToolArgumentsInvalid, match="is not of type 'string'"):
+                await owl.ask(AnswerApproval(agent_id="mcp-asker", decision=bad))
+            edited = Decision(waiting.approval_id, True, "alice", arguments={"message": "edited"})
+            await owl.ask(AnswerApproval(agent_id="mcp-asker", decision=edited))
+            return await owl.ask(Result(agent_id="mcp-asker", run_id=run_id))
+        finally:
+            await owl.close()
+
+    run_id, parked_kinds = asyncio.run(park())
     assert "ToolCallRequested" not in parked_kinds  # nothing called while it waited
+    result = asyncio.run(answer_on_a_new_host(run_id))
     assert result.status == "completed"
     [succeeded] = by_tool(events_of(ledger, run_id), ev.ToolCallSucceeded).values()
-    assert succeeded.result == "Echo: approved"
+    assert succeeded.result == "Echo: edited"
 
 
 def test_a_call_past_its_time_limit_times_out_and_the_connection_serves_on(
