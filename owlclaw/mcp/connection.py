@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
+from importlib.metadata import version as package_version
 from typing import Any, Literal
 
 import httpx2
@@ -37,7 +38,8 @@ RESTART_INITIAL_S, RESTART_MAX_S = 0.2, 30.0
 LIST_PAGES = 100
 """At most this many pages of a server's tool list (a paginator that never ends cannot hang)."""
 CLOSE_S = 10.0
-CLIENT_INFO = types.Implementation(name="owlclaw", version="0.1")
+CLIENT_INFO = types.Implementation(name="owlclaw", version=package_version("owlclaw"))
+"""How OwlClaw introduces itself to a server (initialize's clientInfo)."""
 State = Literal["starting", "ready", "unavailable", "closed"]
 
 

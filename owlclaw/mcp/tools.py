@@ -77,10 +77,13 @@ class McpTool:
     """Its name on the server."""
     calls: Calls
 
+    timeout_s: float
+    """Its server's: how long a call may wait for the server to (re)start."""
+
     async def execute(self, params: Any, ctx: ToolContext) -> Any:
-        """The server's result converted (owlclaw.mcp.results), or a ToolError."""
-        timeout_s = self.spec.timeout_s or 30.0
-        result = await self.calls.call(self.remote, dict(params), timeout_s)
+        """The server's result converted (owlclaw.mcp.results), or a ToolError; the pipeline
+        bounds the whole call by the same time limit."""
+        result = await self.calls.call(self.remote, dict(params), self.timeout_s)
         return result if isinstance(result, ToolError) else converted(result)
 
 
@@ -123,5 +126,5 @@ def discovered(
         except jsonschema.SchemaError as e:
             skipped[tool.name] = f"its input schema is not a valid JSON schema: {e.message}"
             continue
-        tools[owl] = McpTool(spec, tool.name, calls)
+        tools[owl] = McpTool(spec, tool.name, calls, server.timeout_s)
     return tools, skipped
