@@ -1,14 +1,20 @@
 """A host's MCP connections: one per server (per distinct settings), shared by the runs of all
-the agents it hosts, started when a run first needs the server and closed with the host."""
+the agents it hosts, started when a run first needs the server and closed with the host.
+
+The MCP SDK is imported with the first connection (a third of a second), not by every process
+that hosts agents."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from owlclaw.mcp.config import McpServer
-from owlclaw.mcp.connection import McpConnection
-from owlclaw.mcp.tools import McpTool
+
+if TYPE_CHECKING:
+    from owlclaw.mcp.connection import McpConnection
+    from owlclaw.mcp.tools import McpTool
 
 
 class McpPool:
@@ -20,6 +26,8 @@ class McpPool:
         key = (name, server.key)
         connection = self._connections.get(key)
         if connection is None:
+            from owlclaw.mcp.connection import McpConnection
+
             connection = self._connections[key] = McpConnection(name, server)
         return connection
 
