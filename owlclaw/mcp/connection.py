@@ -62,7 +62,8 @@ class McpConnection:
         """How many times a tools/list_changed notification had the list fetched again."""
         self._client: Client | None = None
         self._settled = asyncio.Event()
-        """Set while the connection is ready or unavailable, clear while it starts."""
+        """Set when a caller has nothing to wait for (ready, or it could not start); clear while
+        it starts, or restarts after it was lost or a call asked to try again."""
         self._wake = asyncio.Event()
         self._lost = False
         self._changed = False
