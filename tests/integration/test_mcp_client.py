@@ -216,9 +216,12 @@ def test_a_run_calls_mcp_tools_governed_validated_and_recorded_with_their_proven
     ledger: Ledger, tmp_path: Path, everything: str
 ) -> None:
     broken = {"broken": {"command": "/nonexistent/mcp-server", "timeout_s": 5}}
-    config = '[governance]\ndeny = ["everything__get-env"]\n\n' + stdio_servers(
-        everything, **broken
+    governance = (
+        '[governance]\ndeny = ["everything__get-env"]\n'
+        'ask_if = { "everything__get-sum" = "a > 100" }\n'
+        'rate_limits = { "time__get_current_time" = { calls = 1, per_seconds = 3600 } }\n\n'
     )
+    config = governance + stdio_servers(everything, **broken)
     ledger.register_agent("mcp-user", str(app(tmp_path, "mcp-user", config)))
     register_script(
         "mcp-user",
@@ -236,6 +239,11 @@ def test_a_run_calls_mcp_tools_governed_validated_and_recorded_with_their_proven
                         "name": "time__get_current_time",
                         "arguments": {"timezone": "UTC"},
                     },
+                    {
+                        "name": "time__get_current_time",
+                        "arguments": {"timezone": "Europe/Paris"},
+                    },
+                    {"name": "everything__get-sum", "arguments": {"a": 2, "b": 3}},
                     {"name": "remember", "arguments": {"content": "x", "tags": []}},
                 ]
             },
@@ -252,6 +260,7 @@ def test_a_run_calls_mcp_tools_governed_validated_and_recorded_with_their_proven
         "everything__echo",
         "everything__get-resource-reference",
         "time__get_current_time",
+        "everything__get-sum",  # ask_if "a > 100": a = 2 is not asked about
         "remember",
     }
     echo = requested["everything__echo"]
@@ -265,12 +274,13 @@ def test_a_run_calls_mcp_tools_governed_validated_and_recorded_with_their_proven
     assert "remember" in succeeded  # the broken server's absence leaves the other tools working
     [rejected] = by_tool(events, ev.ToolCallRejected).values()
     assert rejected.tool == "everything__echo" and "is not of type 'string'" in rejected.error
-    [denied] = by_tool(events, ev.ToolCallDenied).values()
-    assert denied.tool == "everything__get-env"
+    denied = by_tool(events, ev.ToolCallDenied)
+    assert set(denied) == {"everything__get-env", "time__get_current_time"}
+    assert denied["time__get_current_time"].error_code == "RATE_LIMITED"  # its second call
     [failed] = by_tool(events, ev.ToolCallFailed).values()
     assert failed.tool == "everything__get-resource-reference"
     assert failed.error_code == "TOOL_ERROR" and "Invalid resourceId: 0" in failed.error
-    # an audit replay (no server connected) decides as the run did, from its record
+    # an audit replay (the servers listed, every call settled from the record) matches
     report = replay_run(ledger, "mcp-user", 1, app=load_app(tmp_path / "mcp-user"))
     assert report.matched, report
 
