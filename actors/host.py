@@ -27,6 +27,7 @@ from events import catalog as ev
 from owlclaw.agents import Agents, HostStatus
 from owlclaw.config import OwlClawConfig
 from owlclaw.llm.scripted import load_script_dir
+from owlclaw.mcp.pool import McpPool
 from owlclaw.messages import (
     Activate,
     AnswerApproval,
@@ -71,6 +72,9 @@ class AgentHost:
         self.config = config
         if config.runtime.scripts_dir:
             load_script_dir(Path(config.runtime.scripts_dir))
+        self.mcp = McpPool()
+        """This host's connections to its agents' MCP servers: one per server, opened when a
+        run first needs it, closed with the host."""
         self.hosted = HostedAgents(
             ledger,
             config,
@@ -78,6 +82,7 @@ class AgentHost:
             memory=memory,  # recall for the hosted agents (None: MEMORY_UNAVAILABLE)
             agents=self.agents,
             llm=llm or LiteLLM(),  # seconds to import: at start-up, not in the first run
+            mcp=self.mcp,
         )
         """The hosted agents: activated on their first message, passivated when idle."""
         self._handlers: dict[type[Message[Any]], Callable[[Any], Awaitable[Any]]] = {
@@ -241,3 +246,4 @@ class AgentHost:
 
     async def close(self) -> None:
         await self.hosted.close()
+        await self.mcp.close()

@@ -24,6 +24,7 @@ from events import catalog as ev
 from events.ledger import CONNECTIONS
 from owlclaw.agents import AgentActivity, Agents, HostStatus
 from owlclaw.config import OwlClawConfig
+from owlclaw.mcp.pool import McpPool
 from owlclaw.messages import ExpireApprovals, RunResult
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Completer
@@ -67,6 +68,7 @@ class HostedAgents:
         memory: MemoryStore | None,
         agents: Agents,
         llm: Completer,
+        mcp: McpPool | None = None,
     ):
         self.ledger = ledger
         self.config = config
@@ -75,6 +77,8 @@ class HostedAgents:
         self.agents = agents
         """Where the hosted agents' sub-agents live, and where a sub-agent reports its end."""
         self.llm = llm
+        self.mcp = mcp
+        """The host's MCP connections, shared by its agents' runs."""
         self._ledger_threads = ThreadPoolExecutor(LEDGER_THREADS, thread_name_prefix="ledger")
         """Where the hosted agents' ledger calls run, each agent's in its order."""
         self._agents: dict[str, Hosted] = {}
@@ -129,6 +133,7 @@ class HostedAgents:
             agents=self.agents,
             llm=self.llm,
             ledger_threads=self._ledger_threads,
+            mcp=self.mcp,
         )
         try:
             # a broken app is recorded now, bounded by its time limit

@@ -349,10 +349,16 @@ class LLMResponded(_RunEvent, frozen=True, kw_only=True):
     """The exact inputs of this decision: identity hashes, memories, skills, tools."""
 
 
-class ToolCallRequested(_RunEvent, frozen=True, kw_only=True):
+class ToolCallRequested(_RunEvent, frozen=True, kw_only=True, omit_defaults=True):
     call_id: str
     tool: str
     arguments: JSON
+    schema_sha256: str = ""
+    """For a tool from an MCP server: the hash of the tool as listed (name, description, input
+    schema, annotations), so replay and audit know exactly which tool was called."""
+    server_name: str = ""
+    """For a tool from an MCP server: the server's name and version as it announced them."""
+    server_version: str = ""
 
 
 class ToolCallDenied(_RunEvent, frozen=True, kw_only=True):

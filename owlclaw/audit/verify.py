@@ -24,6 +24,7 @@ from events import catalog as ev
 from events.streams import run_stream_id
 from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
+from owlclaw.mcp.pool import McpPool
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.tools.capabilities import Registry
@@ -234,9 +235,13 @@ def replay_run(
     limits: RuntimeConfig | None = None,
     governance: Governance | None = None,
 ) -> ReplayReport:
-    """Re-execute run ``run_no`` of ``agent_id`` from its recorded steps and compare them."""
+    """Re-execute run ``run_no`` of ``agent_id`` from its recorded steps and compare them.
+
+    The app's MCP servers are connected to have their tools listed (their calls settle with
+    the recorded outcomes, as every tool's do), so the replay sees the tools the run saw."""
     run_id = run_stream_id(agent_id, run_no)
     recorded = RecordedRun(run_id, ledger.stream(run_id))
+    mcp = McpPool()
     runtime = AgentRuntime(
         ledger,
         agent_id,
@@ -246,12 +251,18 @@ def replay_run(
         limits=limits,
         governance=governance,
         replay=recorded,
+        mcp=mcp,
     )
     start = recorded.started
+
+    async def replay() -> None:
+        try:
+            await runtime.run(start.trigger, start.focus, dict(start.payload), dict(start.context))
+        finally:
+            await mcp.close()
+
     try:
-        asyncio.run(
-            runtime.run(start.trigger, start.focus, dict(start.payload), dict(start.context))
-        )
+        asyncio.run(replay())
     finally:
         runtime.close()
     differences = compare(recorded.events, runtime.produced)

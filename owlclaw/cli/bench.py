@@ -121,6 +121,28 @@ def bench_tracing(
     print_figures(result, as_json)
 
 
+@bench_app.command("mcp")
+@handles_errors
+def bench_mcp(
+    runs: Annotated[int, typer.Option(min=1, max=1000, help="Runs of 10 calls per kind.")] = 30,
+    servers: Annotated[
+        Path,
+        typer.Option(
+            help="Where `make mcp-servers` put the npm servers' launchers.",
+            envvar="OWLCLAW_MCP_BIN",
+        ),
+    ] = Path(".owlclaw/mcp/node_modules/.bin"),
+    as_json: JsonOption = False,
+) -> None:
+    """The overhead of a tool call to an MCP server (server-everything's echo, over stdio and
+    streamable HTTP) over a built-in tool's, through the whole pipeline: p50/p95 per step."""
+    from owlclaw.bench import mcp as bench
+
+    with bench_database("owlclaw_bench_mcp") as url, err.status("benchmarking…"):
+        result = bench.run(url, servers.resolve(), runs=runs)
+    print_figures(result, as_json)
+
+
 @bench_app.command("eval")
 @handles_errors
 def bench_eval(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -24,6 +25,7 @@ from owlclaw.cli.common import (
 )
 from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
+from owlclaw.mcp.config import SEPARATOR, McpServer
 from owlclaw.messages import ToolsChange
 from owlclaw.reports.inspection import bring_up_to_date
 from owlclaw.tools.tool import Tool
@@ -109,22 +111,25 @@ def _change(
 
 
 def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> dict[str, Tool]:
-    """The tools of the agent's app as it is on disk (built-in tools only without one); its
-    handlers.py is loaded the way a host loads it, with the time limit."""
+    """The tools of the agent's app as it is on disk (built-in tools only without one), its MCP
+    servers' as they list them now; its handlers.py is loaded the way a host loads it, with the
+    time limit."""
     from owlclaw.app import load_app
+    from owlclaw.mcp.config import mcp_servers
     from owlclaw.runtime.app_code import AppCode
     from owlclaw.runtime.toolset import agent_tools
     from owlclaw.tools.capabilities import Registry
     from owlclaw.tools.pack.config import ToolsConfig, pack_tools
 
     app_dir = led.load_agent(agent).state.app_dir
-    registry, pack = Registry(), {}
+    registry, pack, mcp = Registry(), {}, {}
     if app_dir and Path(app_dir).is_dir():
         loaded = load_app(Path(app_dir))
         if loaded.handlers:
             registry = AppCode(timeout_s).load(loaded.handlers)
         pack = pack_tools(ToolsConfig.from_app_config(loaded.config), workspaces)
-    return agent_tools(registry.capabilities, pack)
+        mcp = listed(mcp_servers(loaded.config))[0]
+    return agent_tools(registry.capabilities, pack, mcp)
 
 
 def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
@@ -133,16 +138,71 @@ def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
     from projections.tool_calls import AuditView
 
     with open_ledger(config) as (_, led):
-        disabled = led.load_agent(agent).state.disabled_tools
+        state = led.load_agent(agent).state
+        disabled = state.disabled_tools
         view = open_view(led, config, AuditView)
         behind = bring_up_to_date(led, view)
         stats = tool_stats(view, agent)
+    servers = mcp_status(Path(state.app_dir)) if state.app_dir else {}
     if as_json:
-        print_json({"agent_id": agent, "disabled": disabled, "warning": behind, "tools": stats})
+        print_json(
+            {
+                "agent_id": agent,
+                "disabled": disabled,
+                "warning": behind,
+                "tools": stats,
+                "mcp_servers": servers,
+            }
+        )
         return
     if behind:
         err.print(f"[yellow]warning:[/] {behind}")
     print_stats_table(agent, stats, disabled)
+    for name, server in servers.items():
+        tools = ", ".join(server["tools"]) or "none"
+        out.print(f"MCP server {escape(name)}: {escape(server['status'])}", highlight=False)
+        out.print(f"  tools: {escape(tools)}", highlight=False)
+
+
+def mcp_status(app_dir: Path) -> dict[str, dict[str, Any]]:
+    """Each MCP server of the app on disk, connected now (each within its ``timeout_s``): its
+    state (ready, or why it is unavailable) and the tools the agent gets from it."""
+    from owlclaw.app import AppError, load_app
+    from owlclaw.mcp.config import mcp_servers
+
+    try:
+        servers = mcp_servers(load_app(app_dir).config, str(app_dir / "owlclaw.toml"))
+    except AppError:
+        return {}  # the app does not load: runs say why (AppLoadFailed)
+    tools, status = listed(servers)
+    return {
+        name: {
+            "status": status[name],
+            "tools": sorted(t for t in tools if t.startswith(f"{name}{SEPARATOR}")),
+        }
+        for name in servers
+    }
+
+
+def listed(servers: Mapping[str, McpServer]) -> tuple[dict[str, Tool], dict[str, str]]:
+    """The tools of ``servers`` as they list them now, and each server's status; connected
+    for this (each within its ``timeout_s``) and closed again."""
+    import asyncio
+
+    from owlclaw.mcp.pool import McpPool
+
+    if not servers:
+        return {}, {}
+
+    async def connect() -> tuple[dict[str, Tool], dict[str, str]]:
+        pool = McpPool()
+        try:
+            await pool.ready(servers)
+            return dict(pool.tools(servers)), pool.status(servers)
+        finally:
+            await pool.close()
+
+    return asyncio.run(connect())
 
 
 def print_stats_table(agent: str, stats: list[ToolStats], disabled: list[str]) -> None:

@@ -22,6 +22,7 @@ from owlclaw import tracing
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
+from owlclaw.mcp.pool import McpPool
 from owlclaw.messages import RunResult
 from owlclaw.runtime.agent_setup import AgentSetup
 from owlclaw.runtime.briefing import Briefing
@@ -68,9 +69,11 @@ class AgentRuntime:
         agents: Agents | None = None,
         llm: Completer | None = None,
         ledger_threads: Executor | None = None,
+        mcp: McpPool | None = None,
     ):
         """``ledger_threads``: a pool shared by the agents of a host, on which this agent's
-        ledger calls run in order (default: a thread of its own)."""
+        ledger calls run in order (default: a thread of its own). ``mcp``: the host's MCP
+        connections (None: the app's MCP servers are not used)."""
         if not models:
             raise ValueError("at least one model is needed")
         self.ledger = ledger
@@ -86,6 +89,7 @@ class AgentRuntime:
             governance=governance,
             workspaces=workspaces,
             observes_world=replay is None,
+            mcp=mcp,
         )
         self._io = LedgerCalls(
             SerialExecutor(ledger_threads)

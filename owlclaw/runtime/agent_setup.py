@@ -15,6 +15,8 @@ from events.agent import Agent
 from events.streams import now, run_stream_id
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.mcp.config import McpServer, mcp_servers
+from owlclaw.mcp.pool import McpPool
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import AgentWriter
 from owlclaw.runtime.progress import RunProgress, Stop
@@ -44,7 +46,9 @@ class AgentSetup:
         governance: Governance | None,
         workspaces: Path | None,
         observes_world: bool,
+        mcp: McpPool | None = None,
     ):
+        """``mcp``: the host's MCP connections (None: the app's MCP servers are not used)."""
         self.ledger = ledger
         self.agent_id = agent_id
         self.models = models
@@ -71,6 +75,9 @@ class AgentSetup:
             else {}
         )
         """The pack tools its app enables (``[tools] enable``)."""
+        self.mcp = mcp
+        self.mcp_servers: dict[str, McpServer] = mcp_servers(app.config) if app else {}
+        """The MCP servers its app takes tools from (``[mcp.servers.<name>]``)."""
         self.parent_agent_id = ""
         """The agent that spawned this one ("" for a top-level agent), as last loaded."""
         self.recent: deque[list[tuple[str, int]]] | None = None
@@ -93,8 +100,19 @@ class AgentSetup:
         return self._app.error
 
     def tools(self) -> dict[str, Tool]:
-        """Every tool of this agent, built-in and the app's, by name."""
-        return agent_tools(self.registry.capabilities, self.pack)
+        """Every tool of this agent, built-in, the app's and its MCP servers' (as last
+        listed), by name."""
+        return agent_tools(self.registry.capabilities, self.pack, self._mcp_tools())
+
+    def _mcp_tools(self) -> dict[str, Tool]:
+        return dict(self.mcp.tools(self.mcp_servers)) if self.mcp is not None else {}
+
+    async def connect_mcp(self) -> None:
+        """Have the app's MCP servers started (on first use) and listed, each waited for at
+        most its ``timeout_s``; a server that cannot start leaves its tools out, the others'
+        are there."""
+        if self.mcp is not None and self.mcp_servers:
+            await self.mcp.ready(self.mcp_servers)
 
     def reload(self, agent: Agent) -> bool:
         """Re-read the app directory and use what changed; True when ``agent`` recorded a new
@@ -109,13 +127,16 @@ class AgentSetup:
         a tool it does not have."""
         pack = pack_tools(tools, self.workspaces, app.root)
         capabilities = (registry or self.registry).capabilities
+        source = str(app.root / "owlclaw.toml")
+        servers = mcp_servers(app.config, source)
         check_governance_names(
-            governance, agent_tools(capabilities, pack), str(app.root / "owlclaw.toml")
+            governance, agent_tools(capabilities, pack, self._mcp_tools()), source, servers
         )
         if registry is not None:
             self.registry = registry
         self.governance = governance
         self.pack = pack
+        self.mcp_servers = servers
         self.rate = self.rate.with_limits(governance.rate_limits_with(app.skills))
         if app.settings.models:
             self.models = list(app.settings.models)

@@ -133,6 +133,7 @@ class RunDriver:
         self, state: RunProgress, trigger: str, focus: str | None, payload: dict[str, Any]
     ) -> None:
         setup, steps = self.setup, state.steps
+        await setup.connect_mcp()
         state.tools = setup.tools()
         recorded_tools = steps.unknown_tools(state.run, state.tools)
         tools, state.hidden = self.briefing.visible(state.agent, state.tools, recorded_tools)

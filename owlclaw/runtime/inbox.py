@@ -86,6 +86,7 @@ class Inbox:
         tools of its app as last loaded; from the next run on, governance hides disabled ones."""
         agent = await self._head()
         agent_id = self.setup.agent_id
+        await self.setup.connect_mcp()  # its MCP servers' tools are among those it may name
         if agent.change_tools(message.enable, message.disable, list(self.setup.tools())) is None:
             return ToolsChange(agent_id, list(agent.state.disabled_tools))
         # a ToolsChanged commutes with any fact appended meanwhile (a run's schedule): rebase
@@ -106,6 +107,7 @@ class Inbox:
         The run to resume is in the answer."""
         decision = message.decision
         agent = await self._head()
+        await self.setup.connect_mcp()  # the call may be to a tool of one of its MCP servers
         checked_edit(agent, decision, self.setup.tools())
         approval = record_decision(agent, decision)
         agent, positions = await self.sink.append(agent)

@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from fnmatch import fnmatchcase
 
 from owlclaw.app import AppError
+from owlclaw.mcp.config import SEPARATOR as MCP_SEPARATOR
 from owlclaw.struct_errors import nearest
 from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.governance import Governance
@@ -46,21 +47,30 @@ def tool_kinds(capabilities: Collection[str], pack: Collection[str] = ()) -> dic
 
 
 def agent_tools(
-    capabilities: Mapping[str, Tool], pack: Mapping[str, Tool] | None = None
+    capabilities: Mapping[str, Tool],
+    pack: Mapping[str, Tool] | None = None,
+    mcp: Mapping[str, Tool] | None = None,
 ) -> dict[str, Tool]:
     """Every tool of an agent by name: the built-in tools, its enabled ``pack`` tools, its app's
-    ``capabilities`` (ToolNameClash when two share a name)."""
-    tool_kinds(capabilities, pack or {})
-    return {**BUILTINS, **(pack or {}), **capabilities}
+    ``capabilities`` and the tools of its MCP servers (ToolNameClash when two share a name)."""
+    tool_kinds({**capabilities, **(mcp or {})}, pack or {})
+    return {**BUILTINS, **(pack or {}), **capabilities, **(mcp or {})}
 
 
 def check_governance_names(
-    governance: Governance, tools: Collection[str], source: str = "owlclaw.toml"
+    governance: Governance,
+    tools: Collection[str],
+    source: str = "owlclaw.toml",
+    mcp_servers: Collection[str] = (),
 ) -> None:
     """UnknownToolName for the first entry of ``[governance]`` (allow, deny, ask, ask_if,
-    rate_limits) that matches none of ``tools``."""
+    rate_limits) that matches none of ``tools``. An entry naming a tool of one of the app's
+    ``mcp_servers`` (``<server>__...``) is taken as it is: the server lists its tools only
+    once it runs."""
     for key, pattern in governance.tool_patterns():
         if any(fnmatchcase(name, pattern) for name in tools):
+            continue
+        if any(pattern.startswith(f"{server}{MCP_SEPARATOR}") for server in mcp_servers):
             continue
         why = (
             f"{pattern!r} is a pack tool this app does not enable (add it to [tools] enable)"

@@ -1,9 +1,10 @@
 """Start-up validation of the apps ``owlclaw run`` is given, before the service starts anything.
 
 An app is checked the way its host will load it: its files and limits (``load_app``: SOUL.md,
-IDENTITY.md, owlclaw.toml's tables, sizes), its ``[governance]`` and ``[tools]`` tables, its
-handlers.py (the time-limited child-process probe of ``AppCode``, nothing imported here) and
-its tools' names (none twice; every name governance gives is a tool of the app). An invalid
+IDENTITY.md, owlclaw.toml's tables, sizes), its ``[governance]``, ``[tools]`` and ``[mcp]``
+tables, its handlers.py (the time-limited child-process probe of ``AppCode``, nothing imported
+here) and its tools' names (none twice; every name governance gives is a tool of the app, or of
+one of its MCP servers, which list their tools only once they run). An invalid
 app is refused at start with its file and field named, instead of every one of its runs failing
 later.
 
@@ -19,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from owlclaw.app import AgentApp, AppError, AppNotFound, load_app
+from owlclaw.mcp.config import mcp_servers
 from owlclaw.runtime.app_code import probe
 from owlclaw.runtime.toolset import check_governance_names, tool_kinds
 from owlclaw.tools.governance import Governance
@@ -42,10 +44,11 @@ def validate_app(root: Path, load_timeout_s: float) -> AgentApp:
         tools = ToolsConfig.from_app_config(app.config, source=source)
     except ValueError as e:
         raise AppError(str(e)) from e
+    servers = mcp_servers(app.config, source)
     capabilities: list[str] = []
     if app.handlers is not None:
         capabilities = probe(app.handlers, app.handlers.read_text(encoding="utf-8"), load_timeout_s)
-    check_governance_names(governance, tool_kinds(capabilities, tools.enabled()), source)
+    check_governance_names(governance, tool_kinds(capabilities, tools.enabled()), source, servers)
     return app
 
 

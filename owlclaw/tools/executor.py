@@ -141,8 +141,13 @@ async def call_tool(site: CallSite, call_id: str, name: str, arguments: str) -> 
             reason=limited,
             error_code=told.error_code,
         )
+    source = tool.spec.source if tool is not None else None
     site.run.record(
-        ev.ToolCallRequested, call_id=call_id, tool=name, arguments=msgspec.to_builtins(params)
+        ev.ToolCallRequested,
+        call_id=call_id,
+        tool=name,
+        arguments=msgspec.to_builtins(params),
+        **(source.recorded() if source is not None else {}),
     )
     # Write-ahead: the request is durable before the tool acts. A tool whose only effect is
     # ledger events runs while the request commits: its events commit after it in any case.

@@ -11,8 +11,6 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import msgspec
-
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.states import States
 
@@ -75,7 +73,8 @@ class Tool(Protocol):
     @property
     def spec(self) -> ToolSpec: ...
 
-    async def execute(self, params: msgspec.Struct, ctx: ToolContext) -> Any:
+    async def execute(self, params: Any, ctx: ToolContext) -> Any:
         """The tool's result (JSON-able), or a ToolError; exceptions are classified by the
-        executor."""
+        executor. ``params``: what ``spec.parse`` made of the arguments (the typed parameters,
+        or the arguments a JSON schema accepted)."""
         ...

@@ -152,6 +152,26 @@ def test_governance_naming_built_ins_capabilities_pack_tools_and_globs_validates
     assert validate_app(root, load_timeout_s=30).agent_id == "desk"
 
 
+def test_governance_may_name_the_tools_of_the_apps_mcp_servers_before_they_run(
+    tmp_path: Path,
+) -> None:
+    mcp = '[mcp.servers.files]\ncommand = "mcp-files"\n'
+    root = make_app(
+        tmp_path / "desk",
+        config=f'[governance]\ndeny = ["files__write_*"]\nask = ["files__move"]\n{mcp}',
+    )
+    assert validate_app(root, load_timeout_s=30).agent_id == "desk"
+    (root / "owlclaw.toml").write_text('[governance]\ndeny = ["tickets__close"]\n' + mcp)
+    assert "deny: 'tickets__close' matches no tool of this app" in problem(root)
+
+
+def test_a_misconfigured_mcp_server_refuses_the_app_at_start(tmp_path: Path) -> None:
+    config = '[mcp.servers.files]\ncommand = "mcp-files"\nurl = "https://h/mcp"\n'
+    root = make_app(tmp_path / "desk", config=config)
+    message = problem(root)
+    assert "[mcp.servers.files]" in message and "exactly one of command" in message
+
+
 # --- tools named like another -----------------------------------------------------------------
 
 
