@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from owlclaw import tracing
+from tests.loopback import serving
 
 TRACES_PATH = "/api/public/otel/v1/traces"
 PROJECT_ID = "project-owlclaw-test"
@@ -122,15 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @contextmanager
 def langfuse_receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, name="langfuse-receiver", daemon=True)
-    thread.start()
-    try:
+    with serving(Receiver(), "langfuse-receiver") as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @pytest.fixture

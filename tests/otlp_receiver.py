@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import gzip
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,6 +13,8 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from tests.loopback import serving
 
 TRACES_PATH = "/v1/traces"
 
@@ -100,12 +101,5 @@ class _Handler(BaseHTTPRequestHandler):
 
 @contextmanager
 def otlp_receiver() -> Iterator[OtlpReceiver]:
-    server = OtlpReceiver()
-    thread = threading.Thread(target=server.serve_forever, name="otlp-receiver", daemon=True)
-    thread.start()
-    try:
+    with serving(OtlpReceiver(), "otlp-receiver") as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
