@@ -17,21 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 import msgspec
 from aiohttp import web
 from aiohttp_asgi import ASGIResource
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from pydantic import Field
 
-from events import UnknownAgent, UnknownRun
+from events import Ledger, UnknownAgent, UnknownRun
 from events.agent_state import ApprovalClosed
 from owlclaw.messages import Decision, Result, Submit
-from owlclaw.reports.inspection import memory_of
+from owlclaw.reports.inspection import MemoryReading, memory_of
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.server.run_timeline import answer_of, run_no_of, run_timeline, timeline_text
 from owlclaw.server.service import NotServed, Service
@@ -43,6 +43,7 @@ PRINCIPAL = "mcp"
 """Who answered an approval through MCP: the token's holder, as the ledger records it."""
 TRIGGER = "mcp"
 """The trigger of the runs an MCP client starts."""
+MAX_TRACEPARENT = 256
 
 REFUSALS = (NotServed, UnknownAgent, UnknownRun, ApprovalClosed, ToolArgumentsInvalid, ValueError)
 """What a caller got wrong: its message is the tool error (ApprovalClosed covers
@@ -56,6 +57,18 @@ def refused_as(error: type[Exception]) -> Iterator[None]:
         yield
     except REFUSALS as e:
         raise error(str(e)) from e
+
+
+def traceparent(meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None) -> str | None:
+    """The caller's W3C ``traceparent``: in the request's ``_meta`` (MCP's convention), else its
+    HTTP header; kept with the run when bounded and printable, as the webhook does (the tracing
+    backend ignores one that is not valid)."""
+    value = (meta or {}).get("traceparent")
+    if value is None and headers is not None:
+        value = headers.get("traceparent")
+    if not (isinstance(value, str) and 0 < len(value) <= MAX_TRACEPARENT and value.isprintable()):
+        return None
+    return value
 
 
 def mount(app: web.Application, service: Service) -> None:
@@ -79,7 +92,7 @@ def make_server(service: Service) -> MCPServer[Any]:
         log_level="WARNING",
     )
 
-    def ledger() -> Any:
+    def ledger() -> Ledger:
         assert service.ledger is not None
         return service.ledger
 
@@ -91,6 +104,7 @@ def make_server(service: Service) -> MCPServer[Any]:
 
     @server.tool()
     async def trigger_run(
+        ctx: Context,
         agent_id: str,
         focus: Annotated[str | None, Field(description="What the run is about.")] = None,
         payload: Annotated[
@@ -102,8 +116,16 @@ def make_server(service: Service) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         """Start a run of an agent (accepted durably before this answers); with wait, its
         result and answer once it has ended (a run parked for approval waits for the answer)."""
+        request = ctx.request_context
+        headers = None if request.request is None else request.request.headers
         with refused_as(ToolError):
-            message = Submit(agent_id=agent_id, trigger=TRIGGER, focus=focus, payload=payload)
+            message = Submit(
+                agent_id=agent_id,
+                trigger=TRIGGER,
+                focus=focus,
+                payload=payload,
+                traceparent=traceparent(request.meta, headers),
+            )
             run_id = await service.ask(message)
         if not wait:
             return {"agent_id": agent_id, "run_id": run_id}
@@ -155,7 +177,7 @@ def make_server(service: Service) -> MCPServer[Any]:
             answered = await service.answer_approval(decision_)
         return msgspec.to_builtins(answered)  # type: ignore[no-any-return]
 
-    def memory(agent_id: str, query: str | None, k: int) -> Any:
+    def memory(agent_id: str, query: str | None, k: int) -> MemoryReading:
         service.served(agent_id)
         view = service.view(MemoryView)
         return memory_of(ledger(), view, service.config, agent_id, query, k)

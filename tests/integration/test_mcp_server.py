@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,6 +34,7 @@ from tests.served import local_service
 
 pytestmark = pytest.mark.integration
 
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 LESSON = "Orders above 1000 need a second look."
 SCRIPT = {
     "cases": [
@@ -135,9 +137,15 @@ def test_an_mcp_client_drives_and_inspects_the_served_agent(
             assert list(agents) == ["desk"] and agents["desk"]["runs"] == 0
 
             learn = {"agent_id": "desk", "focus": "learn", "wait": True}
-            learned = data(await client.call_tool("trigger_run", learn))
+            caller = {"traceparent": TRACEPARENT}  # MCP's _meta: the run continues the trace
+            learned = data(await client.call_tool("trigger_run", learn, meta=caller))
             assert learned["result"]["status"] == "completed" and learned["answer"] == "noted"
             assert learned["result"]["tools_called"] == ["remember"]
+            assert service.ledger is not None
+            run_id = uuid.UUID(learned["run_id"])
+            events = service.ledger.stream(run_id)
+            [started] = [e for e in events if isinstance(e, ev.RunStarted)]
+            assert (started.trigger, started.context) == ("mcp", {"traceparent": TRACEPARENT})
 
             recalled = data(
                 await client.call_tool(
@@ -183,7 +191,6 @@ def test_an_mcp_client_drives_and_inspects_the_served_agent(
         result = await service.ask(Result(agent_id="desk", run_id=bought["run_id"]))
         assert result.status == "completed" and result.tools_called == ["place_order"]
         assert (tmp_path / "orders.txt").read_text() == "ACME 5000.0\n"
-        assert service.ledger is not None
         agent = service.ledger.load_agent("desk")
         [granted] = [
             e for e in service.ledger.stream(agent.id) if isinstance(e, ev.ApprovalGranted)
