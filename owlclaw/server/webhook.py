@@ -19,6 +19,7 @@
   (``{"ok": true, "ready"}``), answered without a token;
 - ``GET /metrics``: Prometheus' text format (owlclaw.server.metrics), without a token too unless
   ``server.metrics_need_token`` (by default: when the server is not bound to loopback);
+- ``/mcp``: MCP over streamable HTTP (``owlclaw.server.mcp_server``);
 - ``/ui/...``: the web console (``owlclaw.server.console``), behind its own login with the same
   token.
 
@@ -45,6 +46,7 @@ from events.agent_state import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
+from owlclaw.server import mcp_server
 from owlclaw.server.console import make_console
 from owlclaw.server.http_errors import json_error as _error
 from owlclaw.server.http_errors import json_errors
@@ -230,6 +232,7 @@ def make_app(service: Service, token: str) -> web.Application:
 
     app.router.add_get("/ui", console)
     app.add_subapp("/ui", make_console(service, token))
+    mcp_server.mount(app, service)
     return app
 
 

@@ -1,0 +1,223 @@
+"""OwlClaw as an MCP server: ``owlclaw run`` serves MCP over streamable HTTP at ``/mcp``, so any
+MCP client (Claude Desktop, Cursor, ...) can drive and inspect the served agents.
+
+The official SDK's ``MCPServer`` is mounted in the webhook's aiohttp app with ``aiohttp-asgi``:
+the same port, and the webhook's bearer-token guard in front of it. Every tool is a thin call into
+what the webhook, the CLI and the console already use (``Service``, the agent messages, the
+approvals, ``memory_of``, the run narration); a refusal (unknown agent, run or approval, an answer
+to a closed approval, bad arguments) is an MCP tool error with its message, never a traceback.
+
+Stateless with JSON responses: every request stands alone (the tools answer once, nothing is
+pushed), so a restarted ``owlclaw run`` does not strand its clients' sessions. The SDK's session
+manager still runs for the app's lifetime: its Starlette app's lifespan, sent by aiohttp-asgi on
+the aiohttp app's startup and cleanup (in a task of its own, as the manager's task group needs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal
+
+import msgspec
+from aiohttp import web
+from aiohttp_asgi import ASGIResource
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from pydantic import Field
+
+from events import Ledger, UnknownAgent, UnknownRun
+from events.agent_state import ApprovalClosed
+from owlclaw.messages import Decision, Result, Submit
+from owlclaw.reports.inspection import MemoryReading, memory_of
+from owlclaw.runtime.approvals import ToolArgumentsInvalid
+from owlclaw.server.run_timeline import answer_of, run_no_of, run_timeline, timeline_text
+from owlclaw.server.service import NotServed, Service
+from projections import MemoryView
+from projections.recall import MAX_LIMIT, MIN_LIMIT
+
+PATH = "/mcp"
+PRINCIPAL = "mcp"
+"""Who answered an approval through MCP: the token's holder, as the ledger records it."""
+TRIGGER = "mcp"
+"""The trigger of the runs an MCP client starts."""
+MAX_TRACEPARENT = 256
+
+REFUSALS = (NotServed, UnknownAgent, UnknownRun, ApprovalClosed, ToolArgumentsInvalid, ValueError)
+"""What a caller got wrong: its message is the tool error (ApprovalClosed covers
+UnknownApproval; UnknownTools and a recall limit out of range are ValueErrors)."""
+
+
+@contextmanager
+def refused_as(error: type[Exception]) -> Iterator[None]:
+    """A refusal as the SDK's ``error``, which the client sees with the refusal's message."""
+    try:
+        yield
+    except REFUSALS as e:
+        raise error(str(e)) from e
+
+
+def traceparent(meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None) -> str | None:
+    """The caller's W3C ``traceparent``: in the request's ``_meta`` (MCP's convention), else its
+    HTTP header; kept with the run when bounded and printable, as the webhook does (the tracing
+    backend ignores one that is not valid)."""
+    value = (meta or {}).get("traceparent")
+    if value is None and headers is not None:
+        value = headers.get("traceparent")
+    if not (isinstance(value, str) and 0 < len(value) <= MAX_TRACEPARENT and value.isprintable()):
+        return None
+    return value
+
+
+def mount(app: web.Application, service: Service) -> None:
+    """Serve MCP at ``/mcp`` in ``app`` (behind its middlewares), the session manager running
+    while the app does."""
+    server = make_server(service)
+    starlette = server.streamable_http_app(
+        stateless_http=True, json_response=True, host=service.config.server.host
+    )
+    # The manager's own ASGI handler answers at /mcp: the Starlette app would route by the path
+    # below its root (none, here); its lifespan is what runs the manager.
+    app.router.register_resource(ASGIResource(server.session_manager.handle_request, PATH))
+    ASGIResource(starlette).lifespan_mount(app)
+
+
+def make_server(service: Service) -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer(
+        "owlclaw",
+        instructions="Drive and inspect the OwlClaw agents this server serves: list them, "
+        "trigger runs, read run timelines, answer pending approvals, recall memories.",
+        log_level="WARNING",
+    )
+
+    def ledger() -> Ledger:
+        assert service.ledger is not None
+        return service.ledger
+
+    @server.tool()
+    async def list_agents() -> dict[str, Any]:
+        """The served agents with their status (runs, pending events, schedules, app errors),
+        the placement and the timer backend."""
+        return await asyncio.to_thread(service.status)
+
+    @server.tool()
+    async def trigger_run(
+        ctx: Context,
+        agent_id: str,
+        focus: Annotated[str | None, Field(description="What the run is about.")] = None,
+        payload: Annotated[
+            dict[str, Any] | None, Field(description="Data given to the run.")
+        ] = None,
+        wait: Annotated[
+            bool, Field(description="Answer when the run has ended, with its result.")
+        ] = False,
+    ) -> dict[str, Any]:
+        """Start a run of an agent (accepted durably before this answers); with wait, its
+        result and answer once it has ended (a run parked for approval waits for the answer)."""
+        request = ctx.request_context
+        headers = None if request.request is None else request.request.headers
+        with refused_as(ToolError):
+            message = Submit(
+                agent_id=agent_id,
+                trigger=TRIGGER,
+                focus=focus,
+                payload=payload,
+                traceparent=traceparent(request.meta, headers),
+            )
+            run_id = await service.ask(message)
+        if not wait:
+            return {"agent_id": agent_id, "run_id": run_id}
+        result = await service.ask(Result(agent_id=agent_id, run_id=run_id))
+        events = await asyncio.to_thread(ledger().stream, uuid.UUID(run_id))
+        return {
+            "agent_id": agent_id,
+            "run_id": run_id,
+            "result": msgspec.to_builtins(result),
+            "answer": answer_of(events),
+        }
+
+    def timeline(agent_id: str, run_no: int | None, run_id: str | None) -> dict[str, Any]:
+        service.served(agent_id)
+        number = run_no_of(ledger(), agent_id, run_no, run_id)
+        return run_timeline(ledger(), agent_id, number)
+
+    @server.tool()
+    async def read_timeline(
+        agent_id: str,
+        run_no: Annotated[int | None, Field(description="1 = the agent's first run.")] = None,
+        run_id: Annotated[str | None, Field(description="The run's id instead.")] = None,
+    ) -> dict[str, Any]:
+        """A run's status, totals, answer and its steps, one line each (what `owlclaw trigger`
+        narrates); name the run by run_no or run_id."""
+        with refused_as(ToolError):
+            return await asyncio.to_thread(timeline, agent_id, run_no, run_id)
+
+    @server.tool()
+    async def list_approvals() -> dict[str, Any]:
+        """The served agents' pending approvals: the tool call each parked run waits on."""
+        found = await asyncio.to_thread(service.pending_approvals)
+        return {"approvals": msgspec.to_builtins(found)}
+
+    @server.tool()
+    async def answer_approval(
+        approval_id: str,
+        decision: Literal["approve", "deny"],
+        note: str = "",
+        arguments: Annotated[
+            dict[str, Any] | None,
+            Field(description="Edited arguments for the call (approve only)."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Approve or deny a pending approval (recorded as answered by "mcp"); the parked run
+        resumes."""
+        decision_ = Decision(approval_id, decision == "approve", PRINCIPAL, note, arguments)
+        with refused_as(ToolError):
+            answered = await service.answer_approval(decision_)
+        return msgspec.to_builtins(answered)  # type: ignore[no-any-return]
+
+    def memory(agent_id: str, query: str | None, k: int) -> MemoryReading:
+        service.served(agent_id)
+        view = service.view(MemoryView)
+        return memory_of(ledger(), view, service.config, agent_id, query, k)
+
+    @server.tool()
+    async def recall_memories(
+        agent_id: str,
+        query: str,
+        k: Annotated[int, Field(ge=MIN_LIMIT, le=MAX_LIMIT, description="How many.")] = 5,
+    ) -> dict[str, Any]:
+        """An agent's memories ranked by relevance to query (similarity weighted by age), as
+        the agent's recall tool ranks them."""
+        with refused_as(ToolError):
+            reading = await asyncio.to_thread(memory, agent_id, query, k)
+        assert reading.recall is not None
+        return {
+            "agent_id": agent_id,
+            "query": query,
+            "memories": msgspec.to_builtins([m.__dict__ for m in reading.recall.memories]),
+            "warning": reading.recall.warning or reading.behind,
+        }
+
+    @server.resource(
+        "owlclaw://agents/{agent_id}/memory", name="MEMORY.md", mime_type="text/markdown"
+    )
+    async def memory_md(agent_id: str) -> str:
+        """The agent's MEMORY.md, brought up to date with its memories."""
+        with refused_as(ResourceNotFoundError):
+            reading = await asyncio.to_thread(memory, agent_id, None, MIN_LIMIT)
+        return await asyncio.to_thread(reading.memory_md.read_text, encoding="utf-8")
+
+    @server.resource(
+        "owlclaw://agents/{agent_id}/runs/{run_no}/timeline",
+        name="run timeline",
+        mime_type="text/plain",
+    )
+    async def timeline_resource(agent_id: str, run_no: int) -> str:
+        """A run's status and its steps, one line each."""
+        with refused_as(ResourceNotFoundError):
+            found = await asyncio.to_thread(timeline, agent_id, run_no, None)
+        return timeline_text(found)
+
+    return server
