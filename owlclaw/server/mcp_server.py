@@ -16,6 +16,7 @@ the aiohttp app's startup and cleanup (in a task of its own, as the manager's ta
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -85,6 +86,9 @@ def mount(app: web.Application, service: Service) -> None:
 
 
 def make_server(service: Service) -> MCPServer[Any]:
+    # The SDK's MCPServer gives the root logger a Rich handler with rich tracebacks unless it
+    # has one: keep what Python does without one (warnings and up, the message alone).
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
     server: MCPServer[Any] = MCPServer(
         "owlclaw",
         instructions="Drive and inspect the OwlClaw agents this server serves: list them, "
