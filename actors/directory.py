@@ -167,11 +167,7 @@ class AgentDirectory:
         statuses: list[HostStatus] = await asyncio.gather(
             *(h.status.remote(agent_id) for h in handles)
         )
-        return HostStatus(
-            agents={a: s for status in statuses for a, s in status.agents.items()},
-            activations=sum(s.activations for s in statuses),
-            passivations=sum(s.passivations for s in statuses),
-        )
+        return HostStatus.merged(statuses)
 
     async def close(self) -> None:
         """Kill the actors this directory started (they are detached: they outlive drivers)."""

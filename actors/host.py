@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
+
 from actors.hosted import Hosted, HostedAgents, RunCancelled
 from events import Ledger, StreamConflict
 from events import catalog as ev
@@ -242,7 +244,8 @@ class AgentHost:
 
     def status_now(self, agent_id: str | None = None) -> HostStatus:
         """What this host holds; answers while runs are in flight (reads plain fields only)."""
-        return self.hosted.status_now(agent_id)
+        held = self.hosted.status_now(agent_id)
+        return msgspec.structs.replace(held, mcp_servers=self.mcp.connected())
 
     async def close(self) -> None:
         await self.hosted.close()

@@ -9,7 +9,7 @@ accept a run once its RunQueued is committed and return the same typed replies;
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, TypeVar
 
 import msgspec
@@ -34,6 +34,23 @@ class HostStatus(msgspec.Struct, frozen=True):
     """Active (not passivated) agents."""
     activations: int
     passivations: int
+    mcp_servers: dict[str, str] = msgspec.field(default_factory=dict)
+    """The host's MCP connections, by server name: ready with its tools, or why not."""
+
+    @classmethod
+    def merged(cls, statuses: Sequence[HostStatus]) -> HostStatus:
+        """Several hosts as one; an MCP server one of them cannot reach shows unavailable."""
+        servers: dict[str, str] = {}
+        for status in statuses:
+            for name, state in status.mcp_servers.items():
+                if not servers.get(name, "").startswith("unavailable"):
+                    servers[name] = state
+        return cls(
+            agents={a: s for status in statuses for a, s in status.agents.items()},
+            activations=sum(s.activations for s in statuses),
+            passivations=sum(s.passivations for s in statuses),
+            mcp_servers=servers,
+        )
 
 
 class Agents(Protocol):

@@ -107,6 +107,8 @@ def fingerprint(event: ev.LedgerEvent) -> tuple[Any, ...]:  # noqa: PLR0911 - on
             return ("VisibleToolsResolved", sorted(tools), sorted(filtered.items()))
         case ev.ToolCallRequested(tool=tool, arguments=arguments):
             return ("ToolCallRequested", tool, arguments)
+        case ev.ToolCallDenied(tool=tool, error_code="RATE_LIMITED"):
+            return ("ToolCallDenied", tool, "RATE_LIMITED")  # its reason says when to retry
         case ev.ToolCallDenied(tool=tool, reason=reason):
             return ("ToolCallDenied", tool, reason)
         case ev.ToolCallRejected(tool=tool, error=error):

@@ -135,6 +135,9 @@ def _print_status(report: dict[str, Any]) -> None:
     for p in report["projections"]:
         lag.add_row(p["name"], str(p["position"]), str(p["lag_events"]), f"{p['lag_seconds']:.3f}")
     out.print(lag)
+    for name, state in sorted((server.get("mcp_servers") or {}).items()):
+        colour = "red" if state.startswith("unavailable") else "green"
+        out.print(f"mcp      {escape(name)}: [{colour}]{escape(state)}[/]", highlight=False)
     if server.get("workers"):
         out.print(_workers_table(server["workers"]))
 

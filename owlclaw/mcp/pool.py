@@ -52,6 +52,10 @@ class McpPool:
         """Each server's state for operators: ready with its tools, or why it is unavailable."""
         return {name: describe(self.connection(name, s)) for name, s in servers.items()}
 
+    def connected(self) -> dict[str, str]:
+        """Every connection this host has made, by server name, for ``owlclaw status``."""
+        return {name: describe(c) for (name, _), c in self._connections.items()}
+
     async def close(self) -> None:
         connections = list(self._connections.values())
         self._connections.clear()

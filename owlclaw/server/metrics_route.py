@@ -9,14 +9,12 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from owlclaw.server.metrics import ServiceState
-from owlclaw.server.service import Service
+from owlclaw.server.service import HOSTS_TIMEOUT_S, Service
 from projections.status import projection_status
 
 log = logging.getLogger(__name__)
 
 PATH = "/metrics"
-MAILBOX_TIMEOUT_S = 5.0
-"""How long a scrape waits for the agents' hosts to say their mailbox depth."""
 
 
 async def service_state(service: Service) -> ServiceState:
@@ -28,7 +26,7 @@ async def service_state(service: Service) -> ServiceState:
     approvals = await asyncio.to_thread(service.pending_approvals)
     mailboxes: dict[str, int] | None = None
     try:  # a host that does not answer (a Ray actor restarting) leaves the gauge out
-        host = await asyncio.wait_for(service.agents.status(), MAILBOX_TIMEOUT_S)
+        host = await asyncio.wait_for(service.agents.status(), HOSTS_TIMEOUT_S)
         mailboxes = {agent_id: a.queued for agent_id, a in host.agents.items()}
     except Exception as e:
         log.warning("metrics: the agents' hosts did not say their mailbox depth: %s", e)

@@ -60,6 +60,10 @@ class NotServed(KeyError):
         return f"agent {self.args[0]!r} is not served here"
 
 
+HOSTS_TIMEOUT_S = 5.0
+"""How long a status report or a metrics scrape waits for the agents' hosts to answer."""
+
+
 class Service:
     def __init__(
         self,
@@ -271,6 +275,20 @@ class Service:
             "agents": agents,
             "workers": [msgspec.to_builtins(w) for w in self.supervisor.status()],
         }
+
+    async def report(self) -> dict[str, Any]:
+        """``status`` and the MCP servers as the agents' hosts are connected to them."""
+        report = self.status()
+        try:
+            hosts = await asyncio.wait_for(self.agents.status(), HOSTS_TIMEOUT_S)
+        except TimeoutError:
+            hosts = None
+        report["mcp_servers"] = (
+            hosts.mcp_servers
+            if hosts is not None
+            else {"?": f"unavailable: the hosts did not answer in {HOSTS_TIMEOUT_S} s"}
+        )
+        return report
 
     def _hatchet_health(self) -> str:
         if self.timer_backend != "hatchet":

@@ -208,7 +208,7 @@ def make_app(service: Service, token: str) -> web.Application:
         return web.json_response(msgspec.to_builtins(change))
 
     async def status(_: web.Request) -> web.Response:
-        return web.json_response(service.status())
+        return web.json_response(await service.report())
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True, "ready": service.ready})

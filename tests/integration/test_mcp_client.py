@@ -25,6 +25,7 @@ from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
 from events.run import Run
+from owlclaw.agents import HostStatus
 from owlclaw.app import load_app
 from owlclaw.audit.verify import replay_run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
@@ -108,10 +109,17 @@ def server_pids(marker: str) -> list[int]:
 
 
 async def run_to_end(ledger: Ledger, agent_id: str, focus: str = "use the tools") -> RunResult:
+    return (await run_on_host(ledger, agent_id, focus))[0]
+
+
+async def run_on_host(
+    ledger: Ledger, agent_id: str, focus: str = "use the tools"
+) -> tuple[RunResult, HostStatus]:
+    """A run to its end on a host of its own, and the host's status after it."""
     owl = owlclaw_host(ledger, agent_id)
     try:
         run_id = await owl.ask(Submit(agent_id=agent_id, trigger="webhook", focus=focus))
-        return await owl.ask(Result(agent_id=agent_id, run_id=run_id))
+        return await owl.ask(Result(agent_id=agent_id, run_id=run_id)), await owl.status()
     finally:
         await owl.close()
 
@@ -250,9 +258,11 @@ def test_a_run_calls_mcp_tools_governed_validated_and_recorded_with_their_proven
             {"content": "done"},
         ],
     )
-    result = asyncio.run(run_to_end(ledger, "mcp-user"))
+    result, host = asyncio.run(run_on_host(ledger, "mcp-user"))
     events = events_of(ledger, result.run_id)
     assert result.status == "completed"
+    assert host.mcp_servers["everything"].startswith("ready (mcp-servers/everything")
+    assert host.mcp_servers["broken"].startswith("unavailable: FileNotFoundError")
     [visible] = [e for e in events if isinstance(e, ev.VisibleToolsResolved)]
     assert "everything__echo" in visible.tools and "everything__get-env" not in visible.tools
     requested = by_tool(events, ev.ToolCallRequested)
@@ -282,7 +292,7 @@ def test_a_run_calls_mcp_tools_governed_validated_and_recorded_with_their_proven
     assert failed.error_code == "TOOL_ERROR" and "Invalid resourceId: 0" in failed.error
     # an audit replay (the servers listed, every call settled from the record) matches
     report = replay_run(ledger, "mcp-user", 1, app=load_app(tmp_path / "mcp-user"))
-    assert report.matched, report
+    assert report.matched, repr(report.differences)
 
 
 def test_an_mcp_call_the_governance_asks_about_waits_for_the_answer(

@@ -55,6 +55,21 @@ def test_a_different_step_shows_both_sides_under_the_recorded_events_version() -
     )
 
 
+def test_a_rate_limited_call_is_the_same_step_whenever_it_says_to_retry() -> None:
+    def limited(
+        retry_s: str, code: str | None = "RATE_LIMITED"
+    ) -> tuple[type[ev.LedgerEvent], dict[str, Any]]:
+        reason = f"rate limit: quote allows 1 calls per 3600 s; retry in {retry_s} s"
+        fields = {"call_id": "c1", "tool": "quote", "reason": reason, "error_code": code}
+        return (ev.ToolCallDenied, fields)
+
+    recorded = stream(START, VISIBLE, calls("quote"), limited("3599.9"), DONE)
+    assert compare(recorded, stream(START, VISIBLE, calls("quote"), limited("3600.0"), DONE)) == []
+    denied = stream(START, VISIBLE, calls("quote"), limited("3600.0", code=None), DONE)
+    [difference] = compare(recorded, denied)  # denied for another reason: its words compared
+    assert difference.step == 4
+
+
 def test_a_step_only_one_side_took_is_one_difference_not_a_shift_of_the_rest() -> None:
     succeeded = (ev.ToolCallSucceeded, {"call_id": "c1", "tool": "quote", "result": {"p": 1}})
     recorded = stream(START, VISIBLE, calls("quote"), REQUESTED, succeeded, ANSWER, DONE)
