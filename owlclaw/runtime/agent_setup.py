@@ -13,6 +13,7 @@ from events import Ledger
 from events import catalog as ev
 from events.agent import Agent
 from events.streams import now, run_stream_id
+from owlclaw.a2a.peers import peer_tools
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
@@ -66,11 +67,14 @@ class AgentSetup:
         self.workspaces = workspaces or OwlClawConfig().workspaces_path
         """Where the agent's workspace is (``<workspaces>/<agent id>``), for the pack tools."""
         self.pack = (
-            pack_tools(ToolsConfig.from_app_config(app.config), self.workspaces, app.root)
+            {
+                **pack_tools(ToolsConfig.from_app_config(app.config), self.workspaces, app.root),
+                **peer_tools(app.config),
+            }
             if app
             else {}
         )
-        """The pack tools its app enables (``[tools] enable``)."""
+        """The pack tools its app enables (``[tools] enable``) and its A2A peers' tools."""
         self.parent_agent_id = ""
         """The agent that spawned this one ("" for a top-level agent), as last loaded."""
         self.recent: deque[list[tuple[str, int]]] | None = None
@@ -107,11 +111,10 @@ class AgentSetup:
         """The app reloader switched to ``app``: use its governance, rate limits, pack tools and
         models; an AppError, and nothing switched, when its tools clash or its governance names
         a tool it does not have."""
-        pack = pack_tools(tools, self.workspaces, app.root)
+        source = str(app.root / "owlclaw.toml")
+        pack = {**pack_tools(tools, self.workspaces, app.root), **peer_tools(app.config, source)}
         capabilities = (registry or self.registry).capabilities
-        check_governance_names(
-            governance, agent_tools(capabilities, pack), str(app.root / "owlclaw.toml")
-        )
+        check_governance_names(governance, agent_tools(capabilities, pack), source)
         if registry is not None:
             self.registry = registry
         self.governance = governance
