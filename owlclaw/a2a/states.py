@@ -55,6 +55,8 @@ def status_text(events: Sequence[ev.LedgerEvent]) -> str:
                 return f"the run took longer than its {limit:g} s limit"
             case ev.RunParked(approval_id=approval) if approval:
                 return f"waiting for a person's answer to approval {approval}"
+            case ev.RunResumed() | ev.RunStarted():
+                return ""
     return ""
 
 
