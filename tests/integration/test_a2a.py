@@ -44,6 +44,7 @@ from tests.apps import make_app, skill
 from tests.served import local_service
 
 pytestmark = pytest.mark.integration
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 T = TypeVar("T")
 
 B_SCRIPT = {
@@ -213,7 +214,7 @@ def test_the_a2a_sdk_client_drives_an_owlclaw_agent(fresh_db: Database, tmp_path
 
             legacy = await http.post(  # a 0.3 client, which names its version so
                 base,
-                headers={VERSION_HEADER: "0.3"},
+                headers={VERSION_HEADER: "0.3", "traceparent": TRACEPARENT},
                 json={
                     "jsonrpc": "2.0",
                     "id": 1,
@@ -229,6 +230,10 @@ def test_the_a2a_sdk_client_drives_an_owlclaw_agent(fresh_db: Database, tmp_path
                 },
             )
             assert legacy.json()["result"]["status"]["state"] == "completed", legacy.text
+            assert service.ledger is not None  # the caller's trace goes on in the run
+            run = service.ledger.stream(uuid.UUID(legacy.json()["result"]["id"]))
+            assert isinstance(run[0], ev.RunStarted)
+            assert run[0].context["traceparent"] == TRACEPARENT
 
         unauthorised = ClientFactory(ClientConfig(streaming=False)).create(card)
         with pytest.raises(A2AClientError):
