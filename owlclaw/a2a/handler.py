@@ -89,6 +89,12 @@ def traceparent(context: ServerCallContext) -> str | None:
     return None
 
 
+def settled(task: Task) -> bool:
+    """The task ended, or waits for a person: nothing changes until someone acts."""
+    state = task.status.state
+    return state in TERMINAL or state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+
 class RunTasks(RequestHandler):
     """The A2A tasks of ``agent_id``: its runs."""
 
@@ -140,7 +146,7 @@ class RunTasks(RequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
         task = await self._submit(params, context)
-        if params.configuration.return_immediately:
+        if params.configuration.return_immediately or settled(task):  # a retried send
             return task
         await self.service.ask(Result(agent_id=self.agent_id, run_id=task.id))  # ended or parked
         return await self._task(task.id, task.context_id)
@@ -164,9 +170,9 @@ class RunTasks(RequestHandler):
     async def _follow(self, task: Task) -> AsyncGenerator[Event]:
         """Each change of the task's state as the run records it, until it ends or waits for a
         person (input-required: the caller reads it again with ``tasks/get``)."""
-        state = task.status.state
-        if state in TERMINAL or state == TaskState.TASK_STATE_INPUT_REQUIRED:
+        if settled(task):
             return
+        state = task.status.state
         events: list[ev.LedgerEvent] = []
         async for event in afollow_run(self.ledger, task.id, poll_s=POLL_S, timeout_s=FOLLOW_S):
             events.append(event)

@@ -179,7 +179,9 @@ def test_the_a2a_sdk_client_drives_an_owlclaw_agent(fresh_db: Database, tmp_path
         bearer = {"Authorization": "Bearer token-b"}
         async with httpx.AsyncClient(headers=bearer, trust_env=False, timeout=60) as http:
             client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
-            done = await sent(client, user_message("what is 2+2"))
+            ask = user_message("what is 2+2")
+            done = await sent(client, ask)
+            assert (await sent(client, ask)).id == done.id  # a resend is the same task
             assert done.status.state == TaskState.TASK_STATE_COMPLETED
             assert done.artifacts[0].parts[0].text == "four"
             again = await client.get_task(GetTaskRequest(id=done.id))
