@@ -15,19 +15,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlparse
 
 import httpx
 import msgspec
-from a2a.client import A2AClientError, ClientConfig, ClientFactory
-from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse
 
-from owlclaw.a2a.states import state_name
 from owlclaw.struct_errors import describe
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
 from owlclaw.tools.tool import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from a2a.types import StreamResponse
 
 TOOL_PREFIX = "a2a__"
 PEER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,59}$")
@@ -102,6 +102,9 @@ class PeerTool:
         return headers
 
     async def execute(self, params: msgspec.Struct, ctx: ToolContext) -> dict[str, Any] | ToolError:
+        from a2a.client import A2AClientError, ClientConfig, ClientFactory  # slow to import
+        from a2a.types import Message, Part, Role, SendMessageRequest
+
         assert isinstance(params, PeerParams)
         headers = self.headers()
         if isinstance(headers, ToolError):
@@ -138,6 +141,8 @@ class PeerTool:
 def outcome(response: StreamResponse) -> dict[str, Any]:
     """What a peer's answer comes to: the task's id, context, state and text (the answer
     artifacts when it completed, else its status message), or a direct message's text."""
+    from owlclaw.a2a.states import state_name
+
     if response.HasField("message"):
         message = response.message
         return {
