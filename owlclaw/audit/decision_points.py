@@ -33,6 +33,7 @@ from events import catalog as ev
 from events.agent import Agent
 from events.agent_state import ActiveSchedule
 from events.streams import agent_stream_id, run_stream_id
+from owlclaw.a2a.peers import peer_tools
 from owlclaw.app import SCRIPTS_DIR, AgentApp, load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import load_script_dir
@@ -178,11 +179,14 @@ class AgentRecord:
         self.app = app
         self.limits = limits or RuntimeConfig()
         pack = (
-            pack_tools(
-                ToolsConfig.from_app_config(app.config),
-                workspaces or OwlClawConfig().workspaces_path,
-                app.root,
-            )
+            {
+                **pack_tools(
+                    ToolsConfig.from_app_config(app.config),
+                    workspaces or OwlClawConfig().workspaces_path,
+                    app.root,
+                ),
+                **peer_tools(app.config),
+            }
             if app is not None
             else {}
         )

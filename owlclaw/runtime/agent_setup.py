@@ -13,6 +13,7 @@ from events import Ledger
 from events import catalog as ev
 from events.agent import Agent
 from events.streams import now, run_stream_id
+from owlclaw.a2a.peers import peer_tools
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.mcp.config import McpServer, mcp_servers
@@ -70,11 +71,14 @@ class AgentSetup:
         self.workspaces = workspaces or OwlClawConfig().workspaces_path
         """Where the agent's workspace is (``<workspaces>/<agent id>``), for the pack tools."""
         self.pack = (
-            pack_tools(ToolsConfig.from_app_config(app.config), self.workspaces, app.root)
+            {
+                **pack_tools(ToolsConfig.from_app_config(app.config), self.workspaces, app.root),
+                **peer_tools(app.config),
+            }
             if app
             else {}
         )
-        """The pack tools its app enables (``[tools] enable``)."""
+        """The pack tools its app enables (``[tools] enable``) and its A2A peers' tools."""
         self.mcp = mcp
         self.mcp_servers: dict[str, McpServer] = mcp_servers(app.config) if app else {}
         """The MCP servers its app takes tools from (``[mcp.servers.<name>]``)."""
@@ -125,9 +129,9 @@ class AgentSetup:
         """The app reloader switched to ``app``: use its governance, rate limits, pack tools and
         models; an AppError, and nothing switched, when its tools clash or its governance names
         a tool it does not have."""
-        pack = pack_tools(tools, self.workspaces, app.root)
-        capabilities = (registry or self.registry).capabilities
         source = str(app.root / "owlclaw.toml")
+        pack = {**pack_tools(tools, self.workspaces, app.root), **peer_tools(app.config, source)}
+        capabilities = (registry or self.registry).capabilities
         servers = mcp_servers(app.config, source)
         check_governance_names(
             governance, agent_tools(capabilities, pack, self._mcp_tools()), source, servers

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from owlclaw.a2a.peers import peer_tools
 from owlclaw.app import AgentApp, AppError, AppNotFound, load_app
 from owlclaw.mcp.config import mcp_servers
 from owlclaw.runtime.app_code import probe
@@ -42,13 +43,15 @@ def validate_app(root: Path, load_timeout_s: float) -> AgentApp:
     try:
         governance = Governance.from_app_config(app.config, source=source)
         tools = ToolsConfig.from_app_config(app.config, source=source)
+        peers = peer_tools(app.config, source)
     except ValueError as e:
         raise AppError(str(e)) from e
     servers = mcp_servers(app.config, source)
     capabilities: list[str] = []
     if app.handlers is not None:
         capabilities = probe(app.handlers, app.handlers.read_text(encoding="utf-8"), load_timeout_s)
-    check_governance_names(governance, tool_kinds(capabilities, tools.enabled()), source, servers)
+    pack = {*tools.enabled(), *peers}
+    check_governance_names(governance, tool_kinds(capabilities, pack), source, servers)
     return app
 
 

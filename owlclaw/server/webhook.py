@@ -20,6 +20,8 @@
 - ``GET /metrics``: Prometheus' text format (owlclaw.server.metrics), without a token too unless
   ``server.metrics_need_token`` (by default: when the server is not bound to loopback);
 - ``/mcp``: MCP over streamable HTTP (``owlclaw.server.mcp_server``);
+- ``/a2a/{id}`` (A2A JSON-RPC) and ``/a2a/{id}/.well-known/agent-card.json`` (its card, without
+  a token): each served agent as an A2A agent (``owlclaw.a2a``);
 - ``/ui/...``: the web console (``owlclaw.server.console``), behind its own login with the same
   token.
 
@@ -40,9 +42,13 @@ from typing import Any, Literal
 
 import msgspec
 from aiohttp import web
+from aiohttp.typedefs import Middleware
+from aiohttp_asgi import ASGIResource
 
 from events import UnknownAgent
 from events.agent_state import ApprovalClosed, UnknownApproval, UnknownTools
+from owlclaw.a2a.routes import PREFIX as A2A_PREFIX
+from owlclaw.a2a.routes import a2a_app, is_card_path
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
@@ -130,14 +136,23 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
     return [web.get("/approvals", approvals), web.post("/approvals/{approval_id}", answer)]
 
 
-def make_app(service: Service, token: str) -> web.Application:
+def _a2a(service: Service) -> ASGIResource:
+    """The served agents as A2A agents: the SDK's Starlette app, mounted at ``/a2a``."""
+    base_url = f"http://{service.config.server.host}:{service.config.server.port}"
+    return ASGIResource(a2a_app(service, service.apps, base_url), root_path=A2A_PREFIX)
+
+
+def _guard(service: Service, token: str) -> Middleware:
+    """A request other than the console's (it checks its own session), /health's and an A2A
+    card's carries the token, and is served only once the service has started."""
     expected = f"Bearer {token}".encode()
     tokenless = set() if service.config.server.metrics_need_token else {METRICS_PATH}
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
         console = request.path == "/ui" or request.path.startswith("/ui/")
-        if not console and request.path != "/health":  # the console checks its own session
+        public = request.path == "/health" or is_card_path(request.path)
+        if not console and not public:  # the console checks its own session
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected) and request.path not in tokenless:
                 return _error(401, "unauthorized", "missing or wrong bearer token")
@@ -149,6 +164,10 @@ def make_app(service: Service, token: str) -> web.Application:
             return _error(404, "unknown_agent", str(e))
         return response
 
+    return guard
+
+
+def make_app(service: Service, token: str) -> web.Application:
     async def submit(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
@@ -213,7 +232,9 @@ def make_app(service: Service, token: str) -> web.Application:
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True, "ready": service.ready})
 
-    app = web.Application(middlewares=[json_errors, guard], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(
+        middlewares=[json_errors, _guard(service, token)], client_max_size=MAX_BODY_BYTES
+    )
     app.add_routes(
         [
             web.post("/agents/{agent_id}/trigger", submit),
@@ -230,6 +251,7 @@ def make_app(service: Service, token: str) -> web.Application:
     async def console(_: web.Request) -> web.Response:
         raise web.HTTPFound("/ui/")
 
+    app.router.register_resource(_a2a(service))
     app.router.add_get("/ui", console)
     app.add_subapp("/ui", make_console(service, token))
     mcp_server.mount(app, service)
