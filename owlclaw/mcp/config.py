@@ -43,7 +43,10 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     exclude: tuple[str, ...] = ()
     """Globs of the server's tool names the agent does not get (wins over ``include``)."""
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
-    """A call's time limit, and how long a run waits for the server to start."""
+    """A call's time limit."""
+    connect_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """How long the server has to start and answer the handshake, and a run waits for that:
+    apart from ``timeout_s``, as a server run by npx or uvx may take seconds to start."""
 
     @property
     def key(self) -> str:

@@ -203,7 +203,7 @@ class McpConnection:
                 http = await stack.enter_async_context(
                     httpx2.AsyncClient(
                         headers=headers(server),
-                        timeout=httpx2.Timeout(server.timeout_s, read=300.0),
+                        timeout=httpx2.Timeout(server.connect_timeout_s, read=300.0),
                     )
                 )
                 target = streamable_http_client(server.url, http_client=http)
@@ -213,7 +213,7 @@ class McpConnection:
                 client_info=CLIENT_INFO,
                 cache=None,  # every listing is the server's current one
             )
-            async with asyncio.timeout(server.timeout_s):
+            async with asyncio.timeout(server.connect_timeout_s):
                 await stack.enter_async_context(client)
             yield client
 

@@ -33,10 +33,10 @@ class McpPool:
 
     async def ready(self, servers: Mapping[str, McpServer]) -> None:
         """Start the connections to ``servers`` not started yet and wait, each at most its
-        ``timeout_s``, until every one is ready or known unavailable (a server restarting
+        ``connect_timeout_s``, until every one is ready or known unavailable (a server restarting
         after a failure is not waited for: its tools are unavailable meanwhile)."""
         waits = [
-            self.connection(name, server).settled(server.timeout_s)
+            self.connection(name, server).settled(server.connect_timeout_s)
             for name, server in servers.items()
         ]
         await asyncio.gather(*waits)

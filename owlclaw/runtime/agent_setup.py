@@ -113,7 +113,7 @@ class AgentSetup:
 
     async def connect_mcp(self) -> None:
         """Have the app's MCP servers started (on first use) and listed, each waited for at
-        most its ``timeout_s``; a server that cannot start leaves its tools out, the others'
+        most its ``connect_timeout_s``; a server that cannot start leaves its tools out, the others'
         are there."""
         if self.mcp is not None and self.mcp_servers:
             await self.mcp.ready(self.mcp_servers)

@@ -23,7 +23,7 @@ def test_a_stdio_and_an_http_server_parse_with_their_defaults() -> None:
     assert parsed["files"].args == ("server-filesystem", "/tmp")
     assert parsed["files"].include == ("*",) and parsed["files"].exclude == ()
     assert parsed["remote"].headers_env == {"Authorization": "TOKEN"}
-    assert parsed["remote"].timeout_s == 30.0
+    assert parsed["remote"].timeout_s == 30.0 and parsed["remote"].connect_timeout_s == 30.0
     assert mcp_servers({}) == {}
 
 
@@ -40,6 +40,7 @@ def test_a_stdio_and_an_http_server_parse_with_their_defaults() -> None:
         ("has.dot", {"command": "x"}, "prefixes its tools' names"),
         ("typo", {"command": "x", "timeout": 5}, "timeout"),
         ("zero", {"command": "x", "timeout_s": 0}, "timeout_s"),
+        ("no-start", {"command": "x", "connect_timeout_s": -1}, "connect_timeout_s"),
     ],
 )
 def test_a_misconfigured_server_is_refused_naming_it(
