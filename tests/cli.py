@@ -78,6 +78,17 @@ def start_run(env: dict[str, str], cwd: Path, *apps: str) -> tuple[subprocess.Po
     return server, log
 
 
+def stop_run(server: subprocess.Popen[Any]) -> None:
+    """Stop ``owlclaw run`` as an operator does (SIGTERM), so that it stops the PostgreSQL it
+    started; killed only if it does not exit. A killed server leaves that PostgreSQL running."""
+    server.terminate()
+    try:
+        server.wait(120)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 def owlclaw_json(env: dict[str, str], *args: str, cwd: Path) -> Any:
     result = owlclaw(env, *args, "--json", cwd=cwd)
     assert result.returncode == 0, result.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import free_port, owlclaw, user_env
+from tests.cli import free_port, owlclaw, stop_run, user_env
 
 pytestmark = [pytest.mark.integration]
 
@@ -36,8 +36,7 @@ def test_run_then_trigger_at_once_in_an_empty_directory(tmp_path: Path) -> None:
             env, "trigger", "my-agent", "--wait-ready", "300", cwd=home, timeout=600
         )
     finally:
-        server.kill()
-        server.wait()
+        stop_run(server)
     assert triggered.returncode == 0, triggered.stderr + (home / "run.log").read_text()[-3000:]
     assert "waiting up to 300 s" in triggered.stderr  # it did start before the server was ready
     assert "completed:" in triggered.stdout

@@ -19,6 +19,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent, TextResourceContents
+from opentelemetry import context as otel_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from events import catalog as ev
 from owlclaw.app import load_app
@@ -54,6 +56,10 @@ SCRIPT = {
         },
     ]
 }
+
+
+def trace_id(traceparent: str) -> str:
+    return traceparent.split("-")[1]
 
 
 def serve_and(
@@ -138,14 +144,22 @@ def test_an_mcp_client_drives_and_inspects_the_served_agent(
 
             learn = {"agent_id": "desk", "focus": "learn", "wait": True}
             caller = {"traceparent": TRACEPARENT}  # MCP's _meta: the run continues the trace
-            learned = data(await client.call_tool("trigger_run", learn, meta=caller))
+            # The SDK's client puts the current span's context in _meta over ours when a
+            # tracer provider is set (another test may have set one): a span of the caller's
+            # trace, so the call is made in that trace's context.
+            calling = otel_context.attach(TraceContextTextMapPropagator().extract(caller))
+            try:
+                learned = data(await client.call_tool("trigger_run", learn, meta=caller))
+            finally:
+                otel_context.detach(calling)
             assert learned["result"]["status"] == "completed" and learned["answer"] == "noted"
             assert learned["result"]["tools_called"] == ["remember"]
             assert service.ledger is not None
             run_id = uuid.UUID(learned["run_id"])
             events = service.ledger.stream(run_id)
             [started] = [e for e in events if isinstance(e, ev.RunStarted)]
-            assert (started.trigger, started.context) == ("mcp", {"traceparent": TRACEPARENT})
+            assert started.trigger == "mcp" and list(started.context) == ["traceparent"]
+            assert trace_id(started.context["traceparent"]) == trace_id(TRACEPARENT)
 
             recalled = data(
                 await client.call_tool(

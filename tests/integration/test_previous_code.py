@@ -13,7 +13,7 @@ import pytest
 from owlclaw.messages import Result, Submit
 from tests.apps import make_app
 from tests.browser import Console, logged_in
-from tests.cli import free_port, owlclaw, owlclaw_json, start_run, user_env
+from tests.cli import free_port, owlclaw, owlclaw_json, start_run, stop_run, user_env
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +64,7 @@ def test_the_cli_and_status_say_the_agent_runs_its_previous_code(tmp_path: Path)
         assert fixed.returncode == 0 and "warning" not in fixed.stderr, fixed.stderr
         assert "previous code" not in owlclaw(env, "status", cwd=tmp_path).stdout
     finally:
-        server.kill()
-        server.wait()
+        stop_run(server)
 
 
 def test_the_console_agents_page_says_the_agent_runs_its_previous_code(
