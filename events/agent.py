@@ -33,6 +33,7 @@ from events.agent_state import (
 from events.aggregate import Aggregate, Handler
 from events.approvals import AgentApprovals
 from events.catalog import LedgerEvent, Stream
+from events.errors import StreamConflict
 from events.streams import now, run_stream_id
 
 
@@ -69,6 +70,17 @@ class Agent(Aggregate, AgentApprovals):
 
     def run_ids(self) -> list[UUID]:
         return [run_stream_id(self.agent_id, n) for n in range(1, self.state.run_count + 1)]
+
+    def record_again(self, event: LedgerEvent) -> LedgerEvent:
+        """A rebased RunQueued keeps its run number and id (its caller may already hold them),
+        so it goes on top only where that number is still the next: else another writer
+        queued a run meanwhile, and re-recording it would fork the agent's run numbering."""
+        if isinstance(event, ev.RunQueued) and event.run_no != self.state.run_count + 1:
+            raise StreamConflict(
+                f"agent {self.agent_id}: run {event.run_no} was queued by another writer "
+                f"meanwhile (this stream is at run {self.state.run_count})"
+            )
+        return super().record_again(event)
 
     def queue_run(
         self,

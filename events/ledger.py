@@ -187,11 +187,12 @@ class Ledger:
             except StreamConflict:
                 if not agent_events:
                     raise
+                # Judged on exactly the events the rebase goes on top of: read after loading,
+                # up to the loaded version, so one another writer appends meanwhile is either
+                # judged here or makes the next try conflict (never re-recorded over unseen).
+                current = self.load_agent(agent.agent_id)
                 base = agent_events[0].originator_version - 1
-                others = [
-                    self._store.decode(s)
-                    for s in self._store.recorder.select_events(agent.id, gt=base)
-                ]
+                others = self.agent_events_at(current, range(base + 1, current.version + 1))
                 seals_only = all(isinstance(e, ev.RunSealed) for e in agent_events)
                 if not seals_only and (
                     not others
@@ -203,7 +204,6 @@ class Ledger:
                     )
                 ):
                     raise
-                current = self.load_agent(agent.agent_id)
                 for e in agent_events:
                     current.record_again(e)
                 agent, agent_events = current, current.collect_events()

@@ -163,6 +163,45 @@ class LedgerContract:
         assert agent.version == 3 and agent.state.run_count == 1
         assert [type(e) for e in ledger.stream(agent.id)][1:] == [ev.RunQueued, ev.IdentityLoaded]
 
+    def test_a_run_queued_by_another_writer_during_a_rebase_is_a_conflict(
+        self, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Two hosts for one agent: a run accepted behind the writer's own commit is rebased,
+        and another host queues a run between the conflict and the reload. Re-recording over
+        that run would give two runs one number (this race forked a stream under load)."""
+        ledger.register_agent("raced", app_dir="/a")
+        own, accepting = ledger.load_agent("raced"), ledger.load_agent("raced")
+        identity(own, 1)
+        ledger.append(own)  # the writer's own commit (version 2): its run accepted after it
+        accepting.queue_run("webhook")  # as of version 1: run 1, to go on top of version 2
+        load_agent = ledger.load_agent
+
+        def another_host_queues_first(agent_id: str) -> Agent:
+            stranger = load_agent(agent_id)
+            if stranger.state.run_count == 0:
+                stranger.queue_run("webhook")
+                ledger.append(stranger)
+            return load_agent(agent_id)
+
+        monkeypatch.setattr(ledger, "load_agent", another_host_queues_first)
+        with pytest.raises(StreamConflict, match="another writer"):
+            ledger.append_rebasing(accepting, over=(ev.AppAttached,), ours={2})
+        queued = [e for e in ledger.stream(own.id) if isinstance(e, ev.RunQueued)]
+        assert [q.run_no for q in queued] == [1]
+
+    def test_a_rebased_run_keeps_its_number_only_while_it_is_the_next(self, ledger: Ledger) -> None:
+        ledger.register_agent("numbered")
+        first, second = ledger.load_agent("numbered"), ledger.load_agent("numbered")
+        queued = first.queue_run("webhook")
+        second.queue_run("webhook")
+        ledger.append(second)
+        with pytest.raises(StreamConflict, match="run 1 was queued by another writer"):
+            ledger.load_agent("numbered").record_again(queued)
+        following = ledger.load_agent("numbered").queue_run("webhook")  # run 2, not committed
+        again = ledger.load_agent("numbered").record_again(following)
+        assert isinstance(again, ev.RunQueued)
+        assert (again.run_no, again.run_id) == (2, following.run_id)
+
     def test_loading_equals_a_full_replay_across_snapshots(self, ledger: Ledger) -> None:
         agent = ledger.register_agent("big")
         for i in range(57):
