@@ -89,6 +89,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tour]:
     """`owlclaw init my-agent` in a fresh home; its server is stopped after the module."""
     home = tmp_path_factory.mktemp("tour-user")
     env = user_env(home / ".owlclaw", free_port())
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # the tour's activated venv
     made = owlclaw(env, "init", "my-agent", cwd=home)
     assert made.returncode == 0, made.stderr
     t = Tour(home, env)
@@ -277,6 +278,34 @@ def test_status_reports_agents_timers_and_projections(tour: Tour, scheduling_run
     assert [a["agent_id"] for a in status["agents"]] == ["my-agent"]
     [agent] = status["agents"]
     assert agent["runs_today"] >= 1 and agent["next_timer"] is not None
+
+
+TIME_SERVER = """
+[mcp.servers.time]
+command = "python"
+args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+"""
+
+
+def test_an_mcp_server_in_owlclaw_toml_lends_the_agent_its_tools(
+    tour: Tour, scheduling_run: object
+) -> None:
+    """The README's MCP step: the reference time server from PyPI, named in the app's
+    owlclaw.toml, shown ready by `owlclaw tools` and called by the next run (after the replays
+    above, which would otherwise see its tools as new)."""
+    toml = tour.home / "my-agent" / "owlclaw.toml"
+    toml.write_text(toml.read_text() + TIME_SERVER)
+    shown = tour.json("tools", "my-agent")["mcp_servers"]["time"]
+    assert (
+        shown["status"].startswith("ready (mcp-time") and "time__get_current_time" in shown["tools"]
+    )
+    run = tour.json("trigger", "my-agent", "--focus", "what time is it")
+    assert run["status"] == "completed", run
+    [called] = [
+        e["data"] for e in runs_of(tour.ledger())[run["run_id"]] if e["type"] == "ToolCallSucceeded"
+    ]
+    assert called["tool"] == "time__get_current_time"
+    assert called["result"]["structured"]["timezone"] == "UTC"
 
 
 def test_ctrl_c_stops_the_server_cleanly(tour: Tour) -> None:
