@@ -191,10 +191,16 @@ class AgentHost:
                 self.hosted.resume(hosted, run_id)
 
     async def _result(self, message: Result) -> RunResult:
-        """Wait for an accepted run to end. A run that ended before this host (re)started is
-        answered from the ledger."""
+        """Wait for an accepted run to end. A run being accepted is waited for: its RunQueued
+        is visible in the ledger before the accepting call has queued it (that call holds the
+        accepting lock until it has). A run the ledger has accepted but this copy never queued
+        (the database went away as the acceptance committed) is queued now. A run that ended
+        before this host (re)started is answered from the ledger."""
         hosted = await self.hosted.active(message.agent_id)
-        future = hosted.results.get(message.run_id)
+        async with hosted.accepting:
+            future = hosted.results.get(message.run_id)
+            if future is None:
+                future = await self.hosted.queue_unstarted(hosted, message.run_id)
         if future is None:
             return await asyncio.to_thread(self._recorded_result, message.run_id)
         try:

@@ -162,6 +162,19 @@ class HostedAgents:
         hosted.results[str(run_id)] = future
         hosted.mailbox.put_nowait(("resume", run_id, future))
 
+    async def queue_unstarted(
+        self, hosted: Hosted, run_id: str
+    ) -> asyncio.Future[RunResult] | None:
+        """Queue ``run_id`` if the ledger has it accepted and never started: an acceptance whose
+        commit reached the database but whose answer did not (the call failed, so nothing queued
+        it; a retried timer delivery is then a duplicate). None if it is not such a run."""
+        agent = await asyncio.to_thread(self.ledger.load_agent, hosted.runtime.agent_id)
+        for queued in await asyncio.to_thread(self.ledger.resumable.unstarted_runs, agent):
+            if str(queued.run_id) == run_id:
+                self.enqueue(hosted, queued)
+                return hosted.results[run_id]
+        return None
+
     def enqueue(self, hosted: Hosted, queued: ev.RunQueued) -> None:
         future: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         hosted.results[str(queued.run_id)] = future
