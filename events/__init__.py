@@ -3,12 +3,14 @@ in memory), hash chain, ledger API."""
 
 from events.agent import Agent
 from events.errors import (
+    BlobCorrupted,
     LedgerError,
     LedgerReadError,
     LedgerUnavailable,
     NoDatabase,
     StreamConflict,
     UnknownAgent,
+    UnknownBlob,
     UnknownRun,
 )
 from events.ledger import Ledger
@@ -18,6 +20,7 @@ from events.streams import agent_stream_id, run_stream_id
 
 __all__ = [
     "Agent",
+    "BlobCorrupted",
     "Ledger",
     "LedgerError",
     "LedgerReadError",
@@ -27,6 +30,7 @@ __all__ = [
     "Run",
     "StreamConflict",
     "UnknownAgent",
+    "UnknownBlob",
     "UnknownRun",
     "agent_stream_id",
     "run_stream_id",

@@ -40,6 +40,17 @@ class NoDatabase(LedgerError):
     """The in-memory ledger was asked for its PostgreSQL database (which read models need)."""
 
 
+class UnknownBlob(LedgerError, KeyError):
+    """No blob is stored under the sha256 asked for."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class BlobCorrupted(LedgerError):
+    """A stored blob's bytes no longer hash to the sha256 it is stored under."""
+
+
 class LedgerReadError(LedgerError):
     """A stored event could not be read; names its stream, version and log position."""
 

@@ -12,8 +12,8 @@ eventsourcing's in-memory (POPO) recorders, for fast tests that need no read mod
 A ``Ledger`` itself is the agents' streams: append, seal, register, load. Its other parts are
 attributes, each in its own module: ``log`` (the global log, ``events.ledger_log``), ``chains``
 (hash chains and anchors, ``events.ledger_chains``), ``database`` (the PostgreSQL side,
-``events.ledger_database``) and ``resumable`` (what a restarted host picks up,
-``events.ledger_resumable``).
+``events.ledger_database``), ``resumable`` (what a restarted host picks up,
+``events.ledger_resumable``) and ``blobs`` (payloads events refer to by sha256, ``events.blobs``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from eventsourcing.persistence import (
 from events import catalog as ev
 from events.agent import Agent
 from events.aggregate import projector
+from events.blobs import LedgerBlobs
 from events.catalog import LedgerEvent
 from events.codec import LedgerDecodeError, MsgspecMapper
 from events.errors import (
@@ -79,8 +80,8 @@ CONNECTIONS = POOL_SIZE + MAX_OVERFLOW
 
 
 class Ledger:
-    """Append to and read from the agents' streams; its ``log``, ``chains``, ``database`` and
-    ``resumable`` runs are parts of their own."""
+    """Append to and read from the agents' streams; its ``log``, ``chains``, ``database``,
+    ``resumable`` runs and ``blobs`` are parts of their own."""
 
     def __init__(
         self,
@@ -129,6 +130,7 @@ class Ledger:
         self.chains = LedgerChains(self._store, self.append_events)
         self.database = LedgerDatabase(self._store)
         self.resumable = ResumableRuns(self._store, self.load_run)
+        self.blobs = LedgerBlobs(self._store)
 
     # --- writing ------------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ class InMemoryRecorder(POPOApplicationRecorder):
         super().__init__()
         self._links: list[tuple[bytes, bytes]] = []
         """(prev_hash, hash) of each stored event, by log position - 1."""
+        self._blobs: dict[str, tuple[str, bytes]] = {}
+        """sha256 -> (media type, bytes), the PostgreSQL ledger's blobs table."""
 
     def _update_table(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -124,6 +126,16 @@ class InMemoryRecorder(POPOApplicationRecorder):
                 if i is not None:
                     found[(stream, version)] = self._links[i][1]
             return found
+
+    def insert_blob(self, sha256: str, media_type: str, data: bytes) -> None:
+        """Store ``data`` under ``sha256`` unless a blob is stored there already."""
+        with self._database_lock:
+            self._blobs.setdefault(sha256, (media_type, data))
+
+    def select_blob(self, sha256: str) -> tuple[str, bytes] | None:
+        """The media type and bytes stored under ``sha256``, None if there are none."""
+        with self._database_lock:
+            return self._blobs.get(sha256)
 
     def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains of every stream (or ``streams``)."""

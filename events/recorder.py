@@ -118,6 +118,21 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
             self.sql_create_statements.append(
                 SQL(function).format(lock_key=ADVISORY_LOCK_KEY, **names)
             )
+        self.blobs_table_name = f"{self.events_table_name.removesuffix('_events')}_blobs"
+        blobs = {"schema": schema, "blobs": Identifier(self.blobs_table_name)}
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {schema}.{blobs} ("
+                "sha256 text PRIMARY KEY, media_type text NOT NULL, data bytea NOT NULL)"
+            ).format(**blobs)
+        )
+        self.sql_insert_blob = SQL(
+            "INSERT INTO {schema}.{blobs} (sha256, media_type, data) VALUES (%s, %s, %b) "
+            "ON CONFLICT (sha256) DO NOTHING"
+        ).format(**blobs)
+        self.sql_select_blob = SQL(
+            "SELECT media_type, data FROM {schema}.{blobs} WHERE sha256 = %s"
+        ).format(**blobs)
         self.sql_append = SQL(
             "SELECT {schema}.{function}(%s::uuid[], %s::bigint[], %s::text[], %b::bytea[]) AS id"
         ).format(**names)
@@ -375,6 +390,17 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
                 (row["originator_id"], row["originator_version"]): bytes(row["hash"])
                 for row in curs.fetchall()
             }
+
+    def insert_blob(self, sha256: str, media_type: str, data: bytes) -> None:
+        """Store ``data`` under ``sha256`` unless a blob is stored there already."""
+        with self.datastore.get_connection() as conn:
+            conn.execute(self.sql_insert_blob, (sha256, media_type, data))
+
+    def select_blob(self, sha256: str) -> tuple[str, bytes] | None:
+        """The media type and bytes stored under ``sha256``, None if there are none."""
+        with self.datastore.get_connection() as conn:
+            row = conn.execute(self.sql_select_blob, (sha256,)).fetchone()
+        return (row["media_type"], bytes(row["data"])) if row else None
 
     def verify_chains(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains the append function stored (every stream or ``streams``)."""

@@ -8,6 +8,7 @@ eventsourcing ships one suite for every recorder. A subclass provides the ``ledg
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 from typing import Any, ClassVar
@@ -15,7 +16,15 @@ from typing import Any, ClassVar
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from events import Ledger, LedgerReadError, StreamConflict, UnknownAgent, agent_stream_id
+from events import (
+    BlobCorrupted,
+    Ledger,
+    LedgerReadError,
+    StreamConflict,
+    UnknownAgent,
+    UnknownBlob,
+    agent_stream_id,
+)
 from events import catalog as ev
 from events.agent import Agent
 from events.aggregate import projector
@@ -55,7 +64,8 @@ class SampleV1Moved(LedgerEvent, frozen=True, kw_only=True):
 
 
 class LedgerContract:
-    """The ledger API: streams, expected versions, snapshots, the global log, the hash chain."""
+    """The ledger API: streams, expected versions, snapshots, the global log, the hash chain,
+    the blobs."""
 
     def test_register_is_idempotent_and_unknown_agents_are_reported(self, ledger: Ledger) -> None:
         first = ledger.register_agent("trader", app_dir="/apps/trader")
@@ -347,3 +357,24 @@ class LedgerContract:
         with pytest.raises(LedgerReadError) as info:
             ledger.agent_history("corrupt")
         assert f"stream {run_id} version 5" in str(info.value)
+
+    def test_a_blob_is_stored_once_under_its_sha256_and_read_back(self, ledger: Ledger) -> None:
+        png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+        sha256 = ledger.blobs.put(png, "image/png")
+        assert sha256 == hashlib.sha256(png).hexdigest()
+        assert ledger.blobs.put(png, "application/octet-stream") == sha256
+        assert ledger.blobs.get(sha256) == ("image/png", png)
+        assert ledger.blobs.get(ledger.blobs.put(b"", "text/plain")) == ("text/plain", b"")
+
+    def test_an_unknown_or_malformed_blob_key_is_refused(self, ledger: Ledger) -> None:
+        missing = hashlib.sha256(b"never stored").hexdigest()
+        with pytest.raises(UnknownBlob, match=f"no blob {missing}"):
+            ledger.blobs.get(missing)
+        with pytest.raises(UnknownBlob, match="not a sha256"):
+            ledger.blobs.get(missing.upper())
+
+    def test_a_blob_whose_bytes_no_longer_hash_to_its_key_is_refused(self, ledger: Ledger) -> None:
+        forged = hashlib.sha256(b"what was recorded").hexdigest()
+        ledger.database.recorder.insert_blob(forged, "image/png", b"something else")
+        with pytest.raises(BlobCorrupted, match=f"blob {forged}"):
+            ledger.blobs.get(forged)

@@ -17,7 +17,7 @@ import jsonschema
 import mcp_types as types
 
 from owlclaw.mcp.config import SEPARATOR, McpServer
-from owlclaw.mcp.results import converted
+from owlclaw.mcp.results import converted, payloads, within
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSource, ToolSpec
 from owlclaw.tools.tool import ToolContext
@@ -82,9 +82,17 @@ class McpTool:
 
     async def execute(self, params: Any, ctx: ToolContext) -> Any:
         """The server's result converted (owlclaw.mcp.results), or a ToolError; the pipeline
-        bounds the whole call by the same time limit."""
+        bounds the whole call by the same time limit. Its images and binary resources go to the
+        ledger's blob store first, within the ledger cap, so the outcome recorded after this
+        returns refers only to stored blobs."""
         result = await self.calls.call(self.remote, dict(params), self.timeout_s)
-        return result if isinstance(result, ToolError) else converted(result)
+        if isinstance(result, ToolError):
+            return result
+        cap = ctx.scope.limits.tool_result_ledger_bytes
+        stored = {
+            await ctx.scope.store_blob(p.data, p.media_type) for p in within(payloads(result), cap)
+        }
+        return converted(result, stored)
 
 
 def discovered(

@@ -281,6 +281,9 @@ class RunDriver:
 
         app = setup.app
 
+        async def store_blob(data: bytes, media_type: str) -> str:
+            return await self.io(self.ledger.blobs.put, data, media_type)
+
         def scope() -> RunScope:
             return RunScope(
                 state.agent,
@@ -291,6 +294,7 @@ class RunDriver:
                 self.threads,
                 setup.limits,
                 app.skills if app is not None else {},
+                store_blob,
                 self.subagents,
             )
 

@@ -44,6 +44,9 @@ class RunScope:
     """The runtime's limits (the memory limit, recall's similarity floor)."""
     skills: Mapping[str, Skill]
     """The app's skills by name, for load_skill."""
+    store_blob: Callable[[bytes, str], Awaitable[str]]
+    """Keeps bytes (with their media type) in the ledger's blob store, off the event loop;
+    their sha256: where an MCP tool's images go before its outcome is recorded."""
     subagents: SubAgents | None = None
     """Where spawn_agent starts sub-agents (None: the runtime has no host to place them)."""
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from actors.host import AgentHost
@@ -292,6 +293,40 @@ def test_a_run_calls_mcp_tools_governed_validated_and_recorded_with_their_proven
     assert failed.error_code == "TOOL_ERROR" and "Invalid resourceId: 0" in failed.error
     # an audit replay (the servers listed, every call settled from the record) matches
     report = replay_run(ledger, "mcp-user", 1, app=load_app(tmp_path / "mcp-user"))
+    assert report.matched, repr(report.differences)
+
+
+def test_an_image_result_is_kept_as_a_blob_the_ledger_refers_to(
+    ledger: Ledger, fresh_db: Database, tmp_path: Path, everything: str
+) -> None:
+    ledger.register_agent("viewer", str(app(tmp_path, "viewer", stdio_servers(everything))))
+    register_script(
+        "viewer",
+        [
+            {"tool_calls": [{"name": "everything__get-tiny-image", "arguments": {}}]},
+            {"content": "ok"},
+        ],
+    )
+    result = asyncio.run(run_to_end(ledger, "viewer"))
+    assert result.status == "completed"
+    told = by_tool(events_of(ledger, result.run_id), ev.ToolCallSucceeded)
+    [image] = told["everything__get-tiny-image"].result["content"]
+    assert (image["type"], image["mimeType"], image["stored"]) == ("image", "image/png", True)
+    media_type, png = ledger.blobs.get(image["sha256"])
+    assert media_type == "image/png" and png.startswith(b"\x89PNG") and len(png) == image["bytes"]
+    env = {
+        **os.environ,
+        "OWLCLAW_DATABASE_URL": fresh_db.url,
+        "OWLCLAW_DATABASE_NAME": str(fresh_db.params["dbname"]),
+    }
+    target = tmp_path / "image.png"
+    read = run_owlclaw(env, "blob", image["sha256"], "--out", str(target), cwd=tmp_path)
+    assert read.returncode == 0, read.stderr
+    assert target.read_bytes() == png
+    # an audit replay settles the call from the record: it needs no blob
+    with psycopg.connect(fresh_db.url, autocommit=True) as conn:
+        conn.execute("DELETE FROM ledger_blobs")
+    report = replay_run(ledger, "viewer", 1, app=load_app(tmp_path / "viewer"))
     assert report.matched, repr(report.differences)
 
 

@@ -3,6 +3,7 @@ arguments' check, the schema hash, annotations deciding idempotency, and results
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 from datetime import UTC, datetime
@@ -14,12 +15,16 @@ import msgspec
 import pytest
 from eventsourcing.persistence import StoredEvent
 
+from events import Ledger, UnknownBlob
 from events import catalog as ev
 from events.codec import MsgspecMapper
+from events.run import Run
+from owlclaw.config import RuntimeConfig
 from owlclaw.mcp.config import McpServer
-from owlclaw.mcp.results import converted
+from owlclaw.mcp.results import Payload, converted, payloads, within
 from owlclaw.mcp.tools import discovered, idempotent, schema_sha256, selected
 from owlclaw.tools.errors import ToolError
+from tests.tool_context import tool_context
 
 SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -162,19 +167,20 @@ def test_an_error_result_is_a_tool_error_with_the_servers_text() -> None:
 def test_images_and_resources_are_recorded_by_hash_without_their_payload() -> None:
     png = b"\x89PNG fake"
     data = base64.b64encode(png).decode()
+    image = types.ImageContent(data=data, mime_type="image/png")
+    gz = types.EmbeddedResource(resource=types.BlobResourceContents(uri="file:///a.gz", blob=data))
     got = converted(
         result(
-            types.ImageContent(data=data, mime_type="image/png"),
-            types.EmbeddedResource(
-                resource=types.BlobResourceContents(uri="file:///a.gz", blob=data)
-            ),
+            image,
+            gz,
             types.EmbeddedResource(
                 resource=types.TextResourceContents(uri="file:///a.txt", text="hello")
             ),
             types.ResourceLink(uri="file:///b", name="b", mime_type="text/plain"),
-        )
+        ),
+        stored={hashlib.sha256(png).hexdigest()},
     )
-    digest = {"sha256": hashlib.sha256(png).hexdigest(), "bytes": len(png)}
+    digest = {"sha256": hashlib.sha256(png).hexdigest(), "bytes": len(png), "stored": True}
     assert got == {
         "content": [
             {"type": "image", "mimeType": "image/png", **digest},
@@ -184,6 +190,60 @@ def test_images_and_resources_are_recorded_by_hash_without_their_payload() -> No
         ]
     }
     assert data not in msgspec.json.encode(got).decode()
+    assert payloads(result(image, gz)) == [
+        Payload(png, "image/png"),
+        Payload(png, "application/octet-stream"),
+    ]
+    assert payloads(result(image, is_error=True)) == []
+
+
+def blob(size: int, fill: int) -> Payload:
+    return Payload(bytes([fill]) * size, "image/png")
+
+
+def test_payloads_are_kept_while_together_they_fit_the_ledger_cap() -> None:
+    a, b, c = blob(600, 1), blob(500, 2), blob(100, 3)
+    assert within([a, a, c], 1024) == [a, c]  # the same bytes count once
+    assert within([a, b, c], 1024) == [a]  # b does not fit: neither does what follows it
+    assert within([a, b], 1100) == [a, b]
+    assert within([blob(2048, 4)], 1024) == []
+
+
+def call_with_images(*images: bytes, limit_bytes: int) -> tuple[Any, Ledger]:
+    content = [
+        types.ImageContent(data=base64.b64encode(i).decode(), mime_type="image/png") for i in images
+    ]
+
+    class Images:
+        async def call(
+            self, tool: str, arguments: dict[str, Any], timeout_s: float
+        ) -> types.CallToolResult | ToolError:
+            return result(*content)
+
+    tools, _ = discovered("img", McpServer(command="x"), [listed("show")], INFO, Images())
+    ledger = Ledger.in_memory()
+    agent = ledger.register_agent("viewer")
+    run = Run.start("viewer", agent.queue_run(trigger="webhook", focus=None, payload={}))
+    limits = RuntimeConfig(tool_result_ledger_bytes=limit_bytes)
+    ctx = tool_context(agent, run, "c1", blobs=ledger.blobs, limits=limits)
+    return asyncio.run(tools["img__show"].execute({}, ctx)), ledger
+
+
+def test_an_mcp_tool_stores_its_images_within_the_cap_and_digests_the_rest() -> None:
+    small, big = b"\x89PNG small" * 10, b"\x89PNG big" * 200
+    told, ledger = call_with_images(small, big, limit_bytes=1024)
+    first, second = told["content"]
+    assert (first["stored"], second["stored"]) == (True, False)
+    assert ledger.blobs.get(first["sha256"]) == ("image/png", small)
+    assert second == {
+        "type": "image",
+        "mimeType": "image/png",
+        "sha256": hashlib.sha256(big).hexdigest(),
+        "bytes": len(big),
+        "stored": False,
+    }
+    with pytest.raises(UnknownBlob):
+        ledger.blobs.get(second["sha256"])
 
 
 def test_a_tool_call_requested_stored_before_mcp_decodes_with_empty_provenance() -> None:
