@@ -37,8 +37,8 @@ def first_line(error: str) -> str:
 @projections_app.command("status")
 @handles_errors
 def projections_status(as_json: JsonOption = False) -> None:
-    """Position, lag (events and seconds behind the log head) and parked events of every
-    projection."""
+    """Version, position, lag (events and seconds behind the log head), parked events and a
+    running rebuild's progress of every projection."""
     from owlclaw.compose.read import open_views
     from owlclaw.reports.inspection import projections_status
 
@@ -67,20 +67,41 @@ def projections_table(statuses: list[ProjectionStatus]) -> Table:
         whole("name"),
         *(
             whole(c, right=True)
-            for c in ("position", "head", "lag events", "lag seconds", "parked")
+            for c in ("version", "position", "head", "lag events", "lag seconds", "parked")
         ),
+        whole("rebuild"),
         title="projections",
     )
     for s in statuses:
         table.add_row(
             s.name,
+            version_cell(s),
             str(s.position),
             str(s.head),
             str(s.lag_events),
             f"{s.lag_seconds:.3f}",
             str(s.parked_count),
+            rebuild_cell(s),
         )
     return table
+
+
+def version_cell(s: ProjectionStatus) -> str:
+    """The version that built the serving tables, and this code's when it differs."""
+    if s.version is None:
+        return "-"
+    if s.version < s.code_version:
+        return f"{s.version} → {s.code_version}"
+    if s.version > s.code_version:
+        return f"[red]{s.version} (newer than {s.code_version})[/]"
+    return str(s.version)
+
+
+def rebuild_cell(s: ProjectionStatus) -> str:
+    """How far a running rebuild has come (log position reached / head)."""
+    if s.rebuilding is None:
+        return "-"
+    return f"{s.rebuilding.position} / {s.rebuilding.head}"
 
 
 def _configured_view(config: OwlClawConfig, name: str) -> ConfiguredView:
