@@ -21,7 +21,7 @@ from owlclaw.cli.common import (
     print_json,
     projections_app,
 )
-from owlclaw.cli.tables import whole
+from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
 
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ def projections_status(as_json: JsonOption = False) -> None:
         print_json(statuses)
         return
     out.print(projections_table(statuses))
+    for note in (n for s in statuses for n in version_notes(s)):
+        out.print(note, highlight=False, soft_wrap=True)
     parked = [p for s in statuses for p in s.parked]
     if parked:
         out.print("parked events (fix the cause, then `owlclaw projections retry NAME`):")
@@ -65,11 +67,7 @@ def projections_status(as_json: JsonOption = False) -> None:
 def projections_table(statuses: list[ProjectionStatus]) -> Table:
     table = Table(
         whole("name"),
-        *(
-            whole(c, right=True)
-            for c in ("version", "position", "head", "lag events", "lag seconds", "parked")
-        ),
-        whole("rebuild"),
+        *(whole(c, right=True) for c in ("version", "position", "head", "lag", "parked")),
         title="projections",
     )
     for s in statuses:
@@ -78,30 +76,43 @@ def projections_table(statuses: list[ProjectionStatus]) -> Table:
             version_cell(s),
             str(s.position),
             str(s.head),
-            str(s.lag_events),
-            f"{s.lag_seconds:.3f}",
+            stacked(f"{s.lag_events} ev", f"{s.lag_seconds:.3f} s"),
             str(s.parked_count),
-            rebuild_cell(s),
         )
     return table
 
 
 def version_cell(s: ProjectionStatus) -> str:
-    """The version that built the serving tables, and this code's when it differs."""
+    """The version that built the serving tables, and this code's when it is newer."""
     if s.version is None:
         return "-"
     if s.version < s.code_version:
         return f"{s.version} → {s.code_version}"
     if s.version > s.code_version:
-        return f"[red]{s.version} (newer than {s.code_version})[/]"
+        return f"[red]{s.version}[/]"
     return str(s.version)
 
 
-def rebuild_cell(s: ProjectionStatus) -> str:
-    """How far a running rebuild has come (log position reached / head)."""
-    if s.rebuilding is None:
-        return "-"
-    return f"{s.rebuilding.position} / {s.rebuilding.head}"
+def version_notes(s: ProjectionStatus) -> list[str]:
+    """What the table's version column cannot say: a pending upgrade, a newer build, a rebuild
+    running and how far it has come (log position reached / head)."""
+    notes = []
+    if s.version is not None and s.version < s.code_version and s.rebuilding is None:
+        notes.append(
+            f"{s.name}: version {s.version} built its tables, this code is version"
+            f" {s.code_version}: `owlclaw run` rebuilds it"
+        )
+    if s.version is not None and s.version > s.code_version:
+        notes.append(
+            f"{s.name}: [red]built by a newer OwlClaw[/] (version {s.version}; this one knows"
+            f" {s.code_version}): `owlclaw run` refuses it"
+        )
+    if s.rebuilding is not None:
+        notes.append(
+            f"{s.name}: rebuilding, log position {s.rebuilding.position} of"
+            f" {s.rebuilding.head} reached"
+        )
+    return notes
 
 
 def _configured_view(config: OwlClawConfig, name: str) -> ConfiguredView:
