@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -216,11 +217,18 @@ def test_tables_made_before_views_had_versions_count_as_version_1(
 
 
 def test_a_manual_rebuild_records_its_version_and_is_refused_while_another_runs(
-    ledger: Ledger, fresh_db: Database, monkeypatch: pytest.MonkeyPatch
+    ledger: Ledger, fresh_db: Database, pg_server: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     record_runs(ledger, ledger.register_agent("busy"), 2)
     view = RunsView(ledger)
     view.create_table()
+    elsewhere = pg_server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+    try:  # a rebuild of another database's runs view is not this one's
+        with psycopg.connect(elsewhere.url, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s, hashtext('runs'))", (REBUILD_LOCK_CLASS,))
+            assert projection_status(ledger, view).rebuilding is None
+    finally:
+        pg_server.drop_database(str(elsewhere.params["dbname"]))
     with psycopg.connect(fresh_db.url, autocommit=True) as other:  # another process rebuilding
         other.execute("SELECT pg_advisory_lock(%s, hashtext('runs'))", (REBUILD_LOCK_CLASS,))
         assert projection_status(ledger, view).rebuilding is not None
