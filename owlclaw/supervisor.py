@@ -2,7 +2,8 @@
 worker, heartbeats).
 
 A worker is named and runs until its stop event is set: an async function, or a blocking one
-in a thread of its own. When it raises (or returns before being stopped) the error is logged
+in a thread of its own; a one-off job (``once``) is done when it returns. When it raises (or a
+worker returns before being stopped) the error is logged
 with its traceback and the worker starts again after a capped exponential backoff with
 jitter, so a transient failure (PostgreSQL restarting) heals by itself and a permanent one
 keeps being reported instead of silently ending the loop.
@@ -24,7 +25,7 @@ import msgspec
 
 log = logging.getLogger(__name__)
 
-State = Literal["running", "backing_off", "stopped", "failed"]
+State = Literal["running", "backing_off", "stopped", "failed", "done"]
 AsyncWork = Callable[[asyncio.Event], Awaitable[None]]
 BlockingWork = Callable[[threading.Event], None]
 
@@ -75,20 +76,22 @@ class Supervisor:
         """Supervise ``await work(stop)``."""
         self._spawn(name, lambda: work(self._stopping))
 
-    def start_thread(self, name: str, work: BlockingWork) -> None:
-        """Supervise ``work(stop)`` run in a thread of its own (one thread per attempt)."""
+    def start_thread(self, name: str, work: BlockingWork, *, once: bool = False) -> None:
+        """Supervise ``work(stop)`` run in a thread of its own (one thread per attempt);
+        ``once``: a job, done (not restarted) when it returns without an error."""
         stop = threading.Event()
         self._thread_stops.append(stop)
-        self._spawn(name, lambda: _in_thread(name, work, stop))
+        self._spawn(name, lambda: _in_thread(name, work, stop), once)
 
-    def _spawn(self, name: str, attempt: Callable[[], Awaitable[None]]) -> None:
+    def _spawn(self, name: str, attempt: Callable[[], Awaitable[None]], once: bool = False) -> None:
         if name in self._workers:
             raise ValueError(f"a worker named {name!r} is already supervised")
         status = self._workers[name] = WorkerStatus(name)
-        self._tasks[name] = asyncio.create_task(self._supervise(status, attempt), name=name)
+        task = self._supervise(status, attempt, once)
+        self._tasks[name] = asyncio.create_task(task, name=name)
 
     async def _supervise(
-        self, status: WorkerStatus, attempt: Callable[[], Awaitable[None]]
+        self, status: WorkerStatus, attempt: Callable[[], Awaitable[None]], once: bool
     ) -> None:
         failures = 0
         while True:
@@ -98,6 +101,9 @@ class Supervisor:
                 await attempt()
                 if self._stopping.is_set():
                     break
+                if once:
+                    status.state = "done"
+                    return
                 raise WorkerReturned(f"worker {status.name!r} returned without being stopped")
             except Exception as error:
                 if self._stopping.is_set():  # an error on the way out ends it like a stop

@@ -181,14 +181,17 @@ class ProjectionRunner:
         return True
 
     def catch_up(
-        self, until: int | None = None, progress: Callable[[int, int], None] | None = None
+        self,
+        until: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> int:
-        """Apply everything up to ``until`` in this thread; by default everything committed so
-        far, also events an older open transaction still holds back from readers (``head``
-        would stop short of them, and a caller that has just appended would not see its own
-        events)."""
+        """Apply everything up to ``until`` in this thread (or until ``stop`` is set); by
+        default everything committed so far, also events an older open transaction still holds
+        back from readers (``head`` would stop short of them, and a caller that has just
+        appended would not see its own events)."""
         target = self.ledger.log.last_committed() if until is None else until
-        while self.position < target:
+        while self.position < target and not (stop is not None and stop.is_set()):
             if self.step() == 0 and self.position < target:
                 time.sleep(self.HELD_BACK_POLL_SECONDS)
             if progress:

@@ -21,6 +21,7 @@ from events.ledger import Ledger
 from events.ledger_log import LoggedEvent
 from events.tracking import LedgerTrackingRecorder
 from projections.parked import ERRORS_DDL
+from projections.versions import VERSIONS_DDL, record_on_creation
 
 TRACKING_TABLE = "projection_tracking"
 REBUILD_SUFFIX = "__rebuild"
@@ -41,6 +42,10 @@ class View(LedgerTrackingRecorder):
     events: ClassVar[tuple[type[LedgerEvent], ...]]
     """The event types the view reads; others are filtered out in the database."""
     ddl: ClassVar[tuple[str, ...]]
+    version: ClassVar[int] = 1
+    """The version of the view's code: raise it when a change to ``ddl`` or ``apply`` means
+    the tables must be built again from the log. A service that starts a view whose tables an
+    older version built rebuilds them in the background (projections.versions)."""
 
     def __init__(self, ledger: Ledger, *, rebuilding: bool = False):
         super().__init__(ledger, tracking_table_name=TRACKING_TABLE)
@@ -50,6 +55,11 @@ class View(LedgerTrackingRecorder):
         self.t: Mapping[str, Identifier] = {
             name: Identifier(name + self.suffix) for name in (*self.tables, *self.indexes)
         }
+        if not rebuilding:  # a rebuild records its version as it switches over
+            self.sql_create_statements.append(SQL(VERSIONS_DDL).format())
+            self.sql_create_statements.append(
+                record_on_creation(self.name, self.tables[0], self.version)
+            )
         self.sql_create_statements.extend(self.sql(ddl) for ddl in self.ddl)
         self.sql_create_statements.append(SQL(ERRORS_DDL).format())
 

@@ -133,6 +133,8 @@ def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str
     from owlclaw.app import AppError, AppNotFound
     from owlclaw.server.serving_locks import AlreadyServed
     from owlclaw.timers.hatchet_engine import HatchetUnavailable
+    from projections.rebuild import RebuildRunning
+    from projections.versions import ViewTooNew
 
     return [
         (ConfigError, "fix owlclaw.toml or the OWLCLAW_* variable named above", EXIT_CONFIG),
@@ -148,6 +150,13 @@ def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str
             EXIT_USAGE,
         ),
         (HatchetUnavailable, "set HATCHET_CLIENT_* or timers.backend = builtin", EXIT_DATABASE),
+        (
+            ViewTooNew,
+            "run that newer OwlClaw, or rebuild the view with this one:"
+            " `owlclaw projections rebuild NAME`",
+            EXIT_FAILED,
+        ),
+        (RebuildRunning, "see its progress with `owlclaw projections status`", EXIT_FAILED),
         (AppNotFound, "create one with `owlclaw init PATH`", EXIT_NOT_FOUND),
         (AppError, "fix the app directory named above", EXIT_CONFIG),
         (LedgerError, "run `owlclaw verify` to check the ledger", EXIT_FAILED),

@@ -21,7 +21,7 @@ from owlclaw.cli.common import (
     print_json,
     projections_app,
 )
-from owlclaw.cli.tables import whole
+from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ def first_line(error: str) -> str:
 @projections_app.command("status")
 @handles_errors
 def projections_status(as_json: JsonOption = False) -> None:
-    """Position, lag (events and seconds behind the log head) and parked events of every
-    projection."""
+    """Version, position, lag (events and seconds behind the log head), parked events and a
+    running rebuild's progress of every projection."""
     from owlclaw.compose.read import open_views
     from owlclaw.reports.inspection import projections_status
 
@@ -49,6 +49,8 @@ def projections_status(as_json: JsonOption = False) -> None:
         print_json(statuses)
         return
     out.print(projections_table(statuses))
+    for note in (n for s in statuses for n in version_notes(s)):
+        out.print(note, highlight=False, soft_wrap=True)
     parked = [p for s in statuses for p in s.parked]
     if parked:
         out.print("parked events (fix the cause, then `owlclaw projections retry NAME`):")
@@ -65,22 +67,52 @@ def projections_status(as_json: JsonOption = False) -> None:
 def projections_table(statuses: list[ProjectionStatus]) -> Table:
     table = Table(
         whole("name"),
-        *(
-            whole(c, right=True)
-            for c in ("position", "head", "lag events", "lag seconds", "parked")
-        ),
+        *(whole(c, right=True) for c in ("version", "position", "head", "lag", "parked")),
         title="projections",
     )
     for s in statuses:
         table.add_row(
             s.name,
+            version_cell(s),
             str(s.position),
             str(s.head),
-            str(s.lag_events),
-            f"{s.lag_seconds:.3f}",
+            stacked(f"{s.lag_events} ev", f"{s.lag_seconds:.3f} s"),
             str(s.parked_count),
         )
     return table
+
+
+def version_cell(s: ProjectionStatus) -> str:
+    """The version that built the serving tables, and this code's when it is newer."""
+    if s.version is None:
+        return "-"
+    if s.version < s.code_version:
+        return f"{s.version} → {s.code_version}"
+    if s.version > s.code_version:
+        return f"[red]{s.version}[/]"
+    return str(s.version)
+
+
+def version_notes(s: ProjectionStatus) -> list[str]:
+    """What the table's version column cannot say: a pending upgrade, a newer build, a rebuild
+    running and how far it has come (log position reached / head)."""
+    notes = []
+    if s.version is not None and s.version < s.code_version and s.rebuilding is None:
+        notes.append(
+            f"{s.name}: version {s.version} built its tables, this code is version"
+            f" {s.code_version}: `owlclaw run` rebuilds it"
+        )
+    if s.version is not None and s.version > s.code_version:
+        notes.append(
+            f"{s.name}: [red]built by a newer OwlClaw[/] (version {s.version}; this one knows"
+            f" {s.code_version}): `owlclaw run` refuses it"
+        )
+    if s.rebuilding is not None:
+        notes.append(
+            f"{s.name}: rebuilding, log position {s.rebuilding.position} of"
+            f" {s.rebuilding.head} reached"
+        )
+    return notes
 
 
 def _configured_view(config: OwlClawConfig, name: str) -> ConfiguredView:

@@ -152,7 +152,7 @@ def _workers_table(workers: list[dict[str, Any]]) -> Table:
         title="workers",
     )
     for w in workers:
-        state = {"running": "[green]running[/]", "stopped": "stopped"}.get(
+        state = {"running": "[green]running[/]", "stopped": "stopped", "done": "done"}.get(
             w["state"], f"[red]{w['state']}[/]"
         )
         error = "-"

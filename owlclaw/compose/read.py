@@ -25,6 +25,7 @@ from projections import (
     View,
 )
 from projections.embedders import Embedder
+from projections.rebuild import older, refuse_newer
 
 V = TypeVar("V", bound=View)
 
@@ -75,6 +76,24 @@ def open_views(
 ) -> list[View]:
     """Every view, with its tables created (idempotent), on the ledger's database."""
     return [v.open(ledger) for v in configured_views(config or OwlClawConfig(), embedder)]
+
+
+def open_served_views(
+    ledger: Ledger, config: OwlClawConfig, embedder: Embedder | None = None
+) -> tuple[list[View], list[ConfiguredView]]:
+    """Every view for a service that keeps them current, with their tables created; and the
+    ones an older version of their code built, which the service rebuilds in the background.
+
+    Refused (``ViewTooNew``) before any table is created or changed when a newer OwlClaw built
+    one of them.
+    """
+    configured = configured_views(config, embedder)
+    views = [c.view(ledger, **c.options) for c in configured]
+    refuse_newer(views)
+    for view in views:
+        view.create_table()
+    behind = {v.name for v in older(views)}
+    return views, [c for c in configured if c.name in behind]
 
 
 def open_view(ledger: Ledger, config: OwlClawConfig, kind: type[V]) -> V:

@@ -1,6 +1,8 @@
 """``owlclaw run``: one process that serves agent apps on the configured parts.
 
-It starts (or joins) the database, keeps every projection current, runs the timer service
+It starts (or joins) the database, keeps every projection current (rebuilding in the
+background, while the old tables serve, a view an older version of its code built; refusing
+one a newer OwlClaw built), runs the timer service
 (built-in worker, or Hatchet: an external engine, or the locally built one started here),
 places the agents (Ray actors, or hosted in this process), queues heartbeats and serves the
 webhook endpoint. Runs are accepted durably (RunQueued committed) before anyone is told.
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -22,7 +25,7 @@ import msgspec
 from events import Ledger, LedgerReadError, UnknownAgent
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
-from owlclaw.compose.read import open_views
+from owlclaw.compose.read import ConfiguredView, open_served_views
 from owlclaw.compose.write import (
     place_agents,
     start_hosts,
@@ -48,6 +51,7 @@ from owlclaw.supervisor import Supervisor
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
 from projections import MemoryView, ProjectionRunner, View
+from projections.rebuild import upgrade
 
 V = TypeVar("V", bound=View)
 R = TypeVar("R")
@@ -114,7 +118,7 @@ class Service:
             self._hatchet.start_engine(self.database)
         self.progress("projections")
         shared = views_embedder(self.config)
-        views = await asyncio.to_thread(open_views, self.ledger, self.config, shared)
+        views, behind = await asyncio.to_thread(open_served_views, self.ledger, self.config, shared)
         self.views = views
         self.progress(f"agents ({self.config.runtime.placement} placement)")
         self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
@@ -127,6 +131,10 @@ class Service:
         self.projections = [ProjectionRunner(self.ledger, view) for view in views]
         for runner in self.projections:
             self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
+        for configured in behind:
+            self.supervisor.start_thread(
+                f"upgrade:{configured.name}", self._upgrade(configured), once=True
+            )
         if self.config.timers.backend == "hatchet":  # hosts made here, with this config, before
             await start_hosts(self._agents, self._as_client())  # the Hatchet worker needs them
         for agent_id in self.apps:  # the first trigger should not wait for imports
@@ -170,6 +178,18 @@ class Service:
             self._locks.release()
         if self.ledger is not None:
             self.ledger.close()
+
+    def _upgrade(self, configured: ConfiguredView) -> Callable[[threading.Event], None]:
+        """The job that rebuilds a view built by an older version of its code, from the start
+        of the log into new tables, and switches over once caught up (the old tables serve
+        meanwhile; the view's runner goes on from the switch)."""
+        ledger = self.ledger
+        assert ledger is not None
+
+        def work(stop: threading.Event) -> None:
+            upgrade(ledger, configured.view, stop, **configured.options)
+
+        return work
 
     def _serving_locks(self, database: Database) -> ServingLocks:
         """The served agents' locks, shared by the servers of one configured Ray cluster."""

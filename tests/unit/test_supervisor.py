@@ -216,3 +216,26 @@ def test_two_workers_cannot_share_a_name() -> None:
         await supervisor.stop()
 
     run(scenario)
+
+
+def test_a_one_off_job_is_done_when_it_returns_and_restarted_when_it_fails() -> None:
+    async def scenario() -> None:
+        supervisor = Supervisor(**FAST)
+        attempts = 0
+
+        def job(stop: threading.Event) -> None:
+            nonlocal attempts
+            attempts += 1
+            if attempts < 2:
+                raise RuntimeError("database restarting")
+
+        supervisor.start_thread("job", job, once=True)
+        while worker(supervisor, "job").state != "done":
+            await asyncio.sleep(0.01)
+        status = worker(supervisor, "job")
+        assert (status.restarts, status.last_error) == (1, "RuntimeError: database restarting")
+        await supervisor.stop()
+        assert worker(supervisor, "job").state == "done"
+        assert attempts == 2
+
+    run(scenario)
