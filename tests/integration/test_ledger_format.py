@@ -16,6 +16,7 @@ from events.codec import NewerEventVersion
 from events.ledger_format import LEDGER_FORMAT, LedgerTooNew, running_format
 from events.recorder import OwlClawApplicationRecorder
 from owlclaw.database import Database
+from tests.apps import make_app
 from tests.cli import owlclaw_on
 from tests.sample_run import AGENT_ID, record_sample_run
 
@@ -129,3 +130,16 @@ def test_an_event_of_a_newer_class_version_is_refused_where_it_is_read(
     assert result.returncode == 4, result.stderr
     assert result.stderr.startswith(f"error: event RunWarning@2 in stream {run_id} version")
     assert "reads RunWarning up to version 1; upgrade OwlClaw" in result.stderr
+
+
+def test_owlclaw_run_refuses_to_start_on_a_ledger_a_newer_owlclaw_wrote(
+    fresh_db: Database, tmp_path: Path
+) -> None:
+    with Ledger(fresh_db.url):
+        pass
+    written_by_a_newer_owlclaw(fresh_db, format=LEDGER_FORMAT + 1)
+    app = make_app(tmp_path / "app", config='[agent]\nid = "refused"\nmodels = ["scripted/x"]\n')
+    result = owlclaw_on(fresh_db, "run", str(app), cwd=tmp_path)
+    assert result.returncode == 4, result.stderr
+    assert "error: this ledger was written by OwlClaw 9.0.0" in result.stderr
+    assert "Traceback" not in result.stderr and "serving" not in result.stdout
