@@ -2,7 +2,8 @@
 
 Topic = event class name (``RunStarted``), or ``RunStarted@2`` from class version 2 on. Reading
 an event at its current version is one typed msgspec decode; an older version is decoded to a
-dict, passed through the class's ``upcast_vN_vN+1`` functions and converted.
+dict, passed through the class's ``upcast_vN_vN+1`` functions and converted; a newer version (a
+newer OwlClaw wrote it) is refused, never read as the older class.
 
 A NUL character (U+0000) in any text of an event (a tool's output, a model's message) is stored
 as U+FFFD: PostgreSQL's jsonb cannot hold ``\\u0000``, and the ledger stays JSON text it reads
@@ -57,6 +58,21 @@ class UnknownEventType(LedgerDecodeError):
 
 class CorruptEvent(LedgerDecodeError):
     """The stored payload does not decode into its event type."""
+
+
+class NewerEventVersion(LedgerDecodeError):
+    """The stored event is of a newer class version than this OwlClaw's class: a newer OwlClaw
+    wrote it, and reading it as the older class could drop or misread its fields."""
+
+    def __init__(self, topic: str, known: int, originator_id: UUID | str, originator_version: int):
+        super().__init__(
+            f"event {topic} in stream {originator_id} version {originator_version} was written "
+            f"by a newer OwlClaw: this one reads {topic.partition('@')[0]} up to version "
+            f"{known}; upgrade OwlClaw to read this ledger",
+            originator_id,
+            originator_version,
+        )
+        self.topic = topic
 
 
 def topic_of(cls: type[LedgerEvent]) -> str:
@@ -114,6 +130,8 @@ class MsgspecMapper(Mapper[UUID]):
         cls = EVENT_TYPES.get(name)
         if cls is None:
             raise UnknownEventType(stored_event.topic, oid, version)
+        if stored_class_version > cls.class_version:
+            raise NewerEventVersion(stored_event.topic, cls.class_version, oid, version)
         try:
             if stored_class_version == cls.class_version:
                 return self._decoders[cls].decode(stored_event.state)

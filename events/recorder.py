@@ -56,6 +56,7 @@ from psycopg import Cursor
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
+from psycopg.types.json import Jsonb
 
 from events.append_sql import (
     ADVISORY_LOCK_KEY,
@@ -66,6 +67,7 @@ from events.append_sql import (
 )
 from events.group_commit import GroupCommit
 from events.hashchain import Row, VerifyReport, select_rows, verify_ledger
+from events.ledger_format import LedgerFormat, LedgerTooNew, is_newer, running_format, unreadable
 from events.notify import Notifier, WatermarkSubscription
 from events.postgres import connect_kwargs, schema_lock
 
@@ -155,14 +157,63 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
             "SELECT EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id > %s "
             "AND transaction_id >= pg_snapshot_xmin(pg_current_snapshot())) AS held"
         ).format(**names)
+        self.format_table_name = f"{self.events_table_name}_format"[: self.MAX_IDENTIFIER_LEN]
         self._notifier = Notifier(self.datastore, self.channel_name)
         self._group: GroupCommit[Sequence[StoredEvent], list[int]] = GroupCommit(
             self.append_group, max_group=MAX_GROUP
         )
 
     def create_table(self) -> None:
+        """Create the tables and append functions, after checking the ledger's recorded format
+        (``events.ledger_format``): a ledger a newer OwlClaw wrote is refused (LedgerTooNew, this
+        recorder's connections closed) before anything of it is created or replaced."""
         with schema_lock(self.datastore):
+            running = running_format()
+            recorded = self.recorded_format()
+            if recorded is not None and unreadable(recorded, running):
+                self.datastore.close()
+                raise LedgerTooNew(recorded, running)
             super().create_table()
+            if recorded is None or is_newer(running, recorded):
+                self.record_format(running)
+
+    def recorded_format(self) -> LedgerFormat | None:
+        """The format the ledger's newest writer recorded (None: none was, a new ledger)."""
+        table = self._format_table()
+        with self.datastore.transaction() as curs:
+            curs.execute("SELECT to_regclass(%s) AS t", (table.as_string(curs),))
+            row = curs.fetchone()
+            if row is None or row["t"] is None:
+                return None
+            curs.execute(SQL("SELECT format, events, owlclaw FROM {}").format(table))
+            row = curs.fetchone()
+        return None if row is None else LedgerFormat(**row)
+
+    def record_format(self, written: LedgerFormat) -> None:
+        """Record the format the ledger is written in from now on (one row, replaced)."""
+        table = self._format_table()
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {} ("
+                    "one boolean PRIMARY KEY DEFAULT true CHECK (one), "
+                    "format integer NOT NULL, "
+                    "events jsonb NOT NULL, "
+                    "owlclaw text NOT NULL, "
+                    "recorded_at timestamptz NOT NULL DEFAULT now())"
+                ).format(table)
+            )
+            curs.execute(
+                SQL(
+                    "INSERT INTO {} (format, events, owlclaw) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (one) DO UPDATE SET format = excluded.format,"
+                    " events = excluded.events, owlclaw = excluded.owlclaw, recorded_at = now()"
+                ).format(table),
+                (written.format, Jsonb(written.events), written.owlclaw),
+            )
+
+    def _format_table(self) -> Identifier:
+        return Identifier(self.datastore.schema, self.format_table_name)
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -30,8 +30,16 @@ from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 
-EFFECTS = (ev.DecisionLogged, ev.MemoryRemembered, ev.MessageSent, ev.RunWarning, ev.RunStarted)
-"""Events a tool's execution or the environment writes: taken from the record, not compared."""
+EFFECTS = (
+    ev.DecisionLogged,
+    ev.MemoryRemembered,
+    ev.MessageSent,
+    ev.RunWarning,
+    ev.RunStarted,
+    ev.SubAgentCharged,
+)
+"""Events a tool's execution or the environment writes: taken from the record, not compared
+(spawn_agent charges its sub-agent's cost as it executes, which a replay does not)."""
 PAUSES = (ev.RunParked, ev.RunInterrupted, ev.RunResumed)
 """Where a run stopped and went on (an approval, a crash): the replay runs straight through,
 deciding each parked call with the answer the agent recorded, and a call the process stopped in

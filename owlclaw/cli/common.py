@@ -3,9 +3,8 @@
 Data commands take ``--json``. User mistakes print one line with a hint and exit non-zero
 (no traceback unless ``--debug``). Exit codes: 1 failure (a run failed, verification failed),
 2 usage (bad option value), 3 not found (agent, run, app directory), 4 database or Hatchet
-unavailable,
-5 invalid configuration or app, 6 no ``owlclaw run`` server reachable, 7 server refused the
-token.
+unavailable, or a ledger written by a newer OwlClaw, 5 invalid configuration or app, 6 no
+``owlclaw run`` server reachable, 7 server refused the token.
 """
 
 from __future__ import annotations
@@ -27,7 +26,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from events import Ledger, LedgerError, LedgerUnavailable
+from events import Ledger, LedgerError, LedgerReadError, LedgerUnavailable
+from events.codec import NewerEventVersion
+from events.ledger_format import LedgerTooNew
 from owlclaw.config import ConfigError, OwlClawConfig, load_config
 from owlclaw.database import Database, DatabaseUnavailable, open_database
 
@@ -115,10 +116,17 @@ def explain(e: Exception) -> None:
         fail(str(e), hint, code)
     if isinstance(e, KeyError) and isinstance(e, LedgerError):
         fail(str(e), "list what exists with `owlclaw status`", EXIT_NOT_FOUND)
+    if isinstance(e, LedgerTooNew) or (
+        isinstance(e, LedgerReadError) and isinstance(e.cause, NewerEventVersion)
+    ):
+        fail(str(e), UPGRADE_HINT, EXIT_DATABASE)
     for kinds, hint, code in _failures():
         if isinstance(e, kinds):
             fail(str(e), hint, code)
 
+
+UPGRADE_HINT = "pip install -U owlclaw, then run the command again (docs: ledger-lifecycle.md)"
+"""What to do about a ledger a newer OwlClaw wrote: nothing here may read or write it."""
 
 REFUSALS = {
     "unknown_agent": ("`owlclaw status` lists the served agents", EXIT_NOT_FOUND),

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from events import catalog as ev
 from events.catalog import EVENT_TYPES, LedgerEvent
-from events.codec import CorruptEvent, MsgspecMapper, UnknownEventType, parse_topic, topic_of
+from events.codec import (
+    CorruptEvent,
+    MsgspecMapper,
+    NewerEventVersion,
+    UnknownEventType,
+    parse_topic,
+    topic_of,
+)
 
 mapper = MsgspecMapper()
 
@@ -157,3 +164,14 @@ def test_a_schedule_cancel_stored_before_it_named_who_decodes_with_no_one() -> N
     )
     decoded = mapper.to_domain_event(old)
     assert (decoded.schedule_id, decoded.reason, decoded.by) == ("s-1", "done", "")
+
+
+def test_an_event_of_a_newer_class_version_is_refused_not_read_as_the_older_class() -> None:
+    oid = uuid4()
+    state = mapper.to_stored_event(ev.RunWarning(**_header(), source="s", message="m")).state
+    with pytest.raises(NewerEventVersion) as info:
+        mapper.to_domain_event(StoredEvent(oid, 5, "RunWarning@2", state))
+    assert str(info.value) == (
+        f"event RunWarning@2 in stream {oid} version 5 was written by a newer OwlClaw: this one"
+        " reads RunWarning up to version 1; upgrade OwlClaw to read this ledger"
+    )

@@ -118,3 +118,15 @@ def test_the_executions_of_a_call_a_stop_cut_off() -> None:
     )
     assert [type(e) for e in later.executions("c1")] == [ev.ToolCallSucceeded]
     assert later.executions("c2") == [None] and later.executions("c3") == []
+
+
+def test_a_sub_agent_s_charge_is_an_effect_of_spawn_agent_not_a_compared_step() -> None:
+    spawn = (ev.ToolCallRequested, {"call_id": "c1", "tool": "spawn_agent", "arguments": {}})
+    charged = (
+        ev.SubAgentCharged,
+        {"spawn_id": "s", "child_agent_id": "a.sub-1", "tokens": 7, "cost_usd": 0.0},
+    )
+    answered = (ev.ToolCallSucceeded, {"call_id": "c1", "tool": "spawn_agent", "result": {}})
+    recorded = stream(START, VISIBLE, calls("spawn_agent"), spawn, charged, answered, ANSWER, DONE)
+    replayed = stream(START, VISIBLE, calls("spawn_agent"), spawn, answered, ANSWER, DONE)
+    assert compare(recorded, replayed) == []
