@@ -4,7 +4,7 @@
 # isort: off
 from owlclaw.cli import apps, trigger, status, demo
 from owlclaw.cli import approvals, audit, bench, evals, evidence
-from owlclaw.cli import ledger, replay, schedules, memory, projections
+from owlclaw.cli import ledger, replay, schedules, memory, why, projections
 from owlclaw.cli import timers, tools
 
 # isort: on
@@ -29,6 +29,7 @@ __all__ = [
     "timers",
     "tools",
     "trigger",
+    "why",
 ]
 
 
