@@ -6,6 +6,11 @@ and when the agent's active memories exceed the MEMORY.md size limit (its oldest
 memories move to MEMORY.archive.md. A forgotten memory (MemoryForgotten) leaves the view; the
 ledger keeps it. Every decision depends only on the ledger, so a rebuild gives the same rows.
 
+Each row keeps its provenance (projections.provenance): the run, the step whose ``remember``
+call recorded it, the event's stream version and its hash as stored, traced in ``prepare``.
+Rows projected before these columns existed show none until ``owlclaw projections rebuild
+memory``.
+
 With ``memory_dir`` set, the view keeps each agent's MEMORY.md and MEMORY.archive.md in
 ``memory_dir/<agent>/`` current: after each batch commits, the files of the agents it changed are
 rewritten atomically (a temp file in the same directory, fsync, rename).
@@ -27,11 +32,13 @@ from psycopg.sql import Composable, Literal
 
 from events import catalog as ev
 from events.catalog import LedgerEvent
+from events.errors import LedgerReadError
 from events.ledger import Ledger
 from events.ledger_log import LoggedEvent
 from projections.embedders import Embedder, embedder_for
 from projections.locks import lock_key
 from projections.memory_files import agent_directory, render_entry, write_memory_files
+from projections.provenance import Step, remembered_in
 from projections.sqlvalues import text
 from projections.view import View
 
@@ -47,6 +54,8 @@ def vector_literal(values: Sequence[float]) -> str:
 
 class MemoryView(View):
     name: ClassVar[str] = "memory"
+    version: ClassVar[int] = 2
+    """2: each memory carries its provenance (run, step, call, version, hash)."""
     tables: ClassVar[tuple[str, ...]] = ("memories", "memory_agents", "memory_index_meta")
     indexes: ClassVar[tuple[str, ...]] = ("memories_agent",)
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
@@ -65,6 +74,13 @@ class MemoryView(View):
         # (index-only scan) instead of heap rows scattered among other agents' memories.
         "CREATE INDEX IF NOT EXISTS {memories_agent} ON {memories}"
         " (agent_id) INCLUDE (archived, memory_id, embedding)",
+        # Provenance: the step of the run that remembered it (0/'' unknown, see
+        # projections.provenance), the MemoryRemembered's stream version and stored hash.
+        "ALTER TABLE {memories} ADD COLUMN IF NOT EXISTS run_no integer NOT NULL DEFAULT 0,"
+        " ADD COLUMN IF NOT EXISTS step integer NOT NULL DEFAULT 0,"
+        " ADD COLUMN IF NOT EXISTS call_id text NOT NULL DEFAULT '',"
+        " ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0,"
+        " ADD COLUMN IF NOT EXISTS event_hash bytea",
         "CREATE TABLE IF NOT EXISTS {memory_agents} ("
         " agent_id text PRIMARY KEY, active_bytes bigint NOT NULL)",
         # changed: the log position of the agent's last change; rendered: the change its
@@ -91,6 +107,8 @@ class MemoryView(View):
         self.memory_dir = memory_dir
         """Where each agent's MEMORY.md is kept current (None: only ``render_memory_files``)."""
         self._vectors: dict[UUID, str] = {}
+        self._steps: dict[UUID, Step] = {}
+        self._hashes: dict[tuple[UUID, int], bytes] = {}
         super().__init__(ledger, rebuilding=rebuilding)
 
     @property
@@ -144,6 +162,26 @@ class MemoryView(View):
         self._vectors = {
             m.memory_id: vector_literal(v) for m, v in zip(memories, vectors, strict=True)
         }
+        self._steps = self._trace(memories)
+        self._hashes = self.ledger.chains.event_hashes(
+            [(m.originator_id, m.originator_version) for m in memories]
+        )
+
+    def _trace(self, memories: list[ev.MemoryRemembered]) -> dict[UUID, Step]:
+        """Each memory's step, from its run's stream (read once per run). A run stream that
+        does not decode gives its memories no step: the memory still reaches recall, and
+        ``owlclaw verify`` / ``owlclaw why`` say what is wrong with the stream."""
+        steps: dict[UUID, Step] = {}
+        for run_id in dict.fromkeys(m.originator_id for m in memories):
+            try:
+                run = self.ledger.stream(run_id)
+            except LedgerReadError as e:
+                log.warning("memory view: run %s not traced: %s", run_id, e)
+                run = []
+            for m in memories:
+                if m.originator_id == run_id:
+                    steps[m.memory_id] = remembered_in(run, m.originator_version, m.memory_id)
+        return steps
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
         e = logged.event
@@ -181,11 +219,13 @@ class MemoryView(View):
     def _remembered(self, curs: Cursor[Any], e: ev.MemoryRemembered, position: int) -> None:
         content = text(e.content) or ""
         tags = [text(t) or "" for t in e.tags]
-        size = len(render_entry(e.memory_id, e.timestamp, tags, content).encode())
+        step = self._steps[e.memory_id]
+        size = len(render_entry(e.memory_id, e.timestamp, tags, content, step.reference()).encode())
         curs.execute(
             self.sql(
                 "INSERT INTO {memories} (memory_id, agent_id, content, tags, run_id, created_at,"
-                " position, bytes, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::halfvec)"
+                " position, bytes, embedding, run_no, step, call_id, version, event_hash)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::halfvec, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (memory_id) DO NOTHING"
             ),
             (
@@ -198,6 +238,11 @@ class MemoryView(View):
                 position,
                 size,
                 self._vectors[e.memory_id],
+                step.run_no,
+                step.step,
+                text(step.call_id) or "",
+                e.originator_version,
+                self._hashes.get((e.originator_id, e.originator_version)),
             ),
         )
         curs.execute(

@@ -19,19 +19,24 @@ from uuid import UUID
 
 from psycopg import Cursor
 
+from projections.provenance import reference
 from projections.view import View
 
 NOTE = "<!-- rendered by OwlClaw from the ledger; edits are lost -->"
 
 
-def render_entry(memory_id: UUID, created_at: datetime, tags: Sequence[str], content: str) -> str:
-    """One MEMORY.md entry. Content sits in a tilde fence longer than any run inside it, so it
-    stays inert text whatever it contains."""
+def render_entry(
+    memory_id: UUID, created_at: datetime, tags: Sequence[str], content: str, source: str = ""
+) -> str:
+    """One MEMORY.md entry, its heading ending with where it came from (``source``, e.g.
+    ``run 12, step 3``: ``owlclaw explain AGENT 12 3`` shows that step). Content sits in a tilde
+    fence longer than any run inside it, so it stays inert text whatever it contains."""
     longest = max((len(m) for m in re.findall(r"~+", content)), default=0)
     fence = "~" * max(4, longest + 1)
     stamp = created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     tag_line = ", ".join(tags) if tags else "-"
-    return f"## {stamp} · {memory_id}\n\ntags: {tag_line}\n\n{fence}text\n{content}\n{fence}\n\n"
+    heading = f"## {stamp} · {memory_id}" + (f" ({source})" if source else "")
+    return f"{heading}\n\ntags: {tag_line}\n\n{fence}text\n{content}\n{fence}\n\n"
 
 
 def agent_directory(memory_dir: Path, agent_id: str) -> Path:
@@ -68,7 +73,7 @@ def write_memory_files(
     """
     rows = curs.execute(
         view.sql(
-            "SELECT memory_id, created_at, tags, content, archived FROM {memories}"
+            "SELECT memory_id, created_at, tags, content, archived, run_no, step FROM {memories}"
             " WHERE agent_id = %s ORDER BY created_at, position"
         ),
         (agent_id,),
@@ -78,7 +83,13 @@ def write_memory_files(
     for path, archived in zip(paths, (False, True), strict=True):
         title = f"# {path.name} — {agent_id}\n\n{NOTE}\n\n"
         body = "".join(
-            render_entry(r["memory_id"], r["created_at"], r["tags"], r["content"])
+            render_entry(
+                r["memory_id"],
+                r["created_at"],
+                r["tags"],
+                r["content"],
+                reference(r["run_no"], r["step"]),
+            )
             for r in rows
             if r["archived"] == archived
         )

@@ -7,8 +7,11 @@ the view's table upkeep and the MEMORY.md files.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import PersistenceError
@@ -16,6 +19,7 @@ from eventsourcing.persistence import PersistenceError
 from projections.embedders import EmbeddingUnavailable, embedder_for
 from projections.locks import channel
 from projections.memory import MemoryView, vector_literal
+from projections.provenance import Provenance
 from projections.relevance import Candidate, Memory, rank
 
 MIN_LIMIT, MAX_LIMIT = 1, 20
@@ -72,13 +76,15 @@ class MemoryStore:
             wait_s = self.wait_s if timeout is None else timeout
             if after_position is not None and not self.wait_for(after_position, wait_s):
                 warning = f"memory index has not reached log position {after_position} yet"
-            rows = self._nearest(agent_id, query, limit * self.CANDIDATES_PER_RESULT)
+            rows, sources = self._nearest(agent_id, query, limit * self.CANDIDATES_PER_RESULT)
         except (psycopg.Error, PersistenceError, EmbeddingUnavailable) as e:
             return RecallResult([], f"memory index unavailable, recall returned nothing: {e}")
         ranked = rank(rows, now or datetime.now(UTC), self.half_life_seconds, limit, min_similarity)
-        return RecallResult(ranked, warning)
+        return RecallResult([replace(m, source=sources[m.memory_id]) for m in ranked], warning)
 
-    def _nearest(self, agent_id: str, query: str, candidates: int) -> list[Candidate]:
+    def _nearest(
+        self, agent_id: str, query: str, candidates: int
+    ) -> tuple[list[Candidate], dict[UUID, Provenance]]:
         """Embed the query in the serving index's vector space and search it.
 
         The search runs in one transaction that first locks the view's tables (in the order a
@@ -88,7 +94,7 @@ class MemoryStore:
         database lets a transaction sit idle, and PostgreSQL then ended the search with nothing.
         So the first pass only reads the index's model; the query is embedded with it; the
         second pass searches if the model is still the one the query was embedded with (after a
-        switch in between, it embeds again).
+        switch in between, it embeds again). With each candidate, where it came from.
         """
         view = self.view
         embedded: tuple[str, str] | None = None  # (model, query vector)
@@ -107,7 +113,7 @@ class MemoryStore:
                 )
                 exists = cur.fetchone()
                 if exists is None or not exists[0]:
-                    return []  # nothing to rank: no need to load the model and embed the query
+                    return [], {}  # nothing to rank: no need to load the model and embed it
                 cur.execute(view.sql("SELECT model, dimensions FROM {memory_index_meta}"))
                 meta = cur.fetchone()
                 model, dimensions = meta or (view.embedder.model, view.embedder.dimensions)
@@ -118,12 +124,17 @@ class MemoryStore:
                             "  embedding <=> %(q)s::halfvec AS distance"
                             "  FROM {memories} WHERE agent_id = %(a)s AND NOT archived"
                             "  ORDER BY distance LIMIT %(k)s)"
-                            " SELECT m.memory_id, m.content, m.tags, m.created_at, 1 - n.distance"
-                            " FROM nearest n JOIN {memories} m USING (memory_id)"
+                            " SELECT m.memory_id, m.content, m.tags, m.created_at, 1 - n.distance,"
+                            " m.run_id, m.run_no, m.step, m.call_id, m.version, m.position,"
+                            " m.event_hash FROM nearest n JOIN {memories} m USING (memory_id)"
                         ),
                         {"q": embedded[1], "a": agent_id, "k": candidates},
                     )
-                    return [(r[0], r[1], r[2], r[3], float(r[4])) for r in cur.fetchall()]
+                    rows = cur.fetchall()
+                    return (
+                        [(r[0], r[1], r[2], r[3], float(r[4])) for r in rows],
+                        {r[0]: _provenance(r[5:]) for r in rows},
+                    )
             embedder = view.embedder
             if model != embedder.model:
                 embedder = embedder_for(model, dimensions)
@@ -143,3 +154,9 @@ class MemoryStore:
                 for _ in conn.notifies(timeout=min(remaining, 0.05), stop_after=1):
                     pass
         return True
+
+
+def _provenance(row: Sequence[Any]) -> Provenance:
+    run_id, run_no, step, call_id, version, position, event_hash = row
+    hash_hex = bytes(event_hash).hex() if event_hash is not None else ""
+    return Provenance(run_id, run_no, step, call_id, version, position, hash_hex)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
+from projections.provenance import Provenance
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -23,6 +25,8 @@ class Memory:
     """Similarity weighted by age: similarity * decay."""
     decay: float
     """The age weight: 0.5 ** (age / half-life)."""
+    source: Provenance | None = None
+    """The event it came from (recall sets it; a past moment's memories have none)."""
 
 
 Candidate = tuple[UUID, str, Sequence[str], datetime, float]

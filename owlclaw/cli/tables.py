@@ -33,7 +33,8 @@ def stacked(*lines: str | Text | None) -> Text:
 
 
 def recall_table(title: str, memories: list[Memory]) -> Table:
-    """Recalled memories, most relevant first, each one's tags under its content."""
+    """Recalled memories, most relevant first, each one's tags under its content and where it
+    came from (``run 12, step 3``: ``owlclaw why`` walks there) under its date."""
     table = Table(
         *(whole(c, right=True) for c in ("relevance", "similarity", "decay")),
         whole("when"),
@@ -45,7 +46,7 @@ def recall_table(title: str, memories: list[Memory]) -> Table:
             f"{m.relevance:.3f}",
             f"{m.similarity:.3f}",
             f"{m.decay:.3f}",
-            m.created_at.strftime("%Y-%m-%d"),
+            stacked(m.created_at.strftime("%Y-%m-%d"), m.source.reference() if m.source else None),
             stacked(m.content, Text(f"tags: {', '.join(m.tags)}", "dim") if m.tags else None),
         )
     return table

@@ -172,6 +172,7 @@ async def _recall(params: p.Recall, ctx: RunScope, call_id: str) -> Any:
                 "tags": m.tags,
                 "timestamp": m.created_at.isoformat(),
                 "relevance": m.relevance,
+                **({"run": m.source.run_no} if m.source and m.source.run_no else {}),
             }
             for m in result.memories
         ],
