@@ -139,9 +139,11 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
         "outbox": 14,
     }
     versions = {
-        (p["version"], p["code_version"], p["rebuilding"]) for p in json.loads(after.stdout)
+        p["name"]: (p["version"], p["code_version"], p["rebuilding"])
+        for p in json.loads(after.stdout)
     }
-    assert versions == {(1, 1, None)}  # every view at version 1, none rebuilding
+    memory = versions.pop("memory")  # version 2: its memories carry their provenance
+    assert memory == (2, 2, None) and set(versions.values()) == {(1, 1, None)}  # none rebuilding
     table = owlclaw(fresh_db, "projections", "status", cwd=tmp_path)
     assert "version" in table.stdout and "rebuilding" not in table.stdout, table.stdout
     unknown = owlclaw(fresh_db, "projections", "rebuild", "nope", cwd=tmp_path)
