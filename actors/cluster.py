@@ -27,6 +27,10 @@ PASSED_ON = (
     "LANGFUSE_HOST",
 )
 
+WORKER_NICENESS = 0
+"""The nice level of a local cluster's workers (Ray's default is 15); ``cluster.yaml`` sets the
+same for a cluster's nodes (``RAY_worker_niceness``)."""
+
 PROVIDER_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
 """LLM provider settings litellm reads from the environment (OPENAI_API_KEY, ...)."""
 
@@ -53,7 +57,10 @@ def connect(config: OwlClawConfig, **init_options: object) -> None:
     "local"): ``ray.init()`` without one adopts whatever cluster the machine last recorded
     (a user's ``ray start``, another tool's, even through RAY_ADDRESS) and dies with it. It
     keeps its files in a temp directory of its own, runs without the dashboard (nothing here
-    serves it) and listens on loopback only (``loopback_only``).
+    serves it) and listens on loopback only (``loopback_only``). Its workers, where agents
+    run, keep normal CPU priority: Ray starts them at nice 15, and beside anything else busy
+    on the machine (PostgreSQL, the Hatchet engine, the server) they got so little CPU that a
+    run's model call and a sub-agent's start ran past their timeouts (``WORKER_NICENESS``).
 
     The caller's SIGTERM and SIGINT handlers are kept: ``ray.init`` replaces them with its own
     (and its core worker with one that aborts), so a SIGTERM would skip the caller's shutdown,
@@ -64,6 +71,7 @@ def connect(config: OwlClawConfig, **init_options: object) -> None:
         loopback_only()
         init_options.setdefault("include_dashboard", False)
         init_options.setdefault("_temp_dir", str(LOCAL_TEMP_DIR))
+        init_options.setdefault("_system_config", {"worker_niceness": WORKER_NICENESS})
     on_main_thread = threading.current_thread() is threading.main_thread()
     kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     ray.init(

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from actors.cluster import WORKER_NICENESS
 from actors.directory import NAMESPACE, AgentDirectory
 from events import Ledger
 from events import catalog as ev
@@ -38,7 +39,11 @@ def cluster() -> Iterator[Any]:
             ray.shutdown()
         nodes = Cluster(
             initialize_head=True,
-            head_node_args={"num_cpus": 1, "include_dashboard": False},
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": False,
+                "_system_config": {"worker_niceness": WORKER_NICENESS},  # as connect() does
+            },
         )
         worker = nodes.add_node(num_cpus=1)
         ray.init(

@@ -1,5 +1,6 @@
 """OwlClaw's local Ray cluster is its own: it never adopts a cluster someone else started on the
-machine (a ``ray start``, RAY_ADDRESS), and it listens on loopback only."""
+machine (a ``ray start``, RAY_ADDRESS), it listens on loopback only, and its workers keep normal
+CPU priority."""
 
 from __future__ import annotations
 
@@ -122,6 +123,18 @@ def test_the_local_cluster_listens_on_loopback_only(ray_cluster: None) -> None:
     assert {"gcs_server", "raylet"} <= names, listening  # the cluster is this process's
     outside = [(n, ip, port) for n, ip, port in listening if not _loopback(ip)]
     assert outside == []
+
+
+def test_the_local_clusters_workers_run_at_normal_priority(ray_cluster: None) -> None:
+    """Agents run in Ray's workers, which Ray starts at nice 15: beside any busy process on the
+    machine they starved until model calls timed out. OwlClaw's local cluster starts them at 0."""
+    import ray
+
+    @ray.remote
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray.get(niceness.remote()) == 0
 
 
 def _connections(process: psutil.Process) -> list[Any]:
