@@ -78,6 +78,7 @@ def test_archived_runs_leave_the_table_and_read_as_before(
     runs = ledger.list_runs(AGENT)
     before = {r: ledger.stream(r) for r in runs}
     history = [(h.position, h.event) for h in ledger.agent_history(AGENT)]
+    stored = list(ledger.chains.chain_rows(runs))
     runner = CliRunner()
 
     done = runner.invoke(cli, ["archive", "--before", TOMORROW, "--json"])
@@ -93,6 +94,7 @@ def test_archived_runs_leave_the_table_and_read_as_before(
     assert {r: ledger.stream(r) for r in runs} == before  # read from the archive
     now = [(h.position, h.event) for h in ledger.agent_history(AGENT)]
     assert now == [*history, (now[-1][0], seal)]  # the archived runs in place, then the seal
+    assert list(ledger.chains.chain_rows(runs)) == stored  # what export and `why` read
     assert ledger.load_run(runs[0]).state.ended
     assert ledger.resumable.unstarted_runs(ledger.load_agent(AGENT)) == []
 
