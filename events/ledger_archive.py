@@ -123,7 +123,9 @@ class LedgerArchive:
         """The archived events of ``run_ids`` after log position ``after``, in log order: the
         first ``limit`` of them (None: all)."""
         wanted = set(run_ids)
-        seals = {id(s): s for r in run_ids if (s := self.seal_of(r)) is not None}
+        with self._lock:  # one scan for them all: most of an agent's runs are not archived
+            self._scan()
+            seals = {s.file: s for r in run_ids if (s := self._seals.get(r)) is not None}
         found: list[Row] = []
         for seal in sorted(seals.values(), key=lambda s: s.first_position):
             if seal.last_position <= after:

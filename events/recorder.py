@@ -445,8 +445,8 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
     def delete_streams(self, heads: Mapping[UUID, tuple[int, bytes]]) -> int:
         """Delete the rows of the streams in ``heads`` in one transaction, if each still ends
         at its given (version, hash) or is gone already: an archive deletes only what it holds.
-        How many rows went; StreamConflict-free by design, so a mismatch raises
-        IntegrityError naming the stream and deletes nothing."""
+        How many rows went; a stream that ends elsewhere raises IntegrityError naming it, and
+        nothing is deleted."""
         names = {
             "schema": Identifier(self.datastore.schema),
             "table": Identifier(self.events_table_name),

@@ -28,6 +28,9 @@ class LedgerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     archive_dir: str | None = None
     """Where ``owlclaw archive`` moves ended runs (a local directory; default
     ``<data_dir>/archive``). Every process that reads the ledger reads archived runs there."""
+    archive_after_days: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """``owlclaw run`` archives its agents' runs that ended this many days ago, daily (as
+    ``owlclaw archive --before``); None: only ``owlclaw archive`` does."""
 
 
 class MemoryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -207,6 +210,7 @@ ENV_FIELDS = {
     "RAY_ADDRESS": ("ray_address",),
     "SNAPSHOT_INTERVAL": ("ledger", "snapshot_interval"),
     "ARCHIVE_DIR": ("ledger", "archive_dir"),
+    "ARCHIVE_AFTER_DAYS": ("ledger", "archive_after_days"),
     "EMBEDDING_MODEL": ("memory", "embedding_model"),
     "EMBEDDING_DIMENSIONS": ("memory", "embedding_dimensions"),
     "MEMORY_HALF_LIFE_DAYS": ("memory", "half_life_days"),

@@ -6,6 +6,7 @@ doubled."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import json
@@ -25,6 +26,7 @@ from owlclaw.audit.chains import verify_agent
 from owlclaw.cli import app as cli
 from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
+from owlclaw.server.duties import archive_retention
 from tests.audited_run import record
 from tests.ledger_runs import record_runs
 from tests.scripted import play
@@ -207,3 +209,15 @@ def test_an_interrupted_archiving_is_finished_by_the_next(
     assert sum(r.version for r in seal.runs) == events
     report = verify_agent(ledger, AGENT)
     assert report.ok and report.events >= events
+
+
+def test_owlclaw_run_s_retention_archives_its_agents_runs(ledger: Ledger) -> None:
+    stop = asyncio.Event()
+    stop.set()  # one pass, then it stops
+    tomorrow = datetime.now(UTC) + timedelta(days=1)
+
+    asyncio.run(archive_retention(ledger, [AGENT], lambda: tomorrow, stop))
+
+    [seal] = seals(ledger)
+    assert [r.run_no for r in seal.runs] == [1, 2, 3]
+    assert verify_agent(ledger, AGENT).ok
