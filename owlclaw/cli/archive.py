@@ -74,7 +74,14 @@ def archive(
         if agent is not None:
             led.require_agent(agent)
         for agent_id in agents:
-            results.append(led.archive.archive_agent(agent_id, moment))
+            try:
+                results.append(led.archive.archive_agent(agent_id, moment))
+            except OSError as e:
+                fail(
+                    f"cannot write the archive of {agent_id} under {config.archive_path}: {e}",
+                    "pass a writable --dir, or set [ledger] archive_dir",
+                    EXIT_USAGE,
+                )
     if as_json:
         print_json(
             {

@@ -110,6 +110,9 @@ def test_archived_runs_leave_the_table_and_read_as_before(
     assert len(json.loads(listed.stdout)["events"]) == len(history) + 1
     assert runner.invoke(cli, ["explain", AGENT, "1"]).exit_code == 0
 
+    assert runner.invoke(cli, ["archive", "--before", "soon"]).exit_code == 2
+    unknown = runner.invoke(cli, ["archive", "--before", TOMORROW, "--agent", "nobody"])
+    assert unknown.exit_code == 3, unknown.output
     again = runner.invoke(cli, ["archive", "--before", TOMORROW, "--json"])
     assert json.loads(again.stdout)["agents"][0]["runs"] == 0 and len(seals(ledger)) == 1
 
@@ -221,3 +224,18 @@ def test_owlclaw_run_s_retention_archives_its_agents_runs(ledger: Ledger) -> Non
     [seal] = seals(ledger)
     assert [r.run_no for r in seal.runs] == [1, 2, 3]
     assert verify_agent(ledger, AGENT).ok
+
+
+def test_an_archive_directory_that_cannot_be_written_is_refused_and_nothing_moves(
+    ledger: Ledger, fresh_db: Database, tmp_path: Path
+) -> None:
+    (tmp_path / "blocked").write_text("")  # a file where the directory must go
+    runs = ledger.list_runs(AGENT)
+    events = rows_of(fresh_db, runs)
+    where = str(tmp_path / "blocked" / "archive")
+
+    refused = CliRunner().invoke(cli, ["archive", "--before", TOMORROW, "--dir", where])
+
+    assert refused.exit_code == 2
+    assert f"cannot write the archive of {AGENT} under {where}" in refused.stderr
+    assert seals(ledger) == [] and rows_of(fresh_db, runs) == events
