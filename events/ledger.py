@@ -131,11 +131,11 @@ class Ledger:
         self._mapper = self._app.mapper
         self._store = LedgerStore(recorder, self._mapper)
         self.snapshot_interval = snapshot_interval
-        self.log = LedgerLog(self._store)
-        self.database = LedgerDatabase(self._store)
         self.archive = LedgerArchive(
-            self._store, archive_dir, self.load_agent, lambda a: self.append_rebasing(a)[0]
+            self._store, archive_dir, self.load_agent, self.append_rebasing
         )
+        self.log = LedgerLog(self._store, self.archive)
+        self.database = LedgerDatabase(self._store)
         self.chains = LedgerChains(self._store, self.append_events, self.archive.rows)
         self.resumable = ResumableRuns(self._store, self.load_run, self.archive.seal_of)
         self.blobs = LedgerBlobs(self._store)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+import time
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import groupby
+from itertools import groupby, islice
 from pathlib import Path
 from uuid import UUID
 
@@ -34,10 +37,28 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 READ_PAGE = 1000
 ROWS_BATCH = 500
 """Run streams read per query while looking for what to archive."""
+CACHE_ROWS = 500_000
+"""Archived rows a process keeps in memory, in whole files (the least recently read dropped
+first): a view's rebuild reads the files its log range overlaps batch after batch."""
+SEAL_READABLE_S = 60.0
+HELD_BACK_POLL_S = 0.005
 
 
 class ArchiveRefused(LedgerError):
     """Archiving stopped before deleting anything it could not account for (named)."""
+
+
+@dataclass(frozen=True)
+class _File:
+    """An archive file's rows, read once its bytes had the sealed sha256, indexed for reads."""
+
+    signature: tuple[int, int, int]
+    """(inode, size, mtime) of the file when it was read: a change means reading it again."""
+    rows: list[Row]
+    """By log position."""
+    positions: list[int]
+    streams: dict[UUID, list[Row]]
+    """Each run's rows, by version."""
 
 
 @dataclass
@@ -60,7 +81,7 @@ class LedgerArchive:
         store: LedgerStore,
         directory: Path | None,
         load_agent: Callable[[str], Agent],
-        commit: Callable[[Agent], Agent],
+        commit: Callable[[Agent], tuple[Agent, list[int]]],
     ):
         """``directory``: where archive files are (None: none configured); ``load_agent`` and
         ``commit`` (append, rebasing over other writers): the ledger's, for the seal."""
@@ -71,10 +92,13 @@ class LedgerArchive:
         self._lock = threading.Lock()
         self._seals: dict[UUID, ev.ArchiveSealed] = {}
         """Run stream -> the seal of the archive holding it, as read so far."""
+        self._sealed: dict[str, ev.ArchiveSealed] = {}
+        """File -> its seal, as read so far."""
         self._scanned = 0
         """The log position up to which ArchiveSealed events are in ``_seals``."""
-        self._file: tuple[str, list[Row]] | None = None
-        """The last file read, by name: a run's neighbours are read next."""
+        self._files: OrderedDict[tuple[str, str], _File] = OrderedDict()
+        """(file, sealed sha256) -> its rows, least recently read first."""
+        self._cached_rows = 0
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -100,8 +124,12 @@ class LedgerArchive:
             for n in page:
                 seal = self._store.decode(n, n.id)
                 assert isinstance(seal, ev.ArchiveSealed)
-                self._seals.update({r.run_id: seal for r in seal.runs})
+                self._know(seal)
             self._scanned = page[-1].id if len(page) == READ_PAGE else head
+
+    def _know(self, seal: ev.ArchiveSealed) -> None:
+        self._seals.update({r.run_id: seal for r in seal.runs})
+        self._sealed[seal.file] = seal
 
     def stored_events(self, run_id: UUID) -> list[StoredEvent]:
         """The archived events of ``run_id`` as they were stored (none if not archived)."""
@@ -115,7 +143,7 @@ class LedgerArchive:
         seal = self.seal_of(run_id)
         if seal is None:
             return []
-        return [r for r in self.read(seal) if r[0] == run_id]
+        return list(self._file(seal).streams.get(run_id, ()))
 
     def notifications(
         self, run_ids: Sequence[UUID], after: int, limit: int | None
@@ -132,22 +160,53 @@ class LedgerArchive:
                 continue
             if limit is not None and len(found) >= limit and seal.first_position > found[-1][4]:
                 break
-            found += [r for r in self.read(seal) if r[4] > after and r[0] in wanted]
+            streams = self._file(seal).streams
+            found += [r for run in wanted for r in streams.get(run, ()) if r[4] > after]
             found.sort(key=lambda r: r[4])
             if limit is not None:
                 found = found[:limit]
-        return [
-            Notification(id=p, originator_id=s, originator_version=v, topic=t, state=state)
-            for s, v, t, state, p, _, _ in found
-        ]
+        return [_notification(r) for r in found]
 
-    def read(self, seal: ev.ArchiveSealed) -> list[Row]:
-        """The rows of ``seal``'s file, refused (ArchiveUnreadable) unless its bytes are the
-        sealed ones: a reader never gets an altered archive."""
+    def in_log(
+        self, after: int, up_to: int | None, topics: Collection[str], limit: int
+    ) -> list[Notification]:
+        """The archived events at log positions after ``after`` and at most ``up_to`` (None: no
+        bound), of ``topics`` (empty: any), in log order: the first ``limit``. The seals are
+        brought up to date first (one look at the log for new ones); only the files whose
+        sealed positions the range overlaps are read."""
         with self._lock:
-            if self._file is not None and self._file[0] == seal.file:
-                return self._file[1]
+            self._scan()
+            seals = [
+                s
+                for s in self._sealed.values()
+                if s.last_position > after and (up_to is None or s.first_position <= up_to)
+            ]
+        found: list[Row] = []
+        for seal in seals:
+            file = self._file(seal)
+            start = bisect_right(file.positions, after)
+            stop = len(file.rows) if up_to is None else bisect_right(file.positions, up_to)
+            wanted = (file.rows[i] for i in range(start, stop))
+            found += islice((r for r in wanted if not topics or r[2] in topics), limit)
+        found.sort(key=lambda r: r[4])
+        return [_notification(r) for r in found[:limit]]
+
+    def _file(self, seal: ev.ArchiveSealed) -> _File:
+        """The rows of ``seal``'s file, refused (ArchiveUnreadable) unless its bytes are the
+        sealed ones: a reader never gets an altered archive. Kept in memory (``CACHE_ROWS``)
+        and read and checked again once the file's inode, size or mtime changes."""
         path = self.path(seal)
+        try:
+            st = path.stat()
+        except OSError as e:
+            raise ArchiveUnreadable(f"archive {path} is missing or unreadable: {e}") from e
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        key = (seal.file, seal.sha256)
+        with self._lock:
+            cached = self._files.get(key)
+            if cached is not None and cached.signature == signature:
+                self._files.move_to_end(key)
+                return cached
         _, rows = read_archive(path)
         digest = file_sha256(path)
         if digest != seal.sha256:
@@ -155,9 +214,19 @@ class LedgerArchive:
                 f"archive {path} was altered (sha256 {digest}, sealed {seal.sha256}): run "
                 "`owlclaw verify` to find what changed"
             )
+        rows.sort(key=lambda r: r[4])
+        streams: dict[UUID, list[Row]] = {}
+        for r in rows:
+            streams.setdefault(r[0], []).append(r)
+        file = _File(signature, rows, [r[4] for r in rows], streams)
         with self._lock:
-            self._file = (seal.file, rows)
-        return rows
+            stale = self._files.pop(key, None)
+            self._cached_rows += len(rows) - (len(stale.rows) if stale else 0)
+            self._files[key] = file
+            while self._cached_rows > CACHE_ROWS and len(self._files) > 1:
+                _, dropped = self._files.popitem(last=False)
+                self._cached_rows -= len(dropped.rows)
+        return file
 
     def path(self, seal: ev.ArchiveSealed) -> Path:
         return self._require_directory() / seal.file
@@ -215,7 +284,8 @@ class LedgerArchive:
                 first_position=min(r[4] for r in rows),
                 last_position=max(r[4] for r in rows),
             )
-            agent = self._commit(agent)  # a commit of the seal alone: it is the last event
+            agent, positions = self._commit(agent)  # the seal alone: it is the last event
+            self._until_readable(name, positions[-1])
             [stored] = recorder.select_events(agent.id, gt=agent.version - 1)
             committed = self._store.decode(stored)
             assert isinstance(committed, ev.ArchiveSealed)
@@ -252,6 +322,19 @@ class LedgerArchive:
             )
         return last.timestamp.strftime("%Y-%m")
 
+    def _until_readable(self, name: str, position: int) -> None:
+        """Wait until readers of the log see the seal at ``position`` (an older transaction
+        still open holds it back): a reader that finds a run's rows gone then finds its seal
+        (``in_log``). Rows are kept if that takes longer than ``SEAL_READABLE_S``."""
+        deadline = time.monotonic() + SEAL_READABLE_S
+        while (self._store.recorder.max_notification_id() or 0) < position:
+            if time.monotonic() > deadline:
+                raise ArchiveRefused(
+                    f"{name}: its seal (log position {position}) is still held back from "
+                    f"readers after {SEAL_READABLE_S:g} s: rows kept; run again to delete them"
+                )
+            time.sleep(HELD_BACK_POLL_S)
+
     def _delete(self, seal: ev.ArchiveSealed) -> int:
         """Delete the rows of ``seal``'s runs that are still in the table, once its file is
         there with the sealed bytes; how many runs still had rows."""
@@ -260,7 +343,7 @@ class LedgerArchive:
         present = recorder.stream_heads(list(heads))
         if not present:
             with self._lock:
-                self._seals.update({r.run_id: seal for r in seal.runs})
+                self._know(seal)
             return 0
         path = self.path(seal)
         if not path.is_file() or file_sha256(path) != seal.sha256:
@@ -274,8 +357,15 @@ class LedgerArchive:
         except IntegrityError as e:
             raise ArchiveRefused(f"{seal.file}: rows not deleted: {e}") from e
         with self._lock:
-            self._seals.update({r.run_id: seal for r in seal.runs})
+            self._know(seal)
         return len(present)
+
+
+def _notification(row: Row) -> Notification:
+    stream, version, topic, state, position, _, _ = row
+    return Notification(
+        id=position, originator_id=stream, originator_version=version, topic=topic, state=state
+    )
 
 
 def _file_stem(agent_id: str, agent_stream: UUID) -> str:
