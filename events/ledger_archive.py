@@ -71,6 +71,9 @@ class Archived:
     events: int = 0
     finished: int = 0
     """Runs an earlier, interrupted archiving had sealed whose rows were deleted now."""
+    held: int = 0
+    """Runs that ended before the date but were left in the table: events of them lie after
+    the log position every view has absorbed (the next archiving moves them)."""
 
 
 class LedgerArchive:
@@ -241,9 +244,11 @@ class LedgerArchive:
 
     # --- moving -------------------------------------------------------------------------------
 
-    def archive_agent(self, agent_id: str, before: datetime) -> Archived:
+    def archive_agent(self, agent_id: str, before: datetime, absorbed: int) -> Archived:
         """Move ``agent_id``'s runs that ended before ``before`` into archive files, one per
-        month they ended in; first finish what an interrupted archiving sealed."""
+        month they ended in; first finish what an interrupted archiving sealed. Only runs whose
+        events all lie at or below log position ``absorbed`` (what every view has absorbed:
+        ``projections.absorbed``) move; the others are counted in ``held``."""
         self._require_directory()
         recorder = self._store.postgres()
         agent = self._load_agent(agent_id)
@@ -263,7 +268,11 @@ class LedgerArchive:
                 rows = list(group)
                 run_no = run_nos[run_id]
                 period = self._ended_in(agent_id, run_no, rows, sealed.get(run_id), before)
-                if period is not None:
+                if period is None:
+                    continue
+                if rows[-1][4] > absorbed:
+                    done.held += 1
+                else:
                     periods.setdefault(period, []).extend(rows)
         for period, rows in sorted(periods.items()):
             number = 1 + sum(s.period == period for s in seals)

@@ -23,6 +23,8 @@ from owlclaw.cli.common import (
     print_json,
 )
 from owlclaw.config import load_config
+from projections import VIEWS
+from projections.absorbed import absorbed
 
 
 def parse_before(text: str) -> datetime:
@@ -73,9 +75,10 @@ def archive(
         agents = led.agent_ids() if agent is None else [agent]
         if agent is not None:
             led.require_agent(agent)
+        caught = absorbed(led, VIEWS)
         for agent_id in agents:
             try:
-                results.append(led.archive.archive_agent(agent_id, moment))
+                results.append(led.archive.archive_agent(agent_id, moment, caught.position))
             except OSError as e:
                 fail(
                     f"cannot write the archive of {agent_id} under {config.archive_path}: {e}",
@@ -87,6 +90,7 @@ def archive(
             {
                 "before": moment,
                 "directory": str(config.archive_path),
+                "views_absorbed": caught,
                 "agents": results,
             }
         )
@@ -105,3 +109,10 @@ def archive(
         f"{moment.isoformat()} into {config.archive_path}",
         highlight=False,
     )
+    if held := sum(r.held for r in results):
+        out.print(
+            f"held back {held} run(s): they have events after log position "
+            f"{caught.position}, which the {caught.view} view has not absorbed yet; the next "
+            "archiving moves them once every view has (`owlclaw run` keeps the views current)",
+            highlight=False,
+        )

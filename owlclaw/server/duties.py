@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,10 @@ from owlclaw.messages import ExpireApprovals, Message, Submit
 from owlclaw.runtime.approvals import overdue
 from owlclaw.server.serving_locks import ServingLocks
 from owlclaw.tools.subagents import watch_subagents
+from projections import VIEWS
+from projections.absorbed import absorbed
+
+log = logging.getLogger(__name__)
 
 EXPIRY_CHECK_S = 5.0
 """How often served agents' pending approvals are checked for their expiry."""
@@ -88,12 +93,25 @@ async def archive_retention(
     every_s: float = ARCHIVE_EVERY_S,
 ) -> None:
     """At start and then every ``every_s``, archive the served agents' runs that ended before
-    ``before()`` (``[ledger] archive_after_days`` ago), as ``owlclaw archive`` does; a failure
-    is raised, so the supervisor reports it and tries again."""
+    ``before()`` (``[ledger] archive_after_days`` ago) and that every view has absorbed, as
+    ``owlclaw archive`` does; a failure is raised, so the supervisor reports it and tries
+    again."""
     while True:
         moment = before()
+        caught = await asyncio.to_thread(absorbed, ledger, VIEWS)
         for agent_id in served:
-            await asyncio.to_thread(ledger.archive.archive_agent, agent_id, moment)
+            done = await asyncio.to_thread(
+                ledger.archive.archive_agent, agent_id, moment, caught.position
+            )
+            if done.held:
+                log.info(
+                    "archive-retention: %d run(s) of %s held back until the %s view absorbs "
+                    "them (it is at log position %d)",
+                    done.held,
+                    agent_id,
+                    caught.view,
+                    caught.position,
+                )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)
             return

@@ -2,7 +2,7 @@
 the table; reads, `replay --verify`, `ledger`, `explain` and `verify` find them there; verify
 names a changed byte, a dropped event, a swapped pair and a deleted file; an archiving
 interrupted before its seal or before its delete is finished by the next one, nothing lost or
-doubled."""
+doubled; runs a view has not absorbed yet are held back for the next archiving."""
 
 from __future__ import annotations
 
@@ -24,9 +24,13 @@ from events.recorder import OwlClawApplicationRecorder
 from events.streams import agent_stream_id, run_stream_id
 from owlclaw.audit.chains import verify_agent
 from owlclaw.cli import app as cli
+from owlclaw.compose.read import open_views
+from owlclaw.config import load_config
 from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.server.duties import archive_retention
+from projections import VIEWS, ProjectionRunner
+from projections.absorbed import absorbed
 from tests.audited_run import record
 from tests.ledger_runs import record_runs
 from tests.scripted import play
@@ -51,12 +55,26 @@ def archived_env(fresh_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyP
     return tmp_path / "archive"
 
 
+def views_catch_up(ledger: Ledger, but: str = "") -> None:
+    """Every registered view (``but`` one) absorbs the log so far: archiving moves only what
+    all of them have."""
+    for view in open_views(ledger, load_config()):
+        if view.name != but:
+            ProjectionRunner(ledger, view).catch_up()
+
+
+def absorbed_now(ledger: Ledger) -> int:
+    return absorbed(ledger, VIEWS).position
+
+
 @pytest.fixture
 def ledger(fresh_db: Database, archived_env: Path) -> Iterator[Ledger]:
-    """A ledger with AGENT's three ended runs (a tool-calling one, two appended straight)."""
+    """A ledger with AGENT's three ended runs (a tool-calling one, two appended straight), which
+    the views have absorbed."""
     with Ledger(fresh_db.url, archive_dir=archived_env) as led:
         record(led)
         record_runs(led, led.load_agent(AGENT), 2)
+        views_catch_up(led)
         yield led
 
 
@@ -118,7 +136,7 @@ def test_archived_runs_leave_the_table_and_read_as_before(
 
 
 def test_the_agent_runs_on_after_its_runs_are_archived(ledger: Ledger) -> None:
-    ledger.archive.archive_agent(AGENT, datetime.now(UTC) + timedelta(days=1))
+    ledger.archive.archive_agent(AGENT, datetime.now(UTC) + timedelta(days=1), absorbed_now(ledger))
     runtime = AgentRuntime(ledger, AGENT, models=["scripted/none"])
     try:
         assert play(runtime, [{"content": "still here"}]).status == "completed"
@@ -140,7 +158,7 @@ def rewrite_file(path: Path, change: Callable[[list[bytes]], None]) -> bytes:
 
 
 def test_verify_names_what_was_done_to_an_archive(ledger: Ledger, archived_env: Path) -> None:
-    ledger.archive.archive_agent(AGENT, datetime.now(UTC) + timedelta(days=1))
+    ledger.archive.archive_agent(AGENT, datetime.now(UTC) + timedelta(days=1), absorbed_now(ledger))
     [seal] = seals(ledger)
     path = archived_env / seal.file
     run_1 = run_stream_id(AGENT, 1)
@@ -192,19 +210,19 @@ def test_an_interrupted_archiving_is_finished_by_the_next(
     with monkeypatch.context() as m:  # dies after writing the file, before sealing it
         m.setattr(archive, "_commit", crash)
         with pytest.raises(Crash):
-            archive.archive_agent(AGENT, before)
+            archive.archive_agent(AGENT, before, absorbed_now(ledger))
     assert seals(ledger) == [] and rows_of(fresh_db, runs) == events
     assert len(list(archived_env.rglob("*.jsonl.gz"))) == 1
 
     with monkeypatch.context() as m:  # dies after sealing, before deleting
         m.setattr(OwlClawApplicationRecorder, "delete_streams", crash)
         with pytest.raises(Crash):
-            archive.archive_agent(AGENT, before)
+            archive.archive_agent(AGENT, before, absorbed_now(ledger))
     [seal] = seals(ledger)
     assert rows_of(fresh_db, runs) == events
     assert verify_agent(ledger, AGENT).ok  # rows in both places: both check out
 
-    done = archive.archive_agent(AGENT, before)
+    done = archive.archive_agent(AGENT, before, absorbed_now(ledger))
 
     assert (done.finished, done.runs, done.files) == (3, 0, [])
     assert seals(ledger) == [seal] and rows_of(fresh_db, runs) == 0
@@ -239,3 +257,33 @@ def test_an_archive_directory_that_cannot_be_written_is_refused_and_nothing_move
     assert refused.exit_code == 2
     assert f"cannot write the archive of {AGENT} under {where}" in refused.stderr
     assert seals(ledger) == [] and rows_of(fresh_db, runs) == events
+
+
+def test_runs_a_view_has_not_absorbed_are_held_back_until_it_has(
+    ledger: Ledger, fresh_db: Database
+) -> None:
+    record_runs(ledger, ledger.load_agent(AGENT), 2)  # runs 4 and 5: after the views' position
+    views_catch_up(ledger, but="memory")
+    behind = absorbed(ledger, VIEWS)
+    assert behind.view == "memory" and behind.position < ledger.log.last_committed()
+    runner = CliRunner()
+
+    held = runner.invoke(cli, ["archive", "--before", TOMORROW])
+
+    assert held.exit_code == 0, held.output
+    assert (
+        f"held back 2 run(s): they have events after log position {behind.position}, which "
+        "the memory view has not absorbed yet" in " ".join(held.stdout.split())
+    )
+    [seal] = seals(ledger)
+    assert [r.run_no for r in seal.runs] == [1, 2, 3]
+    later = [run_stream_id(AGENT, 4), run_stream_id(AGENT, 5)]
+    assert rows_of(fresh_db, later) == 2 * 8  # still in the table
+
+    views_catch_up(ledger)
+    moved = runner.invoke(cli, ["archive", "--before", TOMORROW, "--json"])
+
+    [agent] = json.loads(moved.stdout)["agents"]
+    assert (agent["runs"], agent["held"]) == (2, 0) and rows_of(fresh_db, later) == 0
+    assert [r.run_no for r in seals(ledger)[1].runs] == [4, 5]
+    assert verify_agent(ledger, AGENT).ok
