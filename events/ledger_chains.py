@@ -78,15 +78,8 @@ class LedgerChains:
         return [heads.get(s) for s in streams]
 
     def event_hashes(self, keys: Sequence[tuple[UUID, int]]) -> dict[tuple[UUID, int], bytes]:
-        """(stream, version) -> the stored hash of that event, for the stored ones of ``keys``
-        (an archived run's from its archive file)."""
-        found = self._store.recorder.event_hashes(keys)
-        missing = {k for k in keys if k not in found}
-        for stream in dict.fromkeys(s for s, _ in missing):
-            found |= {
-                (r[0], r[1]): bytes(r[6]) for r in self._archived(stream) if (r[0], r[1]) in missing
-            }
-        return found
+        """(stream, version) -> the stored hash of that event, for the stored ones of ``keys``."""
+        return self._store.recorder.event_hashes(keys)
 
     def anchor(self) -> Anchor:
         """Record the head of every stream as ``ChainsAnchored`` on the anchor stream; the
