@@ -311,6 +311,36 @@ class RunSealed(_AgentEvent, frozen=True, kw_only=True):
     hash: str
 
 
+class ArchivedRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One run an archive file holds: its stream's head as archived (the shape of RunSealed)."""
+
+    run_id: UUID
+    run_no: int
+    version: int
+    """The run stream's last version: its event count (versions are contiguous from 1)."""
+    hash: str
+    """That event's row hash, lowercase hex."""
+
+
+class ArchiveSealed(_AgentEvent, frozen=True, kw_only=True):
+    """Ended runs of this agent were moved out of the ledger table into one archive file,
+    recorded before their rows are deleted, so an archived run is accounted for, not missing.
+
+    Shape, for readers outside OwlClaw: ``file`` (its name under the archive directory),
+    ``sha256`` (of the file's bytes, lowercase hex), ``period`` (``YYYY-MM``, the month the
+    runs ended in, UTC), ``runs`` (each run's id, number, last version and row hash), ``root``
+    (the Merkle root over ``runs``, ``events.archive_seal.merkle_root``), and the log
+    positions its rows had (``first_position``, ``last_position``)."""
+
+    file: str
+    sha256: str
+    period: str
+    runs: list[ArchivedRun]
+    root: str
+    first_position: int
+    last_position: int
+
+
 class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID | None
     budget: str

@@ -76,6 +76,20 @@ class HeadMismatch:
         )
 
 
+@dataclass(frozen=True)
+class ArchiveProblem:
+    """An archive file that does not hold what its ArchiveSealed says: missing, unreadable,
+    altered, or a run in it that differs from its sealed head."""
+
+    file: str
+    by: str
+    """The ArchiveSealed that accounts for it ("ArchiveSealed at agent A version 7")."""
+    reason: str
+
+    def __str__(self) -> str:
+        return f"archive {self.file} ({self.by}): {self.reason}"
+
+
 @dataclass
 class VerifyReport:
     streams: int = 0
@@ -89,10 +103,15 @@ class VerifyReport:
     """The anchor the streams were checked against, if any."""
     unreadable: list[str] = field(default_factory=list)
     """Agents whose stream does not decode, so their runs were not checked against seals."""
+    archives: int = 0
+    """Archive files checked against their ArchiveSealed."""
+    archived_runs: int = 0
+    """Runs read from those files (their chains are in ``streams`` and ``events``)."""
+    archive_problems: list[ArchiveProblem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.breaks and not self.mismatches
+        return not self.breaks and not self.mismatches and not self.archive_problems
 
 
 def verify_rows(rows: Iterable[Row]) -> VerifyReport:

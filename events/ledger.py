@@ -12,13 +12,15 @@ eventsourcing's in-memory (POPO) recorders, for fast tests that need no read mod
 A ``Ledger`` itself is the agents' streams: append, seal, register, load. Its other parts are
 attributes, each in its own module: ``log`` (the global log, ``events.ledger_log``), ``chains``
 (hash chains and anchors, ``events.ledger_chains``), ``database`` (the PostgreSQL side,
-``events.ledger_database``), ``resumable`` (what a restarted host picks up,
+``events.ledger_database``), ``archive`` (runs moved to archive files, read back where their
+rows are gone, ``events.ledger_archive``), ``resumable`` (what a restarted host picks up,
 ``events.ledger_resumable``) and ``blobs`` (payloads events refer to by sha256, ``events.blobs``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -46,6 +48,7 @@ from events.heads import (
     chain_runs,
     known_hash,
 )
+from events.ledger_archive import LedgerArchive
 from events.ledger_chains import LedgerChains
 from events.ledger_database import LedgerDatabase
 from events.ledger_log import LedgerLog, LoggedEvent
@@ -90,9 +93,11 @@ class Ledger:
         snapshot_interval: int = 100,
         pool_size: int = POOL_SIZE,
         idle_in_transaction_s: int = 5,
+        archive_dir: Path | None = None,
     ):
         """``idle_in_transaction_s``: how long PostgreSQL lets a transaction of this ledger's
-        pool (its views' included) sit idle before it ends it."""
+        pool (its views' included) sit idle before it ends it; ``archive_dir``: where its
+        archived runs' files are (``events.ledger_archive``)."""
         env = {
             **postgres_env(database_url),
             "PERSISTENCE_MODULE": "events.recorder:OwlClawFactory",
@@ -104,32 +109,35 @@ class Ledger:
             "CREATE_TABLE": "y",
         }
         try:
-            self._open(env, snapshot_interval)
+            self._open(env, snapshot_interval, archive_dir)
         except PersistenceError as e:
             raise LedgerUnavailable(f"cannot open the ledger: {e}") from e
 
     @classmethod
-    def in_memory(cls, *, snapshot_interval: int = 100) -> Ledger:
+    def in_memory(cls, *, snapshot_interval: int = 100, archive_dir: Path | None = None) -> Ledger:
         """A ledger held in this process only: the same API, no database behind it."""
         ledger = cls.__new__(cls)
         env = {
             "PERSISTENCE_MODULE": "events.memory_recorder:InMemoryFactory",
             "IS_SNAPSHOTTING_ENABLED": "y",
         }
-        ledger._open(env, snapshot_interval)
+        ledger._open(env, snapshot_interval, archive_dir)
         return ledger
 
-    def _open(self, env: dict[str, str], snapshot_interval: int) -> None:
+    def _open(self, env: dict[str, str], snapshot_interval: int, archive_dir: Path | None) -> None:
         self._app = _LedgerApplication(env=env)
         recorder = self._app.recorder
         assert isinstance(recorder, OwlClawApplicationRecorder | InMemoryRecorder)
         self._mapper = self._app.mapper
         self._store = LedgerStore(recorder, self._mapper)
         self.snapshot_interval = snapshot_interval
-        self.log = LedgerLog(self._store)
-        self.chains = LedgerChains(self._store, self.append_events)
+        self.archive = LedgerArchive(
+            self._store, archive_dir, self.load_agent, self.append_rebasing
+        )
+        self.log = LedgerLog(self._store, self.archive)
         self.database = LedgerDatabase(self._store)
-        self.resumable = ResumableRuns(self._store, self.load_run)
+        self.chains = LedgerChains(self._store, self.append_events, self.archive.rows)
+        self.resumable = ResumableRuns(self._store, self.load_run, self.archive.seal_of)
         self.blobs = LedgerBlobs(self._store)
 
     # --- writing ------------------------------------------------------------------------------
@@ -175,10 +183,10 @@ class Ledger:
         ``over``: the event types of other writers this writer's facts commute with (None: any).
         ``ours``: agent-stream versions this writer committed itself (a host accepting a run while
         the agent's previous run is between steps): its own facts are ordered by it and commute.
-        A commit whose only agent events are RunSealed commutes with anything (a seal states a
-        run stream's head, not the agent's state), even with versions this writer lost in a
-        failed commit: so a run a fenced writer ends (``stand_down``) is sealed too.
-        Anything else in between (another runtime queued a run, a fire was recorded) is a real
+        A commit whose only agent events are RunSealed or ArchiveSealed commutes with anything
+        (a seal states run streams' heads, not the agent's state), even with versions this
+        writer lost in a failed commit: so a run a fenced writer ends (``stand_down``) is sealed
+        too. Anything else in between (another runtime queued a run, a fire was recorded) is a real
         conflict and raises StreamConflict, as does any conflict on a run stream (one writer).
         """
         agent_events = agent.collect_events()
@@ -195,7 +203,9 @@ class Ledger:
                 current = self.load_agent(agent.agent_id)
                 base = agent_events[0].originator_version - 1
                 others = self.agent_events_at(current, range(base + 1, current.version + 1))
-                seals_only = all(isinstance(e, ev.RunSealed) for e in agent_events)
+                seals_only = all(
+                    isinstance(e, ev.RunSealed | ev.ArchiveSealed) for e in agent_events
+                )
                 if not seals_only and (
                     not others
                     or (
@@ -361,7 +371,10 @@ class Ledger:
         try:
             run: object = self._app.repository.get(run_id, projector_func=_RUN_PROJECTOR)
         except AggregateNotFoundError:
-            raise UnknownRun(f"unknown run {run_id}") from None
+            archived = self.archive.stored_events(run_id)
+            if not archived:
+                raise UnknownRun(f"unknown run {run_id}") from None
+            run = _RUN_PROJECTOR(None, [self._store.decode(s) for s in archived])
         except LedgerDecodeError as e:
             raise LedgerReadError(e, None) from e
         assert isinstance(run, Run)
@@ -371,8 +384,11 @@ class Ledger:
         return self.load_agent(agent_id).run_ids()
 
     def stream(self, stream_id: UUID) -> list[LedgerEvent]:
-        """All events of one stream, in version order."""
-        return self._store.stream(stream_id)
+        """All events of one stream, in version order: an archived run's from its archive."""
+        events = self._store.stream(stream_id)
+        if events:
+            return events
+        return [self._store.decode(s) for s in self.archive.stored_events(stream_id)]
 
     def agent_history(
         self, agent_id: str, after: int = 0, limit: int | None = None
@@ -382,6 +398,9 @@ class Ledger:
         agent = self.load_agent(agent_id)
         streams = [agent.id, *agent.run_ids()]
         rows = self._store.recorder.select_stream_notifications(streams, after, limit)
+        archived = self.archive.notifications(agent.run_ids(), after, limit)
+        if archived:
+            rows = sorted([*rows, *archived], key=lambda n: n.id)[:limit]
         return [LoggedEvent(n.id, self._store.decode(n, n.id)) for n in rows]
 
     def agent_ids(self) -> list[str]:

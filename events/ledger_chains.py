@@ -4,7 +4,8 @@ never needs a hash, and an auditor needs nothing else."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
 from uuid import UUID
 
 from eventsourcing.persistence import PersistenceError
@@ -27,18 +28,33 @@ ANCHOR_TRIES = 10
 class LedgerChains:
     """Read the hash chains as stored, verify them, and anchor every stream's head."""
 
-    def __init__(self, store: LedgerStore, append: Callable[[Sequence[LedgerEvent]], list[int]]):
-        """``append``: the ledger's ``append_events``, which an anchor commits through."""
+    def __init__(
+        self,
+        store: LedgerStore,
+        append: Callable[[Sequence[LedgerEvent]], list[int]],
+        archived: Callable[[UUID], list[Row]],
+    ):
+        """``append``: the ledger's ``append_events``, which an anchor commits through;
+        ``archived``: an archived run's rows (``ledger.archive.rows``)."""
         self._store = store
         self._append = append
+        self._archived = archived
         self._heads: GroupCommit[UUID, tuple[int, bytes] | None] = GroupCommit(
             self._lookup_heads, max_group=HEADS_GROUP
         )
 
-    def chain_rows(self, streams: Sequence[UUID]) -> Iterable[Row]:
+    def chain_rows(self, streams: Sequence[UUID]) -> Iterator[Row]:
         """The stored rows of ``streams`` as stored (state bytes, log position, prev_hash, hash),
-        stream by stream in the order given, each by version: what an evidence bundle holds."""
-        return self._store.recorder.chain_rows(streams)
+        stream by stream in the order given (each once), each by version: what an evidence
+        bundle holds. An archived run's come from its archive file."""
+        live = groupby(self._store.recorder.chain_rows(streams), key=lambda r: r[0])
+        group = next(live, None)
+        for stream in streams:
+            if group is not None and group[0] == stream:
+                yield from group[1]
+                group = next(live, None)
+            else:
+                yield from self._archived(stream)
 
     def verify(self, streams: Sequence[UUID] | None = None) -> VerifyReport:
         """Recompute the hash chains of every stream, or of ``streams``."""

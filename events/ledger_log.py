@@ -1,5 +1,9 @@
 """The global log of a ledger (``ledger.log``): every event of every stream in commit order,
-read by position and followed, which is all the views, timers and analytics consume."""
+read by position and followed, which is all the views, timers and analytics consume.
+
+Archived runs' events stay in the log at their positions: a read whose range covers them merges
+them in from their archive files (``events.ledger_archive``), so a view rebuilt from position 0
+after an archiving sees exactly the events it would have seen before it."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from eventsourcing.persistence import PersistenceError
 
 from events.catalog import LedgerEvent
 from events.codec import topic_of
+from events.ledger_archive import LedgerArchive
 from events.ledger_store import LedgerStore
 
 
@@ -24,8 +29,9 @@ class LoggedEvent:
 class LedgerLog:
     """Read and follow the global log."""
 
-    def __init__(self, store: LedgerStore):
+    def __init__(self, store: LedgerStore, archive: LedgerArchive):
         self._store = store
+        self._archive = archive
 
     def read(
         self,
@@ -36,15 +42,23 @@ class LedgerLog:
         types: Sequence[type[LedgerEvent]] = (),
     ) -> list[LoggedEvent]:
         """Up to ``limit`` events after log position ``after`` (and at most ``up_to``), in log
-        order; only events of ``types`` if given (filtered in the database)."""
+        order; only events of ``types`` if given (filtered in the database), archived ones
+        included.
+
+        The archive is looked at after the table: a run archived in between has its seal
+        committed (and readable) before its rows left the table, so it is found in one place
+        or the other, or both (the same position, once)."""
+        topics = [topic_of(t) for t in types]
         try:
             notifications = self._store.recorder.select_notifications(
-                start=after,
-                limit=limit,
-                stop=up_to,
-                topics=[topic_of(t) for t in types],
-                inclusive_of_start=False,
+                start=after, limit=limit, stop=up_to, topics=topics, inclusive_of_start=False
             )
+            if not types or any(t.stream == "run" for t in types):  # only runs are archived
+                end = notifications[-1].id if len(notifications) == limit else up_to
+                archived = self._archive.in_log(after, end, topics, limit)
+                if archived:
+                    merged = {n.id: n for n in (*archived, *notifications)}
+                    notifications = [merged[p] for p in sorted(merged)[:limit]]
         except PersistenceError as e:
             raise self._store.unavailable(f"cannot read the ledger: {e}") from e
         return [LoggedEvent(n.id, self._store.decode(n, n.id)) for n in notifications]

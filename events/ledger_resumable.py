@@ -17,10 +17,17 @@ from events.streams import run_stream_id
 class ResumableRuns:
     """What an agent left unfinished when its process stopped."""
 
-    def __init__(self, store: LedgerStore, load_run: Callable[[UUID], Run]):
-        """``load_run``: the ledger's, to read a run's state."""
+    def __init__(
+        self,
+        store: LedgerStore,
+        load_run: Callable[[UUID], Run],
+        archived: Callable[[UUID], object | None],
+    ):
+        """``load_run``: the ledger's, to read a run's state; ``archived``: what archived a
+        run (None: it is not), whose rows are gone while it has ended."""
         self._store = store
         self._load_run = load_run
+        self._archived = archived
 
     def interrupted_run(self, agent: Agent) -> UUID | None:
         """The agent's latest started run if it has no end event and is not parked for an
@@ -31,6 +38,8 @@ class ResumableRuns:
             if self._store.recorder.select_events(run_id, limit=1):
                 state = self._load_run(run_id).state
                 return None if state.ended or state.status == "parked" else run_id
+            if self._archived(run_id) is not None:  # archived runs have ended
+                return None
         return None
 
     def answered_parked_runs(self, agent: Agent) -> list[UUID]:
@@ -45,7 +54,8 @@ class ResumableRuns:
         queued = {e.run_no: e for e in self._store.stream(agent.id) if isinstance(e, ev.RunQueued)}
         waiting = []
         for run_no in range(agent.state.run_count, 0, -1):
-            if self._store.recorder.select_events(run_stream_id(agent.agent_id, run_no), limit=1):
+            run_id = run_stream_id(agent.agent_id, run_no)
+            if self._store.recorder.select_events(run_id, limit=1) or self._archived(run_id):
                 break
             waiting.append(queued[run_no])
         return waiting[::-1]

@@ -31,7 +31,7 @@ connection helpers in ``events.postgres``: this module is the recorder classes a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -441,6 +441,38 @@ class OwlClawApplicationRecorder(PostgresApplicationRecorder):
                 (row["originator_id"], row["originator_version"]): bytes(row["hash"])
                 for row in curs.fetchall()
             }
+
+    def delete_streams(self, heads: Mapping[UUID, tuple[int, bytes]]) -> int:
+        """Delete the rows of the streams in ``heads`` in one transaction, if each still ends
+        at its given (version, hash) or is gone already: an archive deletes only what it holds.
+        How many rows went; a stream that ends elsewhere raises IntegrityError naming it, and
+        nothing is deleted."""
+        names = {
+            "schema": Identifier(self.datastore.schema),
+            "table": Identifier(self.events_table_name),
+        }
+        streams = list(heads)
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                SQL(
+                    "SELECT DISTINCT ON (originator_id) originator_id, originator_version, hash "
+                    "FROM {schema}.{table} WHERE originator_id = ANY(%s) "
+                    "ORDER BY originator_id, originator_version DESC"
+                ).format(**names),
+                (streams,),
+            )
+            for row in curs.fetchall():
+                found = (row["originator_version"], bytes(row["hash"]))
+                if found != heads[row["originator_id"]]:
+                    raise IntegrityError(
+                        f"stream {row['originator_id']} ends at version {found[0]} hash "
+                        f"{found[1].hex()}, not at the archived {heads[row['originator_id']][0]}"
+                    )
+            curs.execute(
+                SQL("DELETE FROM {schema}.{table} WHERE originator_id = ANY(%s)").format(**names),
+                (streams,),
+            )
+            return curs.rowcount
 
     def insert_blob(self, sha256: str, media_type: str, data: bytes) -> None:
         """Store ``data`` under ``sha256`` unless a blob is stored there already."""

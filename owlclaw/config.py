@@ -25,6 +25,12 @@ class ConfigError(ValueError):
 class LedgerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     snapshot_interval: Annotated[int, msgspec.Meta(ge=2, le=1_000_000)] = 100
     """An Agent aggregate is snapshotted every N events, so loading reads at most N events."""
+    archive_dir: str | None = None
+    """Where ``owlclaw archive`` moves ended runs (a local directory; default
+    ``<data_dir>/archive``). Every process that reads the ledger reads archived runs there."""
+    archive_after_days: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """``owlclaw run`` archives its agents' runs that ended this many days ago, daily (as
+    ``owlclaw archive --before``); None: only ``owlclaw archive`` does."""
 
 
 class MemoryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -184,6 +190,12 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return self.data_path / "workspaces"
 
     @property
+    def archive_path(self) -> Path:
+        if self.ledger.archive_dir is not None:
+            return Path(self.ledger.archive_dir).expanduser().resolve()
+        return self.data_path / "archive"
+
+    @property
     def signing_key_path(self) -> Path:
         if self.evidence.signing_key is not None:
             return Path(self.evidence.signing_key).expanduser().resolve()
@@ -197,6 +209,8 @@ ENV_FIELDS = {
     "WORKSPACES_DIR": ("workspaces_dir",),
     "RAY_ADDRESS": ("ray_address",),
     "SNAPSHOT_INTERVAL": ("ledger", "snapshot_interval"),
+    "ARCHIVE_DIR": ("ledger", "archive_dir"),
+    "ARCHIVE_AFTER_DAYS": ("ledger", "archive_after_days"),
     "EMBEDDING_MODEL": ("memory", "embedding_model"),
     "EMBEDDING_DIMENSIONS": ("memory", "embedding_dimensions"),
     "MEMORY_HALF_LIFE_DAYS": ("memory", "half_life_days"),

@@ -163,9 +163,19 @@ class MemoryView(View):
             m.memory_id: vector_literal(v) for m, v in zip(memories, vectors, strict=True)
         }
         self._steps = self._trace(memories)
-        self._hashes = self.ledger.chains.event_hashes(
-            [(m.originator_id, m.originator_version) for m in memories]
-        )
+        self._hashes = self._stored_hashes(memories)
+
+    def _stored_hashes(self, memories: list[ev.MemoryRemembered]) -> dict[tuple[UUID, int], bytes]:
+        """Each memory's event hash as the ledger keeps it: in the table, or (a rebuild reading
+        an archived run) in the run's archive file."""
+        keys = [(m.originator_id, m.originator_version) for m in memories]
+        hashes = self.ledger.chains.event_hashes(keys)
+        missing = {k for k in keys if k not in hashes}
+        if missing:
+            streams = list(dict.fromkeys(stream for stream, _ in missing))
+            rows = self.ledger.chains.chain_rows(streams)
+            hashes |= {(r[0], r[1]): bytes(r[6]) for r in rows if (r[0], r[1]) in missing}
+        return hashes
 
     def _trace(self, memories: list[ev.MemoryRemembered]) -> dict[UUID, Step]:
         """Each memory's step, from its run's stream (read once per run). A run stream that

@@ -2,8 +2,9 @@
 query, each walked back to where it came from — its run, the step, the model response whose
 ``remember`` call recorded it — with the run's hash chain verified up to that event.
 
-The chain is checked with the ledger's own verification (``ledger.chains.verify``, what ``owlclaw
-verify`` recomputes): a break at or before the memory's event means the path cannot be trusted.
+The chain is recomputed from the run's rows as stored (``ledger.chains.chain_rows``: in the
+ledger table, or in its archive file once archived), as ``owlclaw verify`` recomputes it: a break
+at or before the memory's event means the path cannot be trusted.
 The event's stored hash is also compared with the one the memory view kept when it projected the
 memory, so a rewrite with its hashes recomputed since then shows too. The walk reads the run's
 stream itself, so a memory the view holds no provenance for (projected before it kept one) is
@@ -18,6 +19,7 @@ from uuid import UUID
 
 from events import Ledger, LedgerReadError
 from events import catalog as ev
+from events.hashchain import Row, verify_rows
 from owlclaw.config import OwlClawConfig
 from owlclaw.reports.inspection import bring_up_to_date
 from projections import MemoryStore, MemoryView
@@ -116,8 +118,9 @@ def walk(led: Ledger, memory: Memory) -> Trail:
     if remembered is None and run:
         problems.append(f"the run's stream has no MemoryRemembered of memory {memory.memory_id}")
     step = remembered_in(run, version, memory.memory_id)
-    stored = led.chains.event_hashes([(run_id, version)]).get((run_id, version))
-    chain = _chain(led, run_id, version, stored, source.event_hash, problems)
+    rows = list(led.chains.chain_rows([run_id]))  # an archived run's from its archive
+    stored = next((bytes(r[6]) for r in rows if r[1] == version), None)
+    chain = _chain(rows, version, stored, source.event_hash, problems)
     return Trail(
         memory=memory,
         run_id=run_id,
@@ -132,8 +135,7 @@ def walk(led: Ledger, memory: Memory) -> Trail:
 
 
 def _chain(
-    led: Ledger,
-    run_id: UUID,
+    rows: list[Row],
     version: int,
     stored: bytes | None,
     projected: str,
@@ -141,7 +143,7 @@ def _chain(
 ) -> Chain:
     """The run's chain recomputed up to ``version`` (a break after it is not this memory's),
     and the event's stored hash against the one the view kept (``projected``, "" if none)."""
-    report = led.chains.verify([run_id])
+    report = verify_rows(rows)
     problems += [str(b) for b in report.breaks if b.version <= version]
     if stored is None:
         problems.append(f"the run's stream has no event at version {version}")

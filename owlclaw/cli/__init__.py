@@ -4,7 +4,7 @@
 # isort: off
 from owlclaw.cli import apps, trigger, status, demo
 from owlclaw.cli import approvals, audit, bench, evals, evidence
-from owlclaw.cli import ledger, blob, replay, schedules, memory, why, projections
+from owlclaw.cli import ledger, archive, blob, replay, schedules, memory, why, projections
 from owlclaw.cli import timers, tools
 
 # isort: on
@@ -14,6 +14,7 @@ __all__ = [
     "app",
     "approvals",
     "apps",
+    "archive",
     "audit",
     "bench",
     "blob",

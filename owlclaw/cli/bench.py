@@ -191,6 +191,21 @@ def bench_registry(
     print_figures(result, as_json)
 
 
+@bench_app.command("archive")
+@handles_errors
+def bench_archive(
+    runs: Annotated[int, typer.Option(min=1, help="Ended runs of the one agent.")] = 10_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Database size before and after archiving an agent's ended runs (after VACUUM and after
+    VACUUM FULL), the archive's bytes on disk, and how long archiving and verify take."""
+    from owlclaw.bench import archive as bench
+
+    with bench_database("owlclaw_bench_archive") as url, err.status("benchmarking…") as status:
+        result = bench.run(url, runs=runs, progress=status.update)
+    print_figures(result, as_json)
+
+
 @bench_app.command("timers")
 @handles_errors
 def bench_timers(

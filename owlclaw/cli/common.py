@@ -175,7 +175,11 @@ def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str
 def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database, Ledger]]:
     config = config or load_config()
     database = open_database(config)
-    with Ledger(database.url, snapshot_interval=config.ledger.snapshot_interval) as ledger:
+    with Ledger(
+        database.url,
+        snapshot_interval=config.ledger.snapshot_interval,
+        archive_dir=config.archive_path,
+    ) as ledger:
         yield database, ledger
 
 

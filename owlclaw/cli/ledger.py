@@ -17,6 +17,7 @@ from rich.tree import Tree
 
 from events import LoggedEvent
 from events.catalog import event_fields
+from events.hashchain import VerifyReport
 from events.heads import AnchorInvalid, read_anchor
 from owlclaw.audit.chains import verify_agent
 from owlclaw.cli.common import (
@@ -144,6 +145,7 @@ def verify(
     """Recompute the hash chains (naming the first altered event of each stream), check each
     ended run against the head sealed on its agent's stream, and every stream against the
     latest anchor: a deleted tail or stream, or an event rewritten after the anchor, is named.
+    Archived runs are checked in their files against their ArchiveSealed.
     With --bundle, check an exported bundle instead: its chains, manifest and signature."""
     if bundle is not None or pubkey is not None:
         if agent is not None or anchor_file is not None:
@@ -185,23 +187,43 @@ def verify(
                 "sealed_runs": report.sealed_runs,
                 "anchor": report.anchor,
                 "unreadable": report.unreadable,
+                "archives": report.archives,
+                "archived_runs": report.archived_runs,
+                "archive_problems": [
+                    {"file": p.file, "by": p.by, "reason": p.reason}
+                    for p in report.archive_problems
+                ],
             }
         )
     else:
-        for b in report.breaks:
-            out.print(f"[red]BROKEN[/] {escape(str(b))}")
-        for m in report.mismatches:
-            out.print(f"[red]MISMATCH[/] {escape(str(m))}")
-        for u in report.unreadable:
-            out.print(f"[yellow]unchecked[/] {escape(u)}")
-        if report.ok:
-            against = f"; every stream reaches {report.anchor}" if report.anchor else ""
-            out.print(
-                f"[green]ok[/]: {report.events} events in {report.streams} streams, chains "
-                f"intact; {report.sealed_runs} ended runs match their sealed heads{against}"
-            )
+        _print_report(report)
     if not report.ok:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _print_report(report: VerifyReport) -> None:
+    """What verify found, one line each, or the one ok line."""
+    for b in report.breaks:
+        out.print(f"[red]BROKEN[/] {escape(str(b))}")
+    for m in report.mismatches:
+        out.print(f"[red]MISMATCH[/] {escape(str(m))}")
+    for p in report.archive_problems:
+        out.print(f"[red]ARCHIVE[/] {escape(str(p))}")
+    for u in report.unreadable:
+        out.print(f"[yellow]unchecked[/] {escape(u)}")
+    if report.ok:
+        against = f"; every stream reaches {report.anchor}" if report.anchor else ""
+        archives = (
+            f"; {report.archives} archive files ({report.archived_runs} runs) match their "
+            "ArchiveSealed"
+            if report.archives
+            else ""
+        )
+        out.print(
+            f"[green]ok[/]: {report.events} events in {report.streams} streams, chains "
+            f"intact; {report.sealed_runs} ended runs match their sealed heads"
+            f"{archives}{against}"
+        )
 
 
 def _verify_bundle_file(bundle: Path | None, pubkey: str | None, as_json: bool) -> None:

@@ -26,6 +26,7 @@ FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
     ev.ApprovalGranted,
     ev.ApprovalDenied,
     ev.ApprovalExpired,
+    ev.ArchiveSealed,
 )
 """Agent-stream events other writers append that the runtime's own facts commute with."""
 OWN_COMMITS_KEPT = 1000

@@ -1,5 +1,6 @@
 """The service's recurring duties, each a supervised worker that runs until told to stop:
-holding the serving locks, expiring overdue approvals, watching sub-agents, heartbeats.
+holding the serving locks, expiring overdue approvals, watching sub-agents, heartbeats,
+archiving old runs.
 
 Its own module because these run beside the service, not as part of its start or stop: each
 is handed what it needs, and the supervisor restarts one that fails.
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from events import Ledger
@@ -18,11 +21,17 @@ from owlclaw.messages import ExpireApprovals, Message, Submit
 from owlclaw.runtime.approvals import overdue
 from owlclaw.server.serving_locks import ServingLocks
 from owlclaw.tools.subagents import watch_subagents
+from projections import VIEWS
+from projections.absorbed import absorbed
+
+log = logging.getLogger(__name__)
 
 EXPIRY_CHECK_S = 5.0
 """How often served agents' pending approvals are checked for their expiry."""
 LOCK_CHECK_S = 5.0
 """How often the serving locks' connection is checked (and the locks taken again)."""
+ARCHIVE_EVERY_S = 86_400.0
+"""How often ``[ledger] archive_after_days`` is applied: daily, first at start."""
 
 
 async def hold_locks(locks: ServingLocks, stop: asyncio.Event) -> None:
@@ -74,3 +83,35 @@ async def subagent_watch(
             await asyncio.wait_for(stop.wait(), EXPIRY_CHECK_S)
             return
         await watch_subagents(ledger, agents, list(served))
+
+
+async def archive_retention(
+    ledger: Ledger,
+    served: Sequence[str],
+    before: Callable[[], datetime],
+    stop: asyncio.Event,
+    every_s: float = ARCHIVE_EVERY_S,
+) -> None:
+    """At start and then every ``every_s``, archive the served agents' runs that ended before
+    ``before()`` (``[ledger] archive_after_days`` ago) and that every view has absorbed, as
+    ``owlclaw archive`` does; a failure is raised, so the supervisor reports it and tries
+    again."""
+    while True:
+        moment = before()
+        caught = await asyncio.to_thread(absorbed, ledger, VIEWS)
+        for agent_id in served:
+            done = await asyncio.to_thread(
+                ledger.archive.archive_agent, agent_id, moment, caught.position
+            )
+            if done.held:
+                log.info(
+                    "archive-retention: %d run(s) of %s held back until the %s view absorbs "
+                    "them (it is at log position %d)",
+                    done.held,
+                    agent_id,
+                    caught.view,
+                    caught.position,
+                )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+            return

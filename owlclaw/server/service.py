@@ -18,11 +18,13 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import msgspec
 
 from events import Ledger, LedgerReadError, UnknownAgent
+from events.streams import now
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.compose.read import ConfiguredView, open_served_views
@@ -43,7 +45,13 @@ from owlclaw.messages import (
     Message,
 )
 from owlclaw.runtime.approvals import PendingApproval, agent_of, pending
-from owlclaw.server.duties import approval_expiry, heartbeat, hold_locks, subagent_watch
+from owlclaw.server.duties import (
+    approval_expiry,
+    archive_retention,
+    heartbeat,
+    hold_locks,
+    subagent_watch,
+)
 from owlclaw.server.hatchet import HatchetParts
 from owlclaw.server.metrics import Metrics
 from owlclaw.server.serving_locks import ServingLocks, server_name
@@ -104,7 +112,9 @@ class Service:
         self.progress("database")
         self.database = await asyncio.to_thread(open_database, self.config)
         self.ledger = Ledger(
-            self.database.url, snapshot_interval=self.config.ledger.snapshot_interval
+            self.database.url,
+            snapshot_interval=self.config.ledger.snapshot_interval,
+            archive_dir=self.config.archive_path,
         )
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
@@ -150,6 +160,13 @@ class Service:
         self.supervisor.start("approval-expiry", expiry)
         watch = functools.partial(subagent_watch, self.ledger, self.agents, served)
         self.supervisor.start("subagent-watch", watch)
+        if (days := self.config.ledger.archive_after_days) is not None:
+
+            def days_ago() -> datetime:
+                return now() - timedelta(days=days)
+
+            retention = functools.partial(archive_retention, self.ledger, served, days_ago)
+            self.supervisor.start("archive-retention", retention)
         for agent_id, app in self.apps.items():
             if app.settings.heartbeat_s > 0:
                 beat = functools.partial(heartbeat, self.ask, agent_id, app.settings.heartbeat_s)

@@ -115,6 +115,18 @@ RUN_STORY: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
 IGNORED_SAMPLES: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
     (ev.TimerDeduplicated, {"schedule_id": "s1", "fire_time": AT, "reason": "already fired"}),
     (ev.RunSealed, {"run_id": RUN_ID, "run_no": 1, "version": 5, "hash": "00"}),
+    (
+        ev.ArchiveSealed,
+        {
+            "file": "a/2026-01.1.jsonl.gz",
+            "sha256": "00",
+            "period": "2026-01",
+            "runs": [ev.ArchivedRun(run_id=RUN_ID, run_no=1, version=5, hash="00")],
+            "root": "00",
+            "first_position": 1,
+            "last_position": 5,
+        },
+    ),
     (ev.VisibleToolsResolved, {"tools": ["t"]}),
     (ev.DecisionLogged, {"decision_type": "other", "reasoning": "why"}),
     (ev.RunWarning, {"source": "recall", "message": "lagging"}),

@@ -23,6 +23,18 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert config.ledger.snapshot_interval == 25
 
 
+def test_the_archive_directory_is_under_the_data_dir_unless_configured(tmp_path: Path) -> None:
+    default = load_config(tmp_path / "none.toml", environ={"OWLCLAW_DATA_DIR": str(tmp_path)})
+    assert default.archive_path == tmp_path / "archive"
+    assert default.ledger.archive_after_days is None
+    environ = {"OWLCLAW_ARCHIVE_DIR": str(tmp_path / "cold"), "OWLCLAW_ARCHIVE_AFTER_DAYS": "90"}
+    configured = load_config(tmp_path / "none.toml", environ=environ)
+    assert configured.archive_path == tmp_path / "cold"
+    assert configured.ledger.archive_after_days == 90
+    with pytest.raises(ConfigError, match="archive_after_days"):
+        load_config(tmp_path / "none.toml", environ={"OWLCLAW_ARCHIVE_AFTER_DAYS": "0"})
+
+
 def test_shared_hosts_default_to_the_cores_at_most_four(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
