@@ -115,6 +115,10 @@ RUN_STORY: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
 IGNORED_SAMPLES: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
     (ev.TimerDeduplicated, {"schedule_id": "s1", "fire_time": AT, "reason": "already fired"}),
     (ev.RunSealed, {"run_id": RUN_ID, "run_no": 1, "version": 5, "hash": "00"}),
+    (
+        ev.DataErased,
+        {"kind": "run", "target": str(RUN_ID), "keys": [MEMORY], "reason": "r", "by": "op"},
+    ),
     (ev.VisibleToolsResolved, {"tools": ["t"]}),
     (ev.DecisionLogged, {"decision_type": "other", "reasoning": "why"}),
     (ev.RunWarning, {"source": "recall", "message": "lagging"}),
