@@ -42,7 +42,11 @@ class AgentHostActor:
     def __init__(self, config: dict[str, Any], idle_s: float | None, placed: Placed | None = None):
         self.config = msgspec.convert(config, OwlClawConfig)
         database = open_database(self.config)
-        self.ledger = Ledger(database.url, snapshot_interval=self.config.ledger.snapshot_interval)
+        self.ledger = Ledger(
+            database.url,
+            snapshot_interval=self.config.ledger.snapshot_interval,
+            encrypt=self.config.ledger.encrypt,
+        )
         settings = self.config.memory
         memory = open_recall(
             self.ledger,

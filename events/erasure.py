@@ -24,8 +24,10 @@ class NothingToErase(LedgerError):
     or already erased."""
 
 
-def erase(ledger: Ledger, kind: ErasureKind, target: str, reason: str, by: str) -> ev.DataErased:
-    """Record the erasure of ``target`` and destroy its keys; the DataErased recorded."""
+def erase(
+    ledger: Ledger, kind: ErasureKind, target: str, reason: str, by: str
+) -> tuple[str, ev.DataErased]:
+    """Record the erasure of ``target`` and destroy its keys; its agent and the DataErased."""
     if not reason.strip():
         raise ValueError("an erasure needs a reason")
     records = [r for r in _keys_of(ledger, kind, target) if ledger.sealer.keys.get(r.key_id)]
@@ -34,7 +36,8 @@ def erase(ledger: Ledger, kind: ErasureKind, target: str, reason: str, by: str) 
             f"{kind} {target} has no data key to destroy: it is unknown, was recorded without "
             "encryption, or was already erased"
         )
-    agent = ledger.load_agent(_agent_id(ledger, kind, target, records))
+    agent_id = _agent_id(ledger, kind, target, records)
+    agent = ledger.load_agent(agent_id)
     erased = agent.record(
         ev.DataErased,
         kind=kind,
@@ -47,7 +50,7 @@ def erase(ledger: Ledger, kind: ErasureKind, target: str, reason: str, by: str) 
     ledger.append_rebasing(agent)
     ledger.sealer.keys.destroy([r.key_id for r in records], by, reason)
     assert isinstance(erased, ev.DataErased)
-    return erased
+    return agent_id, erased
 
 
 def _keys_of(ledger: Ledger, kind: ErasureKind, target: str) -> list[KeyRecord]:

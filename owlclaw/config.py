@@ -25,6 +25,9 @@ class ConfigError(ValueError):
 class LedgerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     snapshot_interval: Annotated[int, msgspec.Meta(ge=2, le=1_000_000)] = 100
     """An Agent aggregate is snapshotted every N events, so loading reads at most N events."""
+    encrypt: bool = True
+    """Seal content that may hold personal data under data keys, so ``owlclaw erase`` can
+    erase it (docs/ledger-lifecycle.md); false stores new content in plaintext."""
 
 
 class MemoryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -197,6 +200,7 @@ ENV_FIELDS = {
     "WORKSPACES_DIR": ("workspaces_dir",),
     "RAY_ADDRESS": ("ray_address",),
     "SNAPSHOT_INTERVAL": ("ledger", "snapshot_interval"),
+    "LEDGER_ENCRYPT": ("ledger", "encrypt"),
     "EMBEDDING_MODEL": ("memory", "embedding_model"),
     "EMBEDDING_DIMENSIONS": ("memory", "embedding_dimensions"),
     "MEMORY_HALF_LIFE_DAYS": ("memory", "half_life_days"),

@@ -4,7 +4,7 @@
 # isort: off
 from owlclaw.cli import apps, trigger, status, demo
 from owlclaw.cli import approvals, audit, bench, evals, evidence
-from owlclaw.cli import ledger, blob, replay, schedules, memory, why, projections
+from owlclaw.cli import ledger, blob, replay, schedules, memory, why, erase, projections
 from owlclaw.cli import timers, tools
 
 # isort: on
@@ -18,6 +18,7 @@ __all__ = [
     "bench",
     "blob",
     "demo",
+    "erase",
     "evals",
     "evidence",
     "ledger",

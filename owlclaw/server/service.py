@@ -104,7 +104,9 @@ class Service:
         self.progress("database")
         self.database = await asyncio.to_thread(open_database, self.config)
         self.ledger = Ledger(
-            self.database.url, snapshot_interval=self.config.ledger.snapshot_interval
+            self.database.url,
+            snapshot_interval=self.config.ledger.snapshot_interval,
+            encrypt=self.config.ledger.encrypt,
         )
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents

@@ -112,7 +112,7 @@ def answers_while_rebuilding(service: Service) -> None:
     assert FRESH in [m.content for m in fresh.memories]
     assert "quiet" in service.status()["agents"]  # what `owlclaw status` shows
     status = memory_status(service)
-    assert (status.version, status.code_version) == (1, 2)
+    assert (status.version, status.code_version) == (1, 3)
     progress = status.rebuilding
     assert progress is not None and 0 < progress.position < progress.head
 
@@ -135,7 +135,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
     fresh_db: Database, tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built_by_version_1(fresh_db, local_embedder)
-    assert MemoryView.version == 2  # the code now: its memories carry their provenance
+    assert MemoryView.version == 3  # the code now: its content sealed as in the ledger
     gate = hold_the_rebuild(monkeypatch)
     config = config_for(fresh_db, tmp_path)
     app = load_app(served_app(tmp_path))
@@ -150,7 +150,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
             assert upgrade.state == "running"
             gate.release.set()
             await await_for(
-                lambda: memory_status(service).version == 2, "the switch-over to record version 2"
+                lambda: memory_status(service).version == 3, "the switch-over to record version 3"
             )
             await await_for(lambda: upgrade.state == "done", "the upgrade job to be done")
             await switched_over(service, fresh_db)
@@ -162,7 +162,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
         try:
             await second.start()
             assert "upgrade:memory" not in [w.name for w in second.supervisor.status()]
-            assert memory_status(second).version == 2
+            assert memory_status(second).version == 3
         finally:
             await second.stop()
 
@@ -175,7 +175,7 @@ def test_a_view_a_newer_owlclaw_built_is_refused_before_anything_touches_it(
 ) -> None:
     with psycopg.connect(fresh_db.url, autocommit=True) as conn:
         conn.execute("CREATE TABLE projection_versions (name text PRIMARY KEY, version int)")
-        conn.execute("INSERT INTO projection_versions VALUES ('memory', 3)")
+        conn.execute("INSERT INTO projection_versions VALUES ('memory', 4)")
     config = config_for(fresh_db, tmp_path)
     app = load_app(served_app(tmp_path))
 
@@ -199,7 +199,7 @@ def test_a_view_a_newer_owlclaw_built_is_refused_before_anything_touches_it(
     )
     served = owlclaw(env, "run", str(served_app(tmp_path)), cwd=tmp_path)
     assert served.returncode == 1, served.stderr
-    assert "the memory view's tables were built by a newer OwlClaw (view version 3;" in (
+    assert "the memory view's tables were built by a newer OwlClaw (view version 4;" in (
         served.stderr
     )
     assert "owlclaw projections rebuild" in served.stderr and "Traceback" not in served.stderr

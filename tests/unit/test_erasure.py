@@ -33,7 +33,8 @@ def _memory(ledger: Ledger, run_id: uuid.UUID) -> ev.MemoryRemembered:
 def test_erasing_a_memory_erases_its_content_only_and_the_chains_verify() -> None:
     ledger = Ledger.in_memory()
     run_id, memory_id = _run_with_memory(ledger, "a", "Alice")
-    erased = erase(ledger, "memory", str(memory_id), "GDPR art. 17", "dpo")
+    agent_id, erased = erase(ledger, "memory", str(memory_id), "GDPR art. 17", "dpo")
+    assert agent_id == "a"
     assert (erased.kind, erased.reason, erased.by) == ("memory", "GDPR art. 17", "dpo")
     assert erased.memory_ids == [memory_id]
     assert _memory(ledger, run_id).content == ERASED_TEXT
@@ -60,7 +61,7 @@ def test_erasing_an_agent_erases_every_run_and_memory_of_it_and_no_other_agent()
     ledger = Ledger.in_memory()
     run_a, _ = _run_with_memory(ledger, "a", "Alice")
     run_b, _ = _run_with_memory(ledger, "b", "Bob")
-    erased = erase(ledger, "agent", "a", "account closed", "dpo")
+    _, erased = erase(ledger, "agent", "a", "account closed", "dpo")
     assert len(erased.keys) == 2 and len(erased.memory_ids) == 1
     assert _memory(ledger, run_a).content == ERASED_TEXT
     assert _memory(ledger, run_b).content == "Bob m"
