@@ -62,8 +62,9 @@ def memory_status(service: Service) -> ProjectionStatus:
 
 
 def built_by_version_1(db: Database, embedder: Embedder) -> None:
-    """A ledger of memories whose memory view version 1 built (its rows marked ``OLD``)."""
-    with Ledger(db.url) as ledger:
+    """A ledger of memories whose memory view version 1 built (its rows marked ``OLD``), by
+    an OwlClaw that stored content in plaintext."""
+    with Ledger(db.url, encrypt=False) as ledger:
         remember(ledger, ledger.register_agent("archivist"), NOTES)
         old = MemoryView(ledger, embedder=embedder)
         old.create_table()
