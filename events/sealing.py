@@ -27,7 +27,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from events.catalog import LedgerEvent
-from events.keys import KeyDestroyed, KeyStore
+from events.keys import KeyStore
 
 PREFIX = "owlclaw-sealed:1:"
 SEALED_KEY = "owlclaw_sealed"
@@ -89,15 +89,16 @@ class Sealer:
         return msgspec.structs.replace(event, **changes) if changes else event
 
     def stored(self, event: LedgerEvent, field: str) -> Any:
-        """What the ledger stores for ``field`` of ``event`` (as decoded): for a view to keep
-        the envelope, never the plaintext. Content already erased stays the marker."""
+        """What the ledger stores for ``field`` of ``event`` (as decoded), for a view to keep
+        the envelope, never the plaintext: sealed when its key is live, whatever this process's
+        ``encrypt``; as it is when it has no key (stored before encryption, or without it) or
+        was erased (the marker)."""
         value = getattr(event, field)
-        if value in (ERASED_TEXT, ERASED_VALUE):
+        ref = event.data_key()
+        key = None if ref is None or _empty(value) else self.keys.get(ref.key_id)
+        if ref is None or key is None or value in (ERASED_TEXT, ERASED_VALUE):
             return value
-        try:
-            return getattr(self.seal_event(event), field)
-        except KeyDestroyed:
-            return ERASED_TEXT if isinstance(value, str) else ERASED_VALUE
+        return self._seal(ref.key_id, key, event, field, value)
 
     def open(self, value: Any) -> Any:
         """The content of an envelope (the erased marker if its key is destroyed); any other

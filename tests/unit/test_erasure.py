@@ -78,3 +78,11 @@ def test_erasing_twice_or_an_unknown_id_is_refused() -> None:
         erase(ledger, "run", "nope", "r", "dpo")
     with pytest.raises(ValueError, match="reason"):
         erase(ledger, "run", str(uuid.uuid4()), " ", "dpo")
+
+
+def test_content_recorded_without_encryption_cannot_be_erased_and_says_so() -> None:
+    ledger = Ledger.in_memory(encrypt=False)
+    run_id, memory_id = _run_with_memory(ledger, "a", "Alice")
+    with pytest.raises(NothingToErase, match="recorded without encryption"):
+        erase(ledger, "memory", str(memory_id), "r", "dpo")
+    assert _memory(ledger, run_id).content == "Alice m"

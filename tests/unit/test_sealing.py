@@ -163,3 +163,19 @@ def test_any_content_round_trips_and_a_destroyed_key_always_gives_the_marker(
         assert succeeded.result == (ERASED_TEXT if isinstance(result, str) else ERASED_VALUE)
     else:
         assert succeeded.result == result
+
+
+def test_a_view_stores_what_the_ledger_stores() -> None:
+    keys = InMemoryKeyStore()
+    sealer = Sealer(keys)
+    event = _samples()[2]
+    assert sealer.stored(event, "message") == event.message  # no key: stored in plaintext
+    stored = MsgspecMapper(sealer).to_stored_event(event)
+    sealed = msgspec.json.decode(stored.state)["message"]
+    assert sealer.stored(event, "message") == sealed
+    assert Sealer(keys, encrypt=False).stored(event, "message") == sealed
+    ref = event.data_key()
+    assert ref is not None
+    keys.destroy([ref.key_id], "op", "r")
+    erased = MsgspecMapper(sealer).to_domain_event(stored)
+    assert sealer.stored(erased, "message") == ERASED_VALUE
