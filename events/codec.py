@@ -16,7 +16,6 @@ data key and opened on load; without one (a bare mapper) they are stored and rea
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any
 from uuid import UUID
@@ -25,18 +24,8 @@ import msgspec
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
 from events.catalog import EVENT_ALIASES, EVENT_TYPES, LedgerEvent
+from events.json_text import without_nul
 from events.sealing import SealedValueCorrupt, Sealer
-
-_NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
-"""``\\u0000`` in msgspec's JSON output: an escape preceded by an even run of backslashes (an odd
-one makes it literal text ``\\u0000``, which is kept)."""
-
-
-def without_nul(state: bytes) -> bytes:
-    """JSON text with each escaped NUL character replaced by U+FFFD (escaped the same way)."""
-    if b"\\u0000" not in state:
-        return state
-    return _NUL_ESCAPE.sub(rb"\1\\ufffd", state)
 
 
 class LedgerDecodeError(ValueError):

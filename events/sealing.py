@@ -27,6 +27,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from events.catalog import LedgerEvent
+from events.json_text import without_nul
 from events.keys import KeyStore
 
 PREFIX = "owlclaw-sealed:1:"
@@ -122,7 +123,11 @@ class Sealer:
         return plain.decode() if isinstance(value, str) else msgspec.json.decode(plain)
 
     def _seal(self, key_id: UUID, key: bytes, event: LedgerEvent, field: str, value: Any) -> Any:
-        plain = value.encode() if isinstance(value, str) else self._encoder.encode(value)
+        plain = (
+            value.replace("\x00", "\ufffd").encode()
+            if isinstance(value, str)
+            else without_nul(self._encoder.encode(value))
+        )
         place = f"{event.originator_id}:{event.originator_version}:{field}\x00".encode()
         nonce = hmac.new(key, place + plain, hashlib.sha256).digest()[:12]
         sealed = AESGCM(key).encrypt(nonce, plain, key_id.bytes)

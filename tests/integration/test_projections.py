@@ -199,9 +199,9 @@ def test_an_unreadable_event_stops_that_projection_naming_its_position(
     runs.stop()
 
 
-def test_view_survives_nul_and_maximum_size_memory_like_payloads(
-    ledger: Ledger, fresh_db: Database
-) -> None:
+def test_view_survives_nul_and_maximum_size_memory_like_payloads(fresh_db: Database) -> None:
+    """(Content in plaintext, ``[ledger] encrypt = false``, to read it with SQL.)"""
+    ledger = Ledger(fresh_db.url, encrypt=False)
     agent = ledger.register_agent("odd")
     run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="nul\x00focus"))
     for i, content in enumerate(["x" * 2000, "y" * 2001, "", "nul\x00inside", "\U0001f989"]):
@@ -218,6 +218,7 @@ def test_view_survives_nul_and_maximum_size_memory_like_payloads(
     assert [len(c) for (c,) in stored] == [2000, 2001, 0, 10, 1]
     assert stored[3] == ("nul\ufffdinside",)
     assert rows(fresh_db, "SELECT focus FROM runs") == [("nul\ufffdfocus",)]
+    ledger.close()
 
 
 def test_follow_projection_yields_what_the_view_absorbed(ledger: Ledger) -> None:

@@ -147,22 +147,28 @@ json_values = st.recursive(
 def test_any_content_round_trips_and_a_destroyed_key_always_gives_the_marker(
     content: str, result: Any, erase: bool
 ) -> None:
+    """Sealed content reads back as the same event stored in plaintext does (NUL as U+FFFD)."""
     mapper, keys = _mapper()
+    plain = MsgspecMapper()
     run = uuid4()
     events: list[LedgerEvent] = [
         ev.RunCompleted(**_header(run), answer=content),
         ev.ToolCallSucceeded(**_header(run), call_id="c", tool="t", result=result),
     ]
     stored = [mapper.to_stored_event(e) for e in events]
+    expected = [plain.to_domain_event(plain.to_stored_event(e)) for e in events]
     if erase:
-        keys.destroy([ev.RunCompleted(**_header(run)).data_key().key_id], "op", "why")  # type: ignore[union-attr]
+        ref = events[0].data_key()
+        assert ref is not None
+        keys.destroy([ref.key_id], "op", "why")
     answer, succeeded = (mapper.to_domain_event(s) for s in stored)
-    assert answer.answer == (ERASED_TEXT if erase else content)
+    assert isinstance(answer, ev.RunCompleted) and isinstance(succeeded, ev.ToolCallSucceeded)
+    assert answer.answer == (ERASED_TEXT if erase else expected[0].answer)  # type: ignore[attr-defined]
     empty = result is None or (isinstance(result, str | dict | list) and not result)
     if erase and not empty:
         assert succeeded.result == (ERASED_TEXT if isinstance(result, str) else ERASED_VALUE)
     else:
-        assert succeeded.result == result
+        assert succeeded.result == expected[1].result  # type: ignore[attr-defined]
 
 
 def test_a_view_stores_what_the_ledger_stores() -> None:
@@ -179,3 +185,14 @@ def test_a_view_stores_what_the_ledger_stores() -> None:
     keys.destroy([ref.key_id], "op", "r")
     erased = MsgspecMapper(sealer).to_domain_event(stored)
     assert sealer.stored(erased, "message") == ERASED_VALUE
+
+
+def test_nul_in_sealed_content_reads_back_as_u_fffd_as_in_plaintext_events() -> None:
+    mapper, _ = _mapper()
+    run = uuid4()
+    answer = ev.RunCompleted(**_header(run), answer="a\x00b")
+    result = ev.ToolCallSucceeded(**_header(run), call_id="c", tool="t", result={"o\x00": "x\x00"})
+    plain = MsgspecMapper()
+    for event in (answer, result):
+        expected = plain.to_domain_event(plain.to_stored_event(event))
+        assert mapper.to_domain_event(mapper.to_stored_event(event)) == expected
