@@ -105,6 +105,10 @@ def _env(db: Database, data_dir: Path) -> dict[str, str]:
     }
 
 
+def _views(ledger: Ledger, embedder: Embedder) -> tuple[MemoryView, RunsView, AuditView]:
+    return MemoryView(ledger, embedder=embedder), RunsView(ledger), AuditView(ledger)
+
+
 @pytest.fixture(scope="module")
 def scenario(
     pg_server: Database, local_embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
@@ -114,24 +118,22 @@ def scenario(
     tmp = tmp_path_factory.mktemp("erasure")
     env = _env(db, tmp / "data")
     try:
-        with Ledger(db.url) as ledger:
-            erased_run, erased_memory, kept = (record_run(ledger, t) for t in ("r", "m", "k"))
+        with Ledger(db.url) as writer:
+            erased_run, erased_memory, kept = (record_run(writer, t) for t in ("r", "m", "k"))
             with Ledger(db.url, encrypt=False) as plaintext:
                 plain = record_run(plaintext, "p")
-            views = (
-                MemoryView(ledger, embedder=local_embedder),
-                RunsView(ledger),
-                AuditView(ledger),
-            )
-            for view in views:
+            for view in _views(writer, local_embedder):
                 view.create_table()
-                ProjectionRunner(ledger, view).catch_up()
-            for args in (
-                ("--run", str(erased_run.run_id), "--reason", "GDPR art. 17 request 1"),
-                ("--memory", str(erased_memory.memory_id), "--reason", "GDPR art. 17 request 2"),
-            ):
-                done = owlclaw(env, "erase", *args, "--by", "dpo", cwd=tmp)
-                assert done.returncode == 0, done.stderr
+                ProjectionRunner(writer, view).catch_up()
+        for args in (
+            ("--run", str(erased_run.run_id), "--reason", "GDPR art. 17 request 1"),
+            ("--memory", str(erased_memory.memory_id), "--reason", "GDPR art. 17 request 2"),
+        ):
+            done = owlclaw(env, "erase", *args, "--by", "dpo", cwd=tmp)
+            assert done.returncode == 0, done.stderr
+        # read by a process that did not hold the keys (one that did stops within 5 s)
+        with Ledger(db.url) as ledger:
+            views = _views(ledger, local_embedder)
             for view in views:
                 ProjectionRunner(ledger, view).catch_up()
             memory_md = (tmp / "data" / "memory" / AGENT / "MEMORY.md").read_text()

@@ -126,7 +126,8 @@ async def switched_over(service: Service, db: Database) -> None:
     assert await asyncio.to_thread(runner.wait_for, service.ledger.log.last_committed(), 30)
     store = MemoryStore(service.view(MemoryView))
     assert store.recall("archivist", LESSON, limit=1).memories[0].content == LESSON
-    contents = [c for (c,) in rows(db, "SELECT content FROM memories")]
+    opened = service.ledger.sealer.open  # the fresh note is sealed, the old ones were not
+    contents = [opened(c) for (c,) in rows(db, "SELECT content FROM memories")]
     assert sorted(contents) == sorted([*NOTES, FRESH])
     after = memory_status(service)
     assert after.rebuilding is None and after.parked_count == 0
