@@ -46,11 +46,15 @@ def test_audit_and_runs_views_describe_each_tool_call_and_run(
     for view in open_views(ledger):
         ProjectionRunner(ledger, view).catch_up()
 
-    audit = rows(
-        fresh_db,
-        "SELECT tool, status, arguments, result, error, decision_type, tokens,"
-        " agent_id FROM audit_tool_calls ORDER BY position",
-    )
+    opened = ledger.sealer.open  # arguments and results are kept sealed
+    audit = [
+        (tool, status, opened(arguments), opened(result), *rest)
+        for tool, status, arguments, result, *rest in rows(
+            fresh_db,
+            "SELECT tool, status, arguments, result, error, decision_type, tokens,"
+            " agent_id FROM audit_tool_calls ORDER BY position",
+        )
+    ]
     assert audit == [
         (
             "query_state",
@@ -83,11 +87,14 @@ def test_audit_and_runs_views_describe_each_tool_call_and_run(
             "demo-trader",
         ),
     ]
-    runs = rows(
-        fresh_db,
-        "SELECT trigger, focus, status, iterations, tool_calls, tokens, error"
-        " FROM runs ORDER BY run_no",
-    )
+    runs = [
+        (trigger, opened(focus), *rest)
+        for trigger, focus, *rest in rows(
+            fresh_db,
+            "SELECT trigger, focus, status, iterations, tool_calls, tokens, error"
+            " FROM runs ORDER BY run_no",
+        )
+    ]
     assert runs == [
         ("heartbeat", "check entry opportunities", "completed", 3, 2, 1454, None),
         ("webhook", "buy", "failed", 0, 0, 0, "model unavailable"),
