@@ -46,6 +46,7 @@ class AgentHostActor:
             database.url,
             snapshot_interval=self.config.ledger.snapshot_interval,
             archive_dir=self.config.archive_path,
+            encrypt=self.config.ledger.encrypt,
         )
         settings = self.config.memory
         memory = open_recall(

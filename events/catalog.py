@@ -19,6 +19,9 @@ from uuid import UUID
 
 import msgspec
 
+from events.keys import DataKey
+from events.streams import agent_stream_id
+
 EVENT_TYPES: dict[str, type[LedgerEvent]] = {}
 """Stored topic name -> event class, filled as event classes are defined."""
 
@@ -35,10 +38,17 @@ class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     stream: ClassVar[Stream]
     class_version: ClassVar[int] = 1
+    sealed: ClassVar[tuple[str, ...]] = ()
+    """Fields that may hold personal data: stored encrypted under ``data_key()``
+    (``events.sealing``)."""
 
     originator_id: UUID
     originator_version: int
     timestamp: datetime
+
+    def data_key(self) -> DataKey | None:
+        """The key the ``sealed`` fields are encrypted under (None: the event has none)."""
+        return None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -52,6 +62,16 @@ class _AgentEvent(LedgerEvent, frozen=True, kw_only=True):
 
 class _RunEvent(LedgerEvent, frozen=True, kw_only=True):
     stream: ClassVar[Stream] = "run"
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("run", self.originator_id)
+
+
+class _AgentKeyed(_AgentEvent, frozen=True, kw_only=True):
+    """An agent-stream event sealed under the agent's key."""
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("agent", self.originator_id, self.originator_id)
 
 
 class _MessageEvent(LedgerEvent, frozen=True, kw_only=True):
@@ -104,6 +124,11 @@ class IdentityLoaded(_AgentEvent, frozen=True, kw_only=True):
 
 class RunQueued(_AgentEvent, frozen=True, kw_only=True):
     """The agent accepted a trigger; its run will execute in this order."""
+
+    sealed: ClassVar[tuple[str, ...]] = ("focus", "payload", "context")
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("run", self.run_id, self.originator_id)
 
     run_id: UUID
     run_no: int
@@ -175,6 +200,11 @@ class TimerDeduplicated(_AgentEvent, frozen=True, kw_only=True):
 class SubAgentSpawned(_AgentEvent, frozen=True, kw_only=True):
     """A run of this agent started a sub-agent's run (spawn_agent)."""
 
+    sealed: ClassVar[tuple[str, ...]] = ("task",)
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("run", self.run_id, self.originator_id)
+
     spawn_id: str
     """The spawning call's idempotency key: one child run per call, across resumes."""
     run_id: UUID
@@ -190,6 +220,11 @@ class SubAgentFinished(_AgentEvent, frozen=True, kw_only=True):
     """A sub-agent's run ended: its outcome, as the spawning run gets it. It names the spawn
     whole, as it may be recorded before the SubAgentSpawned it answers is committed."""
 
+    sealed: ClassVar[tuple[str, ...]] = ("answer",)
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("run", self.run_id, self.originator_id)
+
     spawn_id: str
     run_id: UUID
     call_id: str
@@ -202,9 +237,10 @@ class SubAgentFinished(_AgentEvent, frozen=True, kw_only=True):
     cost_usd: float = 0.0
 
 
-class InboundReceived(_AgentEvent, frozen=True, kw_only=True):
+class InboundReceived(_AgentKeyed, frozen=True, kw_only=True):
     """Something arrived for the agent (a webhook, a message); the next heartbeat acts on it."""
 
+    sealed: ClassVar[tuple[str, ...]] = ("payload",)
     source: str
     payload: JSON = {}
 
@@ -260,9 +296,34 @@ class MemoryForgotten(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID
 
 
+ErasureKind = Literal["memory", "run", "agent"]
+
+
+class DataErased(_AgentEvent, frozen=True, kw_only=True):
+    """``owlclaw erase``: an operator destroyed the data keys of one memory, one run or the
+    whole agent, so the content sealed under them is unreadable everywhere; the events stay
+    (the chain is over their ciphertext) and read as ``[erased]``.
+
+    Recorded before the keys are destroyed. ``memory_ids``: the memories whose content went
+    (the memory view drops them, MEMORY.md is rewritten without them)."""
+
+    kind: ErasureKind
+    target: str
+    """The memory id, run id or agent id named."""
+    keys: list[UUID]
+    memory_ids: list[UUID] = []
+    reason: str
+    by: str
+
+
 class ApprovalRequested(_AgentEvent, frozen=True, kw_only=True):
     """A run's tool call waits for a person's yes (governance ask / ask_if / default); the run
     parks (RunParked) until ApprovalGranted, ApprovalDenied or ApprovalExpired."""
+
+    sealed: ClassVar[tuple[str, ...]] = ("arguments",)
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("run", self.run_id, self.originator_id)
 
     approval_id: str
     agent_id: str
@@ -276,7 +337,8 @@ class ApprovalRequested(_AgentEvent, frozen=True, kw_only=True):
     expires_at: datetime
 
 
-class ApprovalGranted(_AgentEvent, frozen=True, kw_only=True):
+class ApprovalGranted(_AgentKeyed, frozen=True, kw_only=True):
+    sealed: ClassVar[tuple[str, ...]] = ("arguments",)
     approval_id: str
     by: str
     note: str = ""
@@ -352,6 +414,11 @@ class BudgetExceeded(_AgentEvent, frozen=True, kw_only=True):
 
 
 class RunStarted(_RunEvent, frozen=True, kw_only=True):
+    sealed: ClassVar[tuple[str, ...]] = ("focus", "payload", "context")
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("run", self.originator_id, agent_stream_id(self.agent_id))
+
     agent_id: str
     run_no: int
     trigger: str
@@ -369,6 +436,7 @@ class VisibleToolsResolved(_RunEvent, frozen=True, kw_only=True):
 
 
 class LLMResponded(_RunEvent, frozen=True, kw_only=True):
+    sealed: ClassVar[tuple[str, ...]] = ("message",)
     model: str
     message: JSON
     fallback_hops: list[str] = []
@@ -380,6 +448,7 @@ class LLMResponded(_RunEvent, frozen=True, kw_only=True):
 
 
 class ToolCallRequested(_RunEvent, frozen=True, kw_only=True, omit_defaults=True):
+    sealed: ClassVar[tuple[str, ...]] = ("arguments",)
     call_id: str
     tool: str
     arguments: JSON
@@ -401,6 +470,7 @@ class ToolCallDenied(_RunEvent, frozen=True, kw_only=True):
 
 
 class ToolCallRejected(_RunEvent, frozen=True, kw_only=True):
+    sealed: ClassVar[tuple[str, ...]] = ("arguments_text",)
     call_id: str
     tool: str
     error: str
@@ -408,6 +478,7 @@ class ToolCallRejected(_RunEvent, frozen=True, kw_only=True):
 
 
 class ToolCallSucceeded(_RunEvent, frozen=True, kw_only=True):
+    sealed: ClassVar[tuple[str, ...]] = ("result",)
     call_id: str
     tool: str
     result: Any
@@ -444,6 +515,7 @@ class ToolOutcomeUnknown(_RunEvent, frozen=True, kw_only=True):
 
 
 class DecisionLogged(_RunEvent, frozen=True, kw_only=True):
+    sealed: ClassVar[tuple[str, ...]] = ("reasoning",)
     decision_type: str
     reasoning: str
     call_id: str | None = None
@@ -458,6 +530,11 @@ class RunWarning(_RunEvent, frozen=True, kw_only=True):
 
 
 class MemoryRemembered(_RunEvent, frozen=True, kw_only=True):
+    sealed: ClassVar[tuple[str, ...]] = ("content",)
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("memory", self.memory_id, agent_stream_id(self.agent_id))
+
     agent_id: str
     memory_id: UUID
     content: str
@@ -474,6 +551,7 @@ class MessageSent(_RunEvent, frozen=True, kw_only=True):
     outbox needs no app's configuration: header values are read from the environment variables
     ``headers_env`` names at delivery time, never recorded."""
 
+    sealed: ClassVar[tuple[str, ...]] = ("text",)
     message_id: str
     agent_id: str
     run_id: UUID
@@ -525,6 +603,7 @@ class _RunEnded(_RunEvent, frozen=True, kw_only=True):
 
 
 class RunCompleted(_RunEnded, frozen=True, kw_only=True):
+    sealed: ClassVar[tuple[str, ...]] = ("answer",)
     answer: str = ""
 
 

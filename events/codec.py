@@ -9,11 +9,13 @@ A NUL character (U+0000) in any text of an event (a tool's output, a model's mes
 as U+FFFD: PostgreSQL's jsonb cannot hold ``\\u0000``, and the ledger stays JSON text it reads
 (``convert_from(state, 'UTF8')::jsonb``). Text that is not valid Unicode cannot be encoded at
 all (msgspec refuses lone surrogates), so nothing else of that kind reaches the ledger.
+
+With a ``Sealer`` (``events.sealing``), an event's sealed fields are stored encrypted under their
+data key and opened on load; without one (a bare mapper) they are stored and read as they are.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any
 from uuid import UUID
@@ -22,17 +24,8 @@ import msgspec
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
 from events.catalog import EVENT_ALIASES, EVENT_TYPES, LedgerEvent
-
-_NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
-"""``\\u0000`` in msgspec's JSON output: an escape preceded by an even run of backslashes (an odd
-one makes it literal text ``\\u0000``, which is kept)."""
-
-
-def without_nul(state: bytes) -> bytes:
-    """JSON text with each escaped NUL character replaced by U+FFFD (escaped the same way)."""
-    if b"\\u0000" not in state:
-        return state
-    return _NUL_ESCAPE.sub(rb"\1\\ufffd", state)
+from events.json_text import without_nul
+from events.sealing import SealedValueCorrupt, Sealer
 
 
 class LedgerDecodeError(ValueError):
@@ -110,13 +103,17 @@ def _decoders() -> dict[type[LedgerEvent], msgspec.json.Decoder[Any]]:
 
 
 class MsgspecMapper(Mapper[UUID]):
-    def __init__(self) -> None:
+    def __init__(self, sealer: Sealer | None = None) -> None:
         super().__init__(transcoder=_UnusedTranscoder())
         self._decoders = _decoders()
         self._encoder = msgspec.json.Encoder()
+        self.sealer = sealer
+        """Seals content fields on store and opens them on load (None: stored as they are)."""
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         assert isinstance(domain_event, LedgerEvent), type(domain_event)
+        if self.sealer is not None:
+            domain_event = self.sealer.seal_event(domain_event)
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
@@ -134,12 +131,19 @@ class MsgspecMapper(Mapper[UUID]):
             raise NewerEventVersion(stored_event.topic, cls.class_version, oid, version)
         try:
             if stored_class_version == cls.class_version:
-                return self._decoders[cls].decode(stored_event.state)
-            state = msgspec.json.decode(stored_event.state)
-            for v in range(stored_class_version, cls.class_version):
-                getattr(cls, f"upcast_v{v}_v{v + 1}")(state)
-            return msgspec.convert(state, cls)
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
+                event = self._decoders[cls].decode(stored_event.state)
+            else:
+                state = msgspec.json.decode(stored_event.state)
+                for v in range(stored_class_version, cls.class_version):
+                    getattr(cls, f"upcast_v{v}_v{v + 1}")(state)
+                event = msgspec.convert(state, cls)
+            return event if self.sealer is None else self.sealer.open_event(event)
+        except (
+            msgspec.DecodeError,
+            msgspec.ValidationError,
+            UnicodeDecodeError,
+            SealedValueCorrupt,
+        ) as e:
             raise CorruptEvent(
                 f"corrupt {name} event in stream {oid} version {version}: {e}", oid, version
             ) from e

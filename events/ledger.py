@@ -48,6 +48,8 @@ from events.heads import (
     chain_runs,
     known_hash,
 )
+from events.key_table import PostgresKeyStore
+from events.keys import InMemoryKeyStore
 from events.ledger_archive import LedgerArchive
 from events.ledger_chains import LedgerChains
 from events.ledger_database import LedgerDatabase
@@ -58,6 +60,7 @@ from events.memory_recorder import InMemoryRecorder
 from events.postgres import postgres_env
 from events.recorder import OwlClawApplicationRecorder
 from events.run import Run
+from events.sealing import Sealer
 from events.streams import agent_stream_id, now
 
 MAX_REBASES = 10
@@ -94,10 +97,12 @@ class Ledger:
         pool_size: int = POOL_SIZE,
         idle_in_transaction_s: int = 5,
         archive_dir: Path | None = None,
+        encrypt: bool = True,
     ):
         """``idle_in_transaction_s``: how long PostgreSQL lets a transaction of this ledger's
         pool (its views' included) sit idle before it ends it; ``archive_dir``: where its
-        archived runs' files are (``events.ledger_archive``)."""
+        archived runs' files are (``events.ledger_archive``); ``encrypt``: seal new content
+        under data keys (``events.sealing``; sealed content is read either way)."""
         env = {
             **postgres_env(database_url),
             "PERSISTENCE_MODULE": "events.recorder:OwlClawFactory",
@@ -109,26 +114,39 @@ class Ledger:
             "CREATE_TABLE": "y",
         }
         try:
-            self._open(env, snapshot_interval, archive_dir)
+            self._open(env, snapshot_interval, archive_dir, encrypt)
         except PersistenceError as e:
             raise LedgerUnavailable(f"cannot open the ledger: {e}") from e
 
     @classmethod
-    def in_memory(cls, *, snapshot_interval: int = 100, archive_dir: Path | None = None) -> Ledger:
+    def in_memory(
+        cls, *, snapshot_interval: int = 100, archive_dir: Path | None = None, encrypt: bool = True
+    ) -> Ledger:
         """A ledger held in this process only: the same API, no database behind it."""
         ledger = cls.__new__(cls)
         env = {
             "PERSISTENCE_MODULE": "events.memory_recorder:InMemoryFactory",
             "IS_SNAPSHOTTING_ENABLED": "y",
         }
-        ledger._open(env, snapshot_interval, archive_dir)
+        ledger._open(env, snapshot_interval, archive_dir, encrypt)
         return ledger
 
-    def _open(self, env: dict[str, str], snapshot_interval: int, archive_dir: Path | None) -> None:
+    def _open(
+        self, env: dict[str, str], snapshot_interval: int, archive_dir: Path | None, encrypt: bool
+    ) -> None:
         self._app = _LedgerApplication(env=env)
         recorder = self._app.recorder
         assert isinstance(recorder, OwlClawApplicationRecorder | InMemoryRecorder)
         self._mapper = self._app.mapper
+        assert isinstance(self._mapper, MsgspecMapper)
+        keys = (
+            PostgresKeyStore(recorder.datastore)
+            if isinstance(recorder, OwlClawApplicationRecorder)
+            else InMemoryKeyStore()
+        )
+        self.sealer = Sealer(keys, encrypt=encrypt)
+        """Seals content under data keys (``events.sealing``): the views store what it seals."""
+        self._mapper.sealer = self.sealer
         self._store = LedgerStore(recorder, self._mapper)
         self.snapshot_interval = snapshot_interval
         self.archive = LedgerArchive(

@@ -31,6 +31,9 @@ class LedgerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     archive_after_days: Annotated[int, msgspec.Meta(ge=1)] | None = None
     """``owlclaw run`` archives its agents' runs that ended this many days ago, daily (as
     ``owlclaw archive --before``); None: only ``owlclaw archive`` does."""
+    encrypt: bool = True
+    """Seal content that may hold personal data under data keys, so ``owlclaw erase`` can
+    erase it (docs/ledger-lifecycle.md); false stores new content in plaintext."""
 
 
 class MemoryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -211,6 +214,7 @@ ENV_FIELDS = {
     "SNAPSHOT_INTERVAL": ("ledger", "snapshot_interval"),
     "ARCHIVE_DIR": ("ledger", "archive_dir"),
     "ARCHIVE_AFTER_DAYS": ("ledger", "archive_after_days"),
+    "LEDGER_ENCRYPT": ("ledger", "encrypt"),
     "EMBEDDING_MODEL": ("memory", "embedding_model"),
     "EMBEDDING_DIMENSIONS": ("memory", "embedding_dimensions"),
     "MEMORY_HALF_LIFE_DAYS": ("memory", "half_life_days"),

@@ -15,6 +15,10 @@ With ``memory_dir`` set, the view keeps each agent's MEMORY.md and MEMORY.archiv
 ``memory_dir/<agent>/`` current: after each batch commits, the files of the agents it changed are
 rewritten atomically (a temp file in the same directory, fsync, rename).
 
+Content is stored as the ledger stores it: sealed under the memory's data key
+(``events.sealing``), never in plaintext, and opened on read (recall, MEMORY.md). An erased
+memory (DataErased) leaves the view, its vector with it, and its agent's MEMORY.md is rewritten.
+
 Recall over these rows is projections.recall (ranked by projections.relevance); the MEMORY.md
 files are rendered by projections.memory_files.
 """
@@ -54,14 +58,16 @@ def vector_literal(values: Sequence[float]) -> str:
 
 class MemoryView(View):
     name: ClassVar[str] = "memory"
-    version: ClassVar[int] = 2
-    """2: each memory carries its provenance (run, step, call, version, hash)."""
+    version: ClassVar[int] = 3
+    """2: each memory carries its provenance (run, step, call, version, hash); 3: its content
+    sealed as in the ledger."""
     tables: ClassVar[tuple[str, ...]] = ("memories", "memory_agents", "memory_index_meta")
     indexes: ClassVar[tuple[str, ...]] = ("memories_agent",)
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
         ev.MemoryRemembered,
         ev.MemoryArchived,
         ev.MemoryForgotten,
+        ev.DataErased,
     )
     ddl: ClassVar[tuple[str, ...]] = (
         "CREATE EXTENSION IF NOT EXISTS vector",
@@ -200,7 +206,9 @@ class MemoryView(View):
         elif isinstance(e, ev.MemoryArchived):
             self._archived(curs, e.memory_ids, logged.position)
         elif isinstance(e, ev.MemoryForgotten):
-            self._forgotten(curs, e.memory_id, logged.position)
+            self._forgotten(curs, [e.memory_id], logged.position)
+        elif isinstance(e, ev.DataErased) and e.memory_ids:
+            self._forgotten(curs, e.memory_ids, logged.position)
 
     def _archived(self, curs: Cursor[Any], memory_ids: list[UUID], position: int) -> None:
         curs.execute(
@@ -215,15 +223,18 @@ class MemoryView(View):
             {"ids": memory_ids, "p": position},
         )
 
-    def _forgotten(self, curs: Cursor[Any], memory_id: UUID, position: int) -> None:
+    def _forgotten(self, curs: Cursor[Any], memory_ids: list[UUID], position: int) -> None:
+        """Forgotten or erased memories leave the view (their vectors with them)."""
         curs.execute(
             self.sql(
-                "WITH gone AS (DELETE FROM {memories} WHERE memory_id = %(id)s"
+                "WITH gone AS (DELETE FROM {memories} WHERE memory_id = ANY(%(ids)s)"
                 "   RETURNING agent_id, CASE WHEN archived THEN 0 ELSE bytes END AS bytes)"
                 " UPDATE {memory_agents} a SET active_bytes = a.active_bytes - g.bytes,"
-                "   changed = %(p)s FROM gone g WHERE a.agent_id = g.agent_id"
+                "   changed = %(p)s"
+                " FROM (SELECT agent_id, sum(bytes) AS bytes FROM gone GROUP BY agent_id) g"
+                " WHERE a.agent_id = g.agent_id"
             ),
-            {"id": memory_id, "p": position},
+            {"ids": memory_ids, "p": position},
         )
 
     def _remembered(self, curs: Cursor[Any], e: ev.MemoryRemembered, position: int) -> None:
@@ -241,7 +252,7 @@ class MemoryView(View):
             (
                 e.memory_id,
                 text(e.agent_id),
-                content,
+                text(self.ledger.sealer.stored(e, "content")) or "",
                 tags,
                 e.originator_id,
                 e.timestamp,

@@ -87,7 +87,7 @@ def write_memory_files(
                 r["memory_id"],
                 r["created_at"],
                 r["tags"],
-                r["content"],
+                view.ledger.sealer.open(r["content"]),
                 reference(r["run_no"], r["step"]),
             )
             for r in rows

@@ -132,7 +132,10 @@ class MemoryStore:
                     )
                     rows = cur.fetchall()
                     return (
-                        [(r[0], r[1], r[2], r[3], float(r[4])) for r in rows],
+                        [
+                            (r[0], view.ledger.sealer.open(r[1]), r[2], r[3], float(r[4]))
+                            for r in rows
+                        ],
                         {r[0]: _provenance(r[5:]) for r in rows},
                     )
             embedder = view.embedder

@@ -1,5 +1,6 @@
 """Runs view: one row per run — status, trigger, focus, iterations, tool calls, tokens, cost —
-and what they add up to per agent and day."""
+and what they add up to per agent and day. The focus is kept sealed as the ledger stores it
+(``events.sealing``) and opened on read: an erased run's reads ``[erased]``."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ _TERMINAL: dict[type[LedgerEvent], str] = {
 
 class RunsView(View):
     name: ClassVar[str] = "runs"
+    version: ClassVar[int] = 2
+    """2: the focus sealed as in the ledger."""
     tables: ClassVar[tuple[str, ...]] = ("runs",)
     indexes: ClassVar[tuple[str, ...]] = ("runs_agent", "runs_started")
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
@@ -60,7 +63,15 @@ class RunsView(View):
                     " started_at, position) VALUES (%s, %s, %s, %s, %s, 'running', %s, %s)"
                     " ON CONFLICT (run_id) DO NOTHING"
                 ),
-                (run, text(e.agent_id), e.run_no, text(e.trigger), text(e.focus), e.timestamp, pos),
+                (
+                    run,
+                    text(e.agent_id),
+                    e.run_no,
+                    text(e.trigger),
+                    text(self.ledger.sealer.stored(e, "focus")),
+                    e.timestamp,
+                    pos,
+                ),
             )
         elif isinstance(e, ev.LLMResponded):
             curs.execute(
@@ -105,7 +116,10 @@ class RunsView(View):
                 ),
                 (agent_id, before if before is not None else 2**31 - 1, limit),
             ).fetchall()
-        return [msgspec.convert(row, RunRow) for row in rows]
+        return [msgspec.convert(self._opened(row), RunRow) for row in rows]
+
+    def _opened(self, row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "focus": self.ledger.sealer.open(row["focus"])}
 
     def per_agent(self) -> list[dict[str, Any]]:
         """Each agent with runs: agent_id, runs, active (running or interrupted), last_run (its
@@ -130,7 +144,7 @@ class RunsView(View):
                     " WHERE status IN ('running', 'interrupted') ORDER BY started_at"
                 )
             ).fetchall()
-        return [dict(r) for r in rows]
+        return [self._opened(r) for r in rows]
 
     def started_since(
         self, since: datetime, agent_ids: Sequence[str] | None = None

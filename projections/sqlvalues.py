@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 from psycopg.types.json import Jsonb
 
-from events.codec import without_nul
+from events.json_text import without_nul
 
 _encoder = msgspec.json.Encoder()
 

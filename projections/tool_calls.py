@@ -1,7 +1,8 @@
 """Audit view: one row per tool call — arguments, outcome, duration, result size and whether the
 model saw it truncated, the tokens and cost of the LLM response that asked for it, the decision
 type of log_decision calls, and for a call that waited for approval: why, who answered, how,
-and how long it waited; and per tool, what became of an agent's calls (``tool_stats``)."""
+and how long it waited; and per tool, what became of an agent's calls (``tool_stats``).
+Arguments and results are kept sealed as the ledger stores them (``events.sealing``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from projections.view import View
 
 class AuditView(View):
     name: ClassVar[str] = "audit"
+    version: ClassVar[int] = 2
+    """2: arguments and results sealed as in the ledger."""
     tables: ClassVar[tuple[str, ...]] = ("audit_tool_calls", "audit_run_context")
     indexes: ClassVar[tuple[str, ...]] = ("audit_tool_calls_agent",)
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
@@ -94,7 +97,15 @@ class AuditView(View):
                     " agent_id = excluded.agent_id, tokens = excluded.tokens,"
                     " cost_usd = excluded.cost_usd"
                 ),
-                (run, text(e.call_id), text(e.tool), jsonb(e.arguments), e.timestamp, pos, run),
+                (
+                    run,
+                    text(e.call_id),
+                    text(e.tool),
+                    jsonb(self.ledger.sealer.stored(e, "arguments")),
+                    e.timestamp,
+                    pos,
+                    run,
+                ),
             )
         elif isinstance(e, ev.ApprovalRequested):  # committed before its run's first events:
             curs.execute(  # the run's agent and tokens are filled in by the call's next event
@@ -112,7 +123,7 @@ class AuditView(View):
                     "run": e.run_id,
                     "call": text(e.call_id),
                     "tool": text(e.tool),
-                    "arguments": jsonb(e.arguments),
+                    "arguments": jsonb(self.ledger.sealer.stored(e, "arguments")),
                     "at": e.timestamp,
                     "pos": pos,
                     "approval": e.approval_id,
@@ -131,7 +142,7 @@ class AuditView(View):
                 e,
                 pos,
                 "succeeded",
-                result=e.result,
+                result=self.ledger.sealer.stored(e, "result"),
                 duration_ms=e.duration_ms,
                 result_bytes=e.result_bytes,
                 truncated=e.truncated,

@@ -24,9 +24,11 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 
 from events import catalog as ev
 from events.codec import MsgspecMapper
+from events.keys import InMemoryKeyStore
 from events.ledger import Ledger
 from events.postgres import datastore_from_url
 from events.recorder import OwlClawApplicationRecorder
+from events.sealing import Sealer
 from events.streams import agent_stream_id, now
 
 RECORDERS: dict[str, type[PostgresApplicationRecorder]] = {
@@ -35,9 +37,9 @@ RECORDERS: dict[str, type[PostgresApplicationRecorder]] = {
 }
 
 
-def _sample_state() -> bytes:
-    """A realistic payload: a tool result of a few hundred bytes, encoded like the ledger does."""
-    event = ev.ToolCallSucceeded(
+def _sample_event() -> ev.ToolCallSucceeded:
+    """A realistic payload: a tool result of a few hundred bytes."""
+    return ev.ToolCallSucceeded(
         originator_id=uuid.uuid4(),
         originator_version=1,
         timestamp=now(),
@@ -50,7 +52,24 @@ def _sample_state() -> bytes:
         },
         duration_ms=1.3,
     )
-    return MsgspecMapper().to_stored_event(event).state
+
+
+def _mapper(encrypt: bool) -> MsgspecMapper:
+    """The mapper the ledger encodes with: sealing content under a data key, or not."""
+    return MsgspecMapper(Sealer(InMemoryKeyStore(), encrypt=encrypt))
+
+
+def measure_encoding(encrypt: bool, samples: int = 20_000) -> float:
+    """Microseconds to encode (and seal) the sample event, median of 5 batches."""
+    mapper, event = _mapper(encrypt), _sample_event()
+    mapper.to_stored_event(event)  # makes the key
+    batches = []
+    for _ in range(5):
+        began = time.perf_counter()
+        for _ in range(samples // 5):
+            mapper.to_stored_event(event)
+        batches.append((time.perf_counter() - began) / (samples // 5) * 1e6)
+    return round(statistics.median(batches), 2)
 
 
 @contextmanager
@@ -104,12 +123,19 @@ def _append_stream(
 
 
 def _writer(
-    kind: str, url: str, table: str, agents: int, commits: int, batch: int, start: Any, out: Any
+    kind: str,
+    url: str,
+    table: str,
+    agents: int,
+    commits: int,
+    batch: int,
+    state: bytes,
+    start: Any,
+    out: Any,
 ) -> None:
-    """One writer process: ``agents`` threads, each appending to its own stream. It reports
-    ``None`` once every thread is warm, then its timed span."""
+    """One writer process: ``agents`` threads, each appending ``state`` to its own stream. It
+    reports ``None`` once every thread is warm, then its timed span."""
     with _recorder(kind, url, table, create=False, connections=agents) as recorder:
-        state = _sample_state()
         warmed = threading.Barrier(agents + 1)
         go = threading.Event()
         threads = [
@@ -133,7 +159,13 @@ def _writer(
 
 
 def measure_writers(
-    kind: str, url: str, writers: int, batch: int, events_per_writer: int, agents: int = 1
+    kind: str,
+    url: str,
+    writers: int,
+    batch: int,
+    events_per_writer: int,
+    agents: int = 1,
+    encrypt: bool = True,
 ) -> float:
     """Events per second with ``writers`` processes of ``agents`` threads each, every thread
     appending ``batch`` events per call to its own stream (``events_per_writer`` per process),
@@ -145,8 +177,11 @@ def measure_writers(
     start = ctx.Event()
     out = ctx.Queue()
     commits = max(1, events_per_writer // (batch * agents))
+    state = _mapper(encrypt).to_stored_event(_sample_event()).state
     procs = [
-        ctx.Process(target=_writer, args=(kind, url, table, agents, commits, batch, start, out))
+        ctx.Process(
+            target=_writer, args=(kind, url, table, agents, commits, batch, state, start, out)
+        )
         for _ in range(writers)
     ]
     for p in procs:
@@ -173,10 +208,12 @@ def _receive(out: Any, procs: list[Any]) -> Any:
                 raise RuntimeError(f"a writer process failed (exit codes {failed})") from None
 
 
-def measure_rehydration(url: str, events: int, snapshot_interval: int) -> dict[str, float]:
+def measure_rehydration(
+    url: str, events: int, snapshot_interval: int, encrypt: bool = True
+) -> dict[str, float]:
     """Build an agent with ``events`` events, then time loading it (median of 5)."""
     agent_id = f"bench-{uuid.uuid4().hex[:8]}"
-    with Ledger(url, snapshot_interval=snapshot_interval) as ledger:
+    with Ledger(url, snapshot_interval=snapshot_interval, encrypt=encrypt) as ledger:
         agent = ledger.register_agent(agent_id)
         while agent.version < events:
             for _ in range(min(1000, events - agent.version)):
@@ -217,6 +254,7 @@ def run(
     events_per_writer: int = 2000,
     rehydrate_events: int = 100_000,
     progress: Callable[[str], None] = lambda _: None,
+    encrypt: bool = True,
 ) -> dict[str, Any]:
     rates: dict[str, dict[str, float]] = {}
     for kind in RECORDERS:
@@ -227,10 +265,10 @@ def run(
             )
             per_writer = events_per_writer * (5 if batch > 1 else 1)
             rates.setdefault(kind, {})[label] = round(
-                measure_writers(kind, url, writers, batch, per_writer, agents)
+                measure_writers(kind, url, writers, batch, per_writer, agents, encrypt)
             )
     progress(f"rehydrating an agent with {rehydrate_events:,} events")
-    rehydration = measure_rehydration(url, rehydrate_events, snapshot_interval=100)
+    rehydration = measure_rehydration(url, rehydrate_events, 100, encrypt)
     ours, stock = rates["owlclaw"], rates["stock"]
     return {
         "method": (
@@ -241,6 +279,8 @@ def run(
             "owlclaw groups the appends a process has ready at the same moment into one "
             "transaction (group commit), stock commits each under its table lock"
         ),
+        "encrypt": encrypt,
+        "encode_us_per_event": measure_encoding(encrypt),
         "events_per_second": rates,
         "ratio_owlclaw_over_stock": {
             "1_writer": round(ours["1w_batch1"] / stock["1w_batch1"], 2),

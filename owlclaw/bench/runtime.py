@@ -58,9 +58,9 @@ async def _provider_ms(samples: int) -> list[float]:
     return times
 
 
-def run(url: str, runs: int = 60) -> dict[str, Any]:
+def run(url: str, runs: int = 60, encrypt: bool = True) -> dict[str, Any]:
     register_script(SCRIPT, _script())
-    with Ledger(url) as ledger:
+    with Ledger(url, encrypt=encrypt) as ledger:
         runtime = AgentRuntime(
             ledger, f"bench-{uuid.uuid4().hex[:6]}", models=[f"scripted/{SCRIPT}"]
         )
@@ -88,6 +88,7 @@ def run(url: str, runs: int = 60) -> dict[str, Any]:
     provider = asyncio.run(_provider_ms(200))
     litellm_ms = statistics.median(acompletion_ms) - statistics.median(provider)
     return {
+        "encrypt": encrypt,
         "runs": runs,
         "tool_steps_per_run": TOOL_STEPS,
         "tool_step_overhead": percentiles(step_ms),

@@ -4,8 +4,8 @@
 # isort: off
 from owlclaw.cli import apps, trigger, status, demo
 from owlclaw.cli import approvals, audit, bench, evals, evidence
-from owlclaw.cli import ledger, archive, blob, replay, schedules, memory, why, projections
-from owlclaw.cli import timers, tools
+from owlclaw.cli import ledger, archive, erase, blob, replay, schedules, memory, why
+from owlclaw.cli import projections, timers, tools
 
 # isort: on
 from owlclaw.cli.common import app
@@ -19,6 +19,7 @@ __all__ = [
     "bench",
     "blob",
     "demo",
+    "erase",
     "evals",
     "evidence",
     "ledger",

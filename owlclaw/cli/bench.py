@@ -42,6 +42,7 @@ def bench_ledger(
             events_per_writer=events_per_writer,
             rehydrate_events=rehydrate_events,
             progress=status.update,
+            encrypt=load_config().ledger.encrypt,
         )
     if as_json:
         print_json(result)
@@ -55,6 +56,7 @@ def bench_ledger(
     out.print(table)
     out.print(f"ratio owlclaw/stock: {result['ratio_owlclaw_over_stock']}")
     out.print(f"rehydration: {result['rehydration']}")
+    out.print(f"encode (encrypt={result['encrypt']}): {result['encode_us_per_event']} µs/event")
 
 
 @bench_app.command("projections")
@@ -101,9 +103,12 @@ def bench_runtime(
     server."""
     from owlclaw.bench import runtime, runtime_openai
 
-    bench = runtime_openai if openai else runtime
     with bench_database("owlclaw_bench_runtime") as url, err.status("benchmarking…"):
-        result = bench.run(url, runs=runs)
+        result = (
+            runtime_openai.run(url, runs=runs)
+            if openai
+            else runtime.run(url, runs=runs, encrypt=load_config().ledger.encrypt)
+        )
     print_figures(result, as_json)
 
 

@@ -138,6 +138,7 @@ REFUSALS = {
 def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str, int]]:
     """Expected failures by type, first match wins: the hint and exit code (imported here:
     most commands never meet most of them)."""
+    from events.erasure import NothingToErase
     from owlclaw.app import AppError, AppNotFound
     from owlclaw.server.serving_locks import AlreadyServed
     from owlclaw.timers.hatchet_engine import HatchetUnavailable
@@ -166,6 +167,11 @@ def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str
         ),
         (RebuildRunning, "see its progress with `owlclaw projections status`", EXIT_FAILED),
         (AppNotFound, "create one with `owlclaw init PATH`", EXIT_NOT_FOUND),
+        (
+            NothingToErase,
+            "`owlclaw memory AGENT` lists memories, `owlclaw ledger AGENT` runs",
+            EXIT_NOT_FOUND,
+        ),
         (AppError, "fix the app directory named above", EXIT_CONFIG),
         (LedgerError, "run `owlclaw verify` to check the ledger", EXIT_FAILED),
     ]
@@ -179,6 +185,7 @@ def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database,
         database.url,
         snapshot_interval=config.ledger.snapshot_interval,
         archive_dir=config.archive_path,
+        encrypt=config.ledger.encrypt,
     ) as ledger:
         yield database, ledger
 

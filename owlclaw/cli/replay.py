@@ -105,7 +105,7 @@ def replay(
     else:
         for e in events:
             line = summary(event_fields(e))
-            out.print(f"{e.originator_version:>4} {type(e).__name__:<22} {line}")
+            out.print(f"{e.originator_version:>4} {type(e).__name__:<22} {escape(line)}")
         if report is not None and report.matched:
             out.print(f"[green]replay matches[/]: {report.compared} steps reproduced")
         elif report is not None:

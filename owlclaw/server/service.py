@@ -115,6 +115,7 @@ class Service:
             self.database.url,
             snapshot_interval=self.config.ledger.snapshot_interval,
             archive_dir=self.config.archive_path,
+            encrypt=self.config.ledger.encrypt,
         )
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents

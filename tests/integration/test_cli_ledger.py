@@ -142,8 +142,10 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
         p["name"]: (p["version"], p["code_version"], p["rebuilding"])
         for p in json.loads(after.stdout)
     }
-    memory = versions.pop("memory")  # version 2: its memories carry their provenance
-    assert memory == (2, 2, None) and set(versions.values()) == {(1, 1, None)}  # none rebuilding
+    sealed = {name: versions.pop(name) for name in ("memory", "runs", "audit")}
+    # memory 2: provenance, 3: content sealed; runs and audit 2: focus, arguments, results sealed
+    assert sealed == {"memory": (3, 3, None), "runs": (2, 2, None), "audit": (2, 2, None)}
+    assert set(versions.values()) == {(1, 1, None)}  # none rebuilding
     table = owlclaw(fresh_db, "projections", "status", cwd=tmp_path)
     assert "version" in table.stdout and "rebuilding" not in table.stdout, table.stdout
     unknown = owlclaw(fresh_db, "projections", "rebuild", "nope", cwd=tmp_path)

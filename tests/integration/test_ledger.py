@@ -118,9 +118,11 @@ def test_the_sql_and_the_in_memory_hash_chains_are_the_same(
     assert [(s, v, bytes(p), bytes(h)) for s, v, p, h in stored] == computed
 
 
-def test_nul_in_any_text_leaves_the_docs_sql_readable(ledger: Ledger, fresh_db: Database) -> None:
+def test_nul_in_any_text_leaves_the_docs_sql_readable(fresh_db: Database) -> None:
     """NUL reaches events from outside the webhook (a tool's output, a model's arguments, a
-    memory): it is stored as U+FFFD, so PostgreSQL's jsonb reads every event of the ledger."""
+    memory): it is stored as U+FFFD, so PostgreSQL's jsonb reads every event of the ledger
+    (content in plaintext here, ``[ledger] encrypt = false``; sealed, the same inside)."""
+    ledger = Ledger(fresh_db.url, encrypt=False)
     agent = ledger.register_agent("nul")
     run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="ok"))
     run.record(ev.ToolCallRequested, call_id="c1", tool="exec", arguments={"cmd\x00": "a\x00"})
@@ -135,6 +137,7 @@ def test_nul_in_any_text_leaves_the_docs_sql_readable(ledger: Ledger, fresh_db: 
     assert states["ToolCallSucceeded"]["result"] == {"out": "bin\ufffdary"}
     assert states["MemoryRemembered"]["content"] == "m\ufffd"
     assert ledger.chains.verify().ok
+    ledger.close()
 
 
 def test_a_head_lookup_with_its_database_gone_is_ledger_unavailable(pg_server: Database) -> None:

@@ -138,11 +138,12 @@ def test_memory_and_why_show_the_path_and_why_finds_a_tampered_run(
     assert f"run 1 (stream {run_id})" in text and f"step 2, call {call_id}" in text
     assert "chain verified" in text and f"owlclaw explain {AGENT} 1 2" in text
 
-    # the model response that remembered it, altered in place: the chain breaks there
+    # the model response that remembered it, altered in place (its model's name: its message
+    # is sealed): the chain breaks there
     with psycopg.connect(fresh_db.url, autocommit=True) as conn:
         conn.execute(
             "UPDATE ledger_events SET state = convert_to(replace(convert_from(state, 'UTF8'),"
-            " 'within 2 hours', 'within 2 days'), 'UTF8')"
+            " '\"model\":\"scripted/', '\"model\":\"altered/'), 'UTF8')"
             " WHERE originator_id = %s AND originator_version = %s",
             (run_id, response.originator_version),
         )

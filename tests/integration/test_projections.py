@@ -46,11 +46,15 @@ def test_audit_and_runs_views_describe_each_tool_call_and_run(
     for view in open_views(ledger):
         ProjectionRunner(ledger, view).catch_up()
 
-    audit = rows(
-        fresh_db,
-        "SELECT tool, status, arguments, result, error, decision_type, tokens,"
-        " agent_id FROM audit_tool_calls ORDER BY position",
-    )
+    opened = ledger.sealer.open  # arguments and results are kept sealed
+    audit = [
+        (tool, status, opened(arguments), opened(result), *rest)
+        for tool, status, arguments, result, *rest in rows(
+            fresh_db,
+            "SELECT tool, status, arguments, result, error, decision_type, tokens,"
+            " agent_id FROM audit_tool_calls ORDER BY position",
+        )
+    ]
     assert audit == [
         (
             "query_state",
@@ -83,11 +87,14 @@ def test_audit_and_runs_views_describe_each_tool_call_and_run(
             "demo-trader",
         ),
     ]
-    runs = rows(
-        fresh_db,
-        "SELECT trigger, focus, status, iterations, tool_calls, tokens, error"
-        " FROM runs ORDER BY run_no",
-    )
+    runs = [
+        (trigger, opened(focus), *rest)
+        for trigger, focus, *rest in rows(
+            fresh_db,
+            "SELECT trigger, focus, status, iterations, tool_calls, tokens, error"
+            " FROM runs ORDER BY run_no",
+        )
+    ]
     assert runs == [
         ("heartbeat", "check entry opportunities", "completed", 3, 2, 1454, None),
         ("webhook", "buy", "failed", 0, 0, 0, "model unavailable"),
@@ -199,9 +206,9 @@ def test_an_unreadable_event_stops_that_projection_naming_its_position(
     runs.stop()
 
 
-def test_view_survives_nul_and_maximum_size_memory_like_payloads(
-    ledger: Ledger, fresh_db: Database
-) -> None:
+def test_view_survives_nul_and_maximum_size_memory_like_payloads(fresh_db: Database) -> None:
+    """(Content in plaintext, ``[ledger] encrypt = false``, to read it with SQL.)"""
+    ledger = Ledger(fresh_db.url, encrypt=False)
     agent = ledger.register_agent("odd")
     run = Run.start(agent.agent_id, agent.queue_run(trigger="webhook", focus="nul\x00focus"))
     for i, content in enumerate(["x" * 2000, "y" * 2001, "", "nul\x00inside", "\U0001f989"]):
@@ -218,6 +225,7 @@ def test_view_survives_nul_and_maximum_size_memory_like_payloads(
     assert [len(c) for (c,) in stored] == [2000, 2001, 0, 10, 1]
     assert stored[3] == ("nul\ufffdinside",)
     assert rows(fresh_db, "SELECT focus FROM runs") == [("nul\ufffdfocus",)]
+    ledger.close()
 
 
 def test_follow_projection_yields_what_the_view_absorbed(ledger: Ledger) -> None:

@@ -186,7 +186,8 @@ def test_after_an_anchor_a_deleted_agent_tail_and_a_rewrite_with_hashes_recomput
     ]
     assert isinstance(ledger.stream(agent_stream)[-1], ev.RunSealed)
     delete_last(fresh_db, agent_stream)  # the last run's seal: nothing else points at it
-    rewrite(fresh_db, first, version_of(ledger, first, ev.DecisionLogged), b"step 1", b"step 9")
+    decision = version_of(ledger, first, ev.DecisionLogged)  # its reasoning is sealed:
+    rewrite(fresh_db, first, decision, b'"decision_type":"other"', b'"decision_type":"trade"')
     assert ledger.chains.verify().ok  # the chains hold
     report = verify_agent(ledger, AGENT)
     rewritten = (

@@ -62,8 +62,9 @@ def memory_status(service: Service) -> ProjectionStatus:
 
 
 def built_by_version_1(db: Database, embedder: Embedder) -> None:
-    """A ledger of memories whose memory view version 1 built (its rows marked ``OLD``)."""
-    with Ledger(db.url) as ledger:
+    """A ledger of memories whose memory view version 1 built (its rows marked ``OLD``), by
+    an OwlClaw that stored content in plaintext."""
+    with Ledger(db.url, encrypt=False) as ledger:
         remember(ledger, ledger.register_agent("archivist"), NOTES)
         old = MemoryView(ledger, embedder=embedder)
         old.create_table()
@@ -112,7 +113,7 @@ def answers_while_rebuilding(service: Service) -> None:
     assert FRESH in [m.content for m in fresh.memories]
     assert "quiet" in service.status()["agents"]  # what `owlclaw status` shows
     status = memory_status(service)
-    assert (status.version, status.code_version) == (1, 2)
+    assert (status.version, status.code_version) == (1, 3)
     progress = status.rebuilding
     assert progress is not None and 0 < progress.position < progress.head
 
@@ -125,7 +126,8 @@ async def switched_over(service: Service, db: Database) -> None:
     assert await asyncio.to_thread(runner.wait_for, service.ledger.log.last_committed(), 30)
     store = MemoryStore(service.view(MemoryView))
     assert store.recall("archivist", LESSON, limit=1).memories[0].content == LESSON
-    contents = [c for (c,) in rows(db, "SELECT content FROM memories")]
+    opened = service.ledger.sealer.open  # the fresh note is sealed, the old ones were not
+    contents = [opened(c) for (c,) in rows(db, "SELECT content FROM memories")]
     assert sorted(contents) == sorted([*NOTES, FRESH])
     after = memory_status(service)
     assert after.rebuilding is None and after.parked_count == 0
@@ -135,7 +137,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
     fresh_db: Database, tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built_by_version_1(fresh_db, local_embedder)
-    assert MemoryView.version == 2  # the code now: its memories carry their provenance
+    assert MemoryView.version == 3  # the code now: its content sealed as in the ledger
     gate = hold_the_rebuild(monkeypatch)
     config = config_for(fresh_db, tmp_path)
     app = load_app(served_app(tmp_path))
@@ -150,7 +152,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
             assert upgrade.state == "running"
             gate.release.set()
             await await_for(
-                lambda: memory_status(service).version == 2, "the switch-over to record version 2"
+                lambda: memory_status(service).version == 3, "the switch-over to record version 3"
             )
             await await_for(lambda: upgrade.state == "done", "the upgrade job to be done")
             await switched_over(service, fresh_db)
@@ -162,7 +164,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
         try:
             await second.start()
             assert "upgrade:memory" not in [w.name for w in second.supervisor.status()]
-            assert memory_status(second).version == 2
+            assert memory_status(second).version == 3
         finally:
             await second.stop()
 
@@ -175,7 +177,7 @@ def test_a_view_a_newer_owlclaw_built_is_refused_before_anything_touches_it(
 ) -> None:
     with psycopg.connect(fresh_db.url, autocommit=True) as conn:
         conn.execute("CREATE TABLE projection_versions (name text PRIMARY KEY, version int)")
-        conn.execute("INSERT INTO projection_versions VALUES ('memory', 3)")
+        conn.execute("INSERT INTO projection_versions VALUES ('memory', 4)")
     config = config_for(fresh_db, tmp_path)
     app = load_app(served_app(tmp_path))
 
@@ -199,7 +201,7 @@ def test_a_view_a_newer_owlclaw_built_is_refused_before_anything_touches_it(
     )
     served = owlclaw(env, "run", str(served_app(tmp_path)), cwd=tmp_path)
     assert served.returncode == 1, served.stderr
-    assert "the memory view's tables were built by a newer OwlClaw (view version 3;" in (
+    assert "the memory view's tables were built by a newer OwlClaw (view version 4;" in (
         served.stderr
     )
     assert "owlclaw projections rebuild" in served.stderr and "Traceback" not in served.stderr

@@ -127,6 +127,10 @@ IGNORED_SAMPLES: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
             "last_position": 5,
         },
     ),
+    (
+        ev.DataErased,
+        {"kind": "run", "target": str(RUN_ID), "keys": [MEMORY], "reason": "r", "by": "op"},
+    ),
     (ev.VisibleToolsResolved, {"tools": ["t"]}),
     (ev.DecisionLogged, {"decision_type": "other", "reasoning": "why"}),
     (ev.RunWarning, {"source": "recall", "message": "lagging"}),

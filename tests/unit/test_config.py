@@ -56,6 +56,8 @@ def test_shared_hosts_default_to_the_cores_at_most_four(
         ("[runtime]\nrun_timeout_s = -1\n", {}, "run_timeout_s"),
         ("", {"OWLCLAW_MAX_FUNCTION_CALLS": "0"}, "max_function_calls"),
         ("", {"OWLCLAW_HOSTS": "0"}, "hosts"),
+        ("[ledger]\nencrypt = 'maybe'\n", {}, "encrypt"),
+        ("", {"OWLCLAW_LEDGER_ENCRYPT": "yes please"}, "encrypt"),
     ],
 )
 def test_invalid_values_name_the_field(
@@ -65,6 +67,14 @@ def test_invalid_values_name_the_field(
     toml.write_text(text)
     with pytest.raises(ConfigError, match=field):
         load_config(toml, environ=environ)
+
+
+def test_encryption_is_on_unless_switched_off(tmp_path: Path) -> None:
+    toml = tmp_path / "owlclaw.toml"
+    assert load_config(toml, environ={}).ledger.encrypt is True
+    toml.write_text("[ledger]\nencrypt = false\n")
+    assert load_config(toml, environ={}).ledger.encrypt is False
+    assert load_config(toml, environ={"OWLCLAW_LEDGER_ENCRYPT": "true"}).ledger.encrypt is True
 
 
 def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
