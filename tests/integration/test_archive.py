@@ -2,7 +2,8 @@
 the table; reads, `replay --verify`, `ledger`, `explain` and `verify` find them there; verify
 names a changed byte, a dropped event, a swapped pair and a deleted file; an archiving
 interrupted before its seal or before its delete is finished by the next one, nothing lost or
-doubled; runs a view has not absorbed yet are held back for the next archiving."""
+doubled; runs a view has not absorbed yet are held back for the next archiving; an archived run
+erased later reads erased from its unchanged, still verifying file."""
 
 from __future__ import annotations
 
@@ -287,3 +288,29 @@ def test_runs_a_view_has_not_absorbed_are_held_back_until_it_has(
     assert (agent["runs"], agent["held"]) == (2, 0) and rows_of(fresh_db, later) == 0
     assert [r.run_no for r in seals(ledger)[1].runs] == [4, 5]
     assert verify_agent(ledger, AGENT).ok
+
+
+def test_an_archived_run_erased_later_is_erased_in_its_archive_file_too(
+    ledger: Ledger, fresh_db: Database, archived_env: Path
+) -> None:
+    """The file holds the rows as stored, so sealed content stays sealed there: destroying the
+    run's key erases it in the archive as in the table, and the archive still verifies."""
+    [run, *_] = ledger.list_runs(AGENT)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["archive", "--before", TOMORROW]).exit_code == 0
+    [seal] = seals(ledger)
+    archived = gzip.decompress((archived_env / seal.file).read_bytes())
+    assert b"look for entries" not in archived  # the focus is sealed in the file
+    started = next(e for e in ledger.stream(run) if isinstance(e, ev.RunStarted))
+    assert started.focus == "look for entries"  # read from the archive, opened
+
+    erased = runner.invoke(cli, ["erase", "--run", str(run), "--reason", "asked to"])
+
+    assert erased.exit_code == 0, erased.output
+    with Ledger(fresh_db.url, archive_dir=archived_env) as reader:  # no key cached (5 s)
+        started = next(e for e in reader.stream(run) if isinstance(e, ev.RunStarted))
+    assert started.focus == "[erased]"
+    assert gzip.decompress((archived_env / seal.file).read_bytes()) == archived  # untouched
+    verified = runner.invoke(cli, ["verify"])
+    assert verified.exit_code == 0, verified.output
+    assert "1 archive files (3 runs) match their ArchiveSealed" in verified.stdout
