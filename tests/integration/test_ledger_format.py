@@ -76,7 +76,7 @@ def test_a_ledger_an_older_owlclaw_wrote_opens_and_records_this_format(
     ("changes", "cannot_read"),
     [
         ({"format": LEDGER_FORMAT + 1}, f"ledger format {LEDGER_FORMAT + 1} (this OwlClaw"),
-        ({"events": {"ArchiveSealed": 1}}, "event type ArchiveSealed (unknown to this OwlClaw)"),
+        ({"events": {"RunForked": 1}}, "event type RunForked (unknown to this OwlClaw)"),
         ({"events": {"RunStarted": 2}}, "RunStarted version 2 (this OwlClaw reads up to 1)"),
     ],
 )
