@@ -16,6 +16,14 @@ from tests.cli import free_port, owlclaw, start_run, user_env
 pytestmark = pytest.mark.integration
 
 
+TERMINATE = (
+    "SELECT pg_terminate_backend(pid, 60000) FROM pg_stat_activity WHERE application_name = %s"
+)
+"""Ends a server's lock connection and waits until its backend has exited, so its locks are
+released: without the timeout, pg_terminate_backend only signals the backend, and the next
+acquire could still meet its lock (seen in CI)."""
+
+
 def locks(db: Database, name: str, *agents: str, shared: bool = False) -> ServingLocks:
     held = ServingLocks(db.url, name, agents, shared=shared)
     held.acquire()
@@ -59,7 +67,7 @@ def test_the_locks_are_taken_again_after_their_connection_is_lost(fresh_db: Data
     held = locks(fresh_db, "holder", "desk")
     with psycopg.connect(fresh_db.url, autocommit=True) as admin:
         admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            TERMINATE,
             ("holder",),
         )
         held.check()  # a new connection, the lock taken again
@@ -67,7 +75,7 @@ def test_the_locks_are_taken_again_after_their_connection_is_lost(fresh_db: Data
         with pytest.raises(AlreadyServed, match="holder"):
             intruder.acquire()
         admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            TERMINATE,
             ("holder",),
         )
         intruder.acquire()  # between the loss and the next check another server took it
