@@ -149,6 +149,17 @@ MisfirePolicy = Literal["catch_up", "coalesce", "skip"]
 
 
 class ScheduleRequested(_AgentEvent, frozen=True, kw_only=True):
+    """A schedule (its focus becomes the focus of each run it fires), sealed under the key of
+    the run that requested it, which holds the same words in its tool call: erasing that run
+    erases them everywhere it put them. A schedule no run requested: the agent's key."""
+
+    sealed: ClassVar[tuple[str, ...]] = ("focus",)
+
+    def data_key(self) -> DataKey | None:
+        if self.owner_run_id is None:
+            return DataKey("agent", self.originator_id, self.originator_id)
+        return DataKey("run", self.owner_run_id, self.originator_id)
+
     schedule_id: str
     kind: Literal["once", "cron"]
     focus: str
