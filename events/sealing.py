@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from events.catalog import LedgerEvent
 from events.json_text import without_nul
-from events.keys import KeyStore
+from events.keys import DataKey, KeyStore
 
 PREFIX = "owlclaw-sealed:1:"
 SEALED_KEY = "owlclaw_sealed"
@@ -65,6 +65,12 @@ class Sealer:
         self.keys = keys
         self.encrypt = encrypt
         self._encoder = msgspec.json.Encoder()
+
+    def make_key(self, ref: DataKey) -> None:
+        """Make ``ref``'s key now, before any content needs it (an agent's, as it registers),
+        unless new content is stored in plaintext."""
+        if self.encrypt:
+            self.keys.obtain(ref)
 
     def seal_event(self, event: E) -> E:
         """The event as stored: each non-empty sealed field in an envelope (KeyDestroyed if its
