@@ -78,14 +78,33 @@ class Scheduled:
     schedule_id: str
     fired_run_id: uuid.UUID
     focus: str
+    state_secrets: list[str]
+    """An approval's arguments and a sub-agent's answer: the agent's state (and so its
+    snapshots, taken every 2 events here) holds them as well."""
 
 
 def record_schedule(ledger: Ledger) -> Scheduled:
-    """A run of PLANNER schedules a one-off with a secret focus, and the timer fires it."""
-    focus = f"schedule-focus-{uuid.uuid4().hex[:12]}"
+    """A run of PLANNER asks for an approval, gets a sub-agent's answer and schedules a one-off
+    with a secret focus, and the timer fires it."""
+    focus, arguments, answer = (
+        f"{kind}-{uuid.uuid4().hex[:12]}" for kind in ("schedule-focus", "approval", "sub-answer")
+    )
     agent = ledger.register_agent(PLANNER)
     queued = agent.queue_run("webhook", "plan the week")
     owner = Run.start(PLANNER, queued)
+    ledger.append(agent, owner)
+    agent.request_approval(owner.id, "c1", "pay", {"to": arguments}, "ask", [], 3600)
+    agent.record(
+        ev.SubAgentFinished,
+        spawn_id="sp-1",
+        run_id=owner.id,
+        call_id="c2",
+        child_agent_id="helper",
+        child_run_id=uuid.uuid4(),
+        wait=True,
+        status="completed",
+        answer=answer,
+    )
     schedule = agent.record(
         ev.ScheduleRequested,
         schedule_id="s-1",
@@ -102,7 +121,7 @@ def record_schedule(ledger: Ledger) -> Scheduled:
     assert verdict == "fire" and fired is not None
     run = Run.start(PLANNER, fired)
     ledger.append(agent, run)
-    return Scheduled("s-1", fired.run_id, focus)
+    return Scheduled("s-1", fired.run_id, focus, [arguments, answer])
 
 
 def files_holding(root: Path, needles: list[str]) -> dict[str, list[str]]:
@@ -125,6 +144,7 @@ def files_holding(root: Path, needles: list[str]) -> dict[str, list[str]]:
 @dataclass
 class Scenario:
     ledger: Ledger
+    db_url: str
     erased_run: Recorded
     """Erased with ``--run``: all its content but its memory (which has a key of its own)."""
     erased_memory: Recorded
@@ -173,7 +193,7 @@ def scenario(
     tmp = tmp_path_factory.mktemp("erasure")
     env = _env(db, tmp / "data")
     try:
-        with Ledger(db.url) as writer:
+        with Ledger(db.url, snapshot_interval=2) as writer:
             erased_run, erased_memory, kept = (record_run(writer, t) for t in ("r", "m", "k"))
             with Ledger(db.url, encrypt=False) as plaintext:
                 plain = record_run(plaintext, "p")
@@ -206,9 +226,11 @@ def scenario(
                 row = conn.execute("SHOW data_directory").fetchone()
             assert row is not None
             recorded = (erased_run, erased_memory, kept, plain)
-            needles = [s for r in recorded for s in r.secrets.values()] + [scheduled.focus]
+            needles = [s for r in recorded for s in r.secrets.values()]
+            needles += [scheduled.focus, *scheduled.state_secrets]
             yield Scenario(
                 ledger,
+                db.url,
                 erased_run,
                 erased_memory,
                 kept,
@@ -333,3 +355,21 @@ def test_a_schedule_focus_is_sealed_and_reads_erased_once_its_agent_is_erased(
     assert started.focus == ERASED_TEXT
     runs = {r.run_id: r.focus for r in scenario.views[1].of_agent(PLANNER)}
     assert runs[scheduled.fired_run_id] == ERASED_TEXT
+
+
+def test_agent_snapshots_hold_no_approval_arguments_or_sub_agent_answers(
+    scenario: Scenario,
+) -> None:
+    ledger = scenario.ledger
+    planner = ledger.load_agent(PLANNER)
+    with psycopg.connect(scenario.db_url) as conn:
+        snapshots = conn.execute(
+            "SELECT count(*) FROM ledger_snapshots WHERE originator_id = %s", (planner.id,)
+        ).fetchone()
+    assert snapshots is not None and snapshots[0] > 0
+    for secret in scenario.scheduled.state_secrets:
+        assert secret not in scenario.leaks, scenario.leaks.get(secret)
+        assert secret not in scenario.bundle
+    (approval,) = planner.state.approvals.values()
+    assert approval.arguments == ERASED_VALUE
+    assert planner.state.spawns["sp-1"].answer == ERASED_TEXT
