@@ -34,10 +34,15 @@ from events.aggregate import Aggregate, Handler
 from events.approvals import AgentApprovals
 from events.catalog import LedgerEvent, Stream
 from events.errors import StreamConflict
+from events.keys import DataKey
 from events.streams import now, run_stream_id
 
 
 class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
+    """The agent's state at a version. Its copies of sealed content (approvals' arguments,
+    sub-agents' answers, schedules' focus) are stored sealed under the keys their events were
+    (``with_content``), so a snapshot holds no plaintext and reads ``[erased]`` once erased."""
+
     stream: ClassVar[Stream] = "agent"
     state: AgentState
 
@@ -49,6 +54,39 @@ class AgentSnapshot(LedgerEvent, frozen=True, kw_only=True):
             timestamp=now(),
             state=aggregate.state,
         )
+
+    def with_content(self, change: ev.ContentChange) -> AgentSnapshot:
+        agent, at = self.originator_id, f"{self.originator_id}:{self.originator_version}"
+        replace = msgspec.structs.replace
+        approvals = {
+            i: replace(
+                a,
+                arguments=change(
+                    DataKey("run", a.run_id, agent), f"{at}:approval:{i}:arguments", a.arguments
+                ),
+                edited_arguments=change(
+                    DataKey("agent", agent, agent), f"{at}:approval:{i}:edited", a.edited_arguments
+                ),
+            )
+            for i, a in self.state.approvals.items()
+        }
+        spawns = {
+            i: replace(
+                sp, answer=change(DataKey("run", sp.run_id, agent), f"{at}:spawn:{i}", sp.answer)
+            )
+            for i, sp in self.state.spawns.items()
+        }
+        schedules = {
+            i: replace(
+                sc,
+                focus=change(
+                    ev.schedule_key(agent, sc.owner_run_id), f"{at}:schedule:{i}", sc.focus
+                ),
+            )
+            for i, sc in self.state.schedules.items()
+        }
+        state = replace(self.state, approvals=approvals, spawns=spawns, schedules=schedules)
+        return replace(self, state=state)
 
     def restore(self) -> Agent:
         state = msgspec.convert(msgspec.to_builtins(self.state), AgentState)

@@ -13,8 +13,9 @@ rewrites the stored dict of version N into version N+1 (see ``events.codec``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 from uuid import UUID
 
 import msgspec
@@ -30,6 +31,9 @@ EVENT_ALIASES: dict[str, str] = {}
 
 Stream = Literal["agent", "run", "message", "eval", "anchor"]
 JSON = dict[str, Any]
+ContentChange = Callable[[DataKey, str, Any], Any]
+"""(key, place, value) -> the value sealed under that key, or opened (``events.sealing``);
+``place`` names where the value is, unique within the ledger."""
 
 
 class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,6 +53,11 @@ class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True):
     def data_key(self) -> DataKey | None:
         """The key the ``sealed`` fields are encrypted under (None: the event has none)."""
         return None
+
+    def with_content(self, change: ContentChange) -> Self:
+        """The event with ``change`` applied to content nested inside its fields, which
+        ``sealed`` cannot name (a snapshot's state); itself when it holds none."""
+        return self
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -148,7 +157,23 @@ class RunQueued(_AgentEvent, frozen=True, kw_only=True):
 MisfirePolicy = Literal["catch_up", "coalesce", "skip"]
 
 
+def schedule_key(agent_stream: UUID, owner_run_id: UUID | None) -> DataKey:
+    """The key a schedule's focus is sealed under: its requesting run's, else the agent's."""
+    if owner_run_id is None:
+        return DataKey("agent", agent_stream, agent_stream)
+    return DataKey("run", owner_run_id, agent_stream)
+
+
 class ScheduleRequested(_AgentEvent, frozen=True, kw_only=True):
+    """A schedule (its focus becomes the focus of each run it fires), sealed under the key of
+    the run that requested it, which holds the same words in its tool call: erasing that run
+    erases them everywhere it put them. A schedule no run requested: the agent's key."""
+
+    sealed: ClassVar[tuple[str, ...]] = ("focus",)
+
+    def data_key(self) -> DataKey | None:
+        return schedule_key(self.originator_id, self.owner_run_id)
+
     schedule_id: str
     kind: Literal["once", "cron"]
     focus: str

@@ -49,7 +49,7 @@ from events.heads import (
     known_hash,
 )
 from events.key_table import PostgresKeyStore
-from events.keys import InMemoryKeyStore
+from events.keys import DataKey, InMemoryKeyStore
 from events.ledger_archive import LedgerArchive
 from events.ledger_chains import LedgerChains
 from events.ledger_database import LedgerDatabase
@@ -301,13 +301,15 @@ class Ledger:
     # --- agents and runs ----------------------------------------------------------------------
 
     def register_agent(self, agent_id: str, app_dir: str = "", **sub_agent: Any) -> Agent:
-        """Create the agent's stream (idempotent: an existing agent is returned as loaded).
-        ``sub_agent``: a sub-agent's parent_agent_id, depth and tools (AgentRegistered)."""
+        """Create the agent's stream, and its data key first (idempotent: an existing agent is
+        returned as loaded). ``sub_agent``: a sub-agent's parent_agent_id, depth and tools
+        (AgentRegistered)."""
         try:
             return self.load_agent(agent_id)
         except UnknownAgent:
             pass
         agent = Agent.blank(agent_stream_id(agent_id))
+        self.sealer.make_key(DataKey("agent", agent.id, agent.id))
         agent.record(ev.AgentRegistered, agent_id=agent_id, app_dir=app_dir, **sub_agent)
         try:
             self.append(agent)
@@ -337,6 +339,8 @@ class Ledger:
                 ]
                 if not events:
                     break
+                for e in events:
+                    self.sealer.make_key(DataKey("agent", e.originator_id, e.originator_id))
                 try:
                     self.append_events(events)
                 except StreamConflict:

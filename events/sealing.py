@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from events.catalog import LedgerEvent
 from events.json_text import without_nul
-from events.keys import KeyStore
+from events.keys import DataKey, KeyDestroyed, KeyStore
 
 PREFIX = "owlclaw-sealed:1:"
 SEALED_KEY = "owlclaw_sealed"
@@ -66,10 +66,19 @@ class Sealer:
         self.encrypt = encrypt
         self._encoder = msgspec.json.Encoder()
 
+    def make_key(self, ref: DataKey) -> None:
+        """Make ``ref``'s key now, before any content needs it (an agent's, as it registers),
+        unless new content is stored in plaintext."""
+        if self.encrypt:
+            self.keys.obtain(ref)
+
     def seal_event(self, event: E) -> E:
         """The event as stored: each non-empty sealed field in an envelope (KeyDestroyed if its
         key was destroyed)."""
-        ref = event.data_key() if self.encrypt and event.sealed else None
+        if not self.encrypt:
+            return event
+        event = event.with_content(self._seal_inside)
+        ref = event.data_key() if event.sealed else None
         if ref is None:
             return event
         changes = {}
@@ -82,6 +91,7 @@ class Sealer:
 
     def open_event(self, event: E) -> E:
         """The event with each sealed field opened (or erased)."""
+        event = event.with_content(lambda _, __, value: self.open(value))
         changes = {}
         for field in event.sealed:
             value = getattr(event, field)
@@ -122,14 +132,33 @@ class Sealer:
             raise SealedValueCorrupt(f"a value sealed under key {key_id} does not open") from e
         return plain.decode() if isinstance(value, str) else msgspec.json.decode(plain)
 
+    def _seal_inside(self, ref: DataKey, place: str, value: Any) -> Any:
+        """A value nested in an event (a snapshot's state) as stored: sealed, or the erased
+        marker when its key was destroyed (a state loaded before the erasure still held it:
+        never stored in plaintext)."""
+        if (
+            _empty(value)
+            or envelope_text(value) is not None
+            or value in (ERASED_TEXT, ERASED_VALUE)
+        ):
+            return value
+        try:
+            key = self.keys.obtain(ref)
+        except KeyDestroyed:
+            return ERASED_TEXT if isinstance(value, str) else ERASED_VALUE
+        return self._seal_at(ref.key_id, key, place, value)
+
     def _seal(self, key_id: UUID, key: bytes, event: LedgerEvent, field: str, value: Any) -> Any:
+        place = f"{event.originator_id}:{event.originator_version}:{field}"
+        return self._seal_at(key_id, key, place, value)
+
+    def _seal_at(self, key_id: UUID, key: bytes, place: str, value: Any) -> Any:
         plain = (
             value.replace("\x00", "\ufffd").encode()
             if isinstance(value, str)
             else without_nul(self._encoder.encode(value))
         )
-        place = f"{event.originator_id}:{event.originator_version}:{field}\x00".encode()
-        nonce = hmac.new(key, place + plain, hashlib.sha256).digest()[:12]
+        nonce = hmac.new(key, f"{place}\x00".encode() + plain, hashlib.sha256).digest()[:12]
         sealed = AESGCM(key).encrypt(nonce, plain, key_id.bytes)
         text = f"{PREFIX}{key_id}:{base64.b64encode(nonce + sealed).decode()}"
         return text if isinstance(value, str) else {SEALED_KEY: text}

@@ -27,6 +27,8 @@ def cancel_outcome(e: ev.ScheduleCancelled) -> str:
 
 class SchedulesView(View):
     name: ClassVar[str] = "schedules"
+    version: ClassVar[int] = 2
+    """2: the focus sealed as in the ledger."""
     tables: ClassVar[tuple[str, ...]] = ("schedules", "schedule_agents", "timer_fires")
     indexes: ClassVar[tuple[str, ...]] = ("schedules_agent", "timer_fires_at")
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
@@ -80,7 +82,7 @@ class SchedulesView(View):
                 (
                     text(e.schedule_id),
                     e.kind,
-                    text(e.focus),
+                    text(self.ledger.sealer.stored(e, "focus")),
                     e.owner_run_id,
                     text(e.cron),
                     e.delay_seconds,
@@ -163,7 +165,8 @@ class SchedulesView(View):
     def listing(self, agent_id: str | None, every: bool) -> list[dict[str, Any]]:
         """An agent's (None: every agent's) active schedules, with ended ones when ``every``:
         schedule_id, agent_id, kind, focus, cron, status, next_fire_at, last_fire_at,
-        last_outcome, fires, misses, backend; by agent, soonest first."""
+        last_outcome, fires, misses, backend; by agent, soonest first. The focus is stored
+        sealed and opened here (``[erased]`` once its key is destroyed)."""
         with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
@@ -175,7 +178,7 @@ class SchedulesView(View):
                 ),
                 {"agent": agent_id, "every": every},
             ).fetchall()
-        return [dict(r) for r in rows]
+        return [{**r, "focus": self.ledger.sealer.open(r["focus"])} for r in rows]
 
     def pending(self) -> int:
         """How many schedules are active (requested or registered)."""

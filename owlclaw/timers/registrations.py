@@ -135,7 +135,7 @@ class TimerRegistrations(View):
             "schedule_id": text(e.schedule_id),
             "agent_id": text(e.agent_id),
             "kind": e.kind,
-            "focus": text(e.focus),
+            "focus": text(self.ledger.sealer.stored(e, "focus")),
             "cron": text(e.cron),
             "next_fire_at": first,
             "misfire": e.misfire,

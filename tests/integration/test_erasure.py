@@ -3,7 +3,8 @@ CHECKPOINT, no plaintext of any content kind is in any file under the PostgreSQL
 (erased or not: content is only ever written sealed), the erased content reads ``[erased]``
 through the ledger, the views, MEMORY.md, recall and replay, its vector row is gone, a new
 evidence bundle holds none of it, and ``owlclaw verify`` still passes. Content not erased still
-reads as it was."""
+reads as it was. A schedule's focus (in the ledger, the schedules view, the timer table and the
+run it fires) is sealed too, and reads ``[erased]`` once its agent is erased."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
@@ -22,7 +24,15 @@ from events import catalog as ev
 from events.run import Run
 from events.sealing import ERASED_TEXT, ERASED_VALUE
 from owlclaw.database import Database
-from projections import AuditView, MemoryStore, MemoryView, ProjectionRunner, RunsView
+from owlclaw.timers.registrations import TimerRegistrations
+from projections import (
+    AuditView,
+    MemoryStore,
+    MemoryView,
+    ProjectionRunner,
+    RunsView,
+    SchedulesView,
+)
 from projections.embedders import Embedder
 from projections.memory_files import render_memory_files
 from tests.cli import owlclaw
@@ -30,6 +40,8 @@ from tests.cli import owlclaw
 pytestmark = pytest.mark.integration
 
 AGENT = "keeper"
+PLANNER = "planner"
+"""The agent whose schedule is recorded, and which is erased whole."""
 KINDS = ("focus", "payload", "message", "answer", "arguments", "result", "memory")
 
 
@@ -61,6 +73,57 @@ def record_run(ledger: Ledger, tag: str) -> Recorded:
     return Recorded(run.id, queued.run_no, memory_id, secrets)
 
 
+@dataclass
+class Scheduled:
+    schedule_id: str
+    fired_run_id: uuid.UUID
+    focus: str
+    state_secrets: list[str]
+    """An approval's arguments and a sub-agent's answer: the agent's state (and so its
+    snapshots, taken every 2 events here) holds them as well."""
+
+
+def record_schedule(ledger: Ledger) -> Scheduled:
+    """A run of PLANNER asks for an approval, gets a sub-agent's answer and schedules a one-off
+    with a secret focus, and the timer fires it."""
+    focus, arguments, answer = (
+        f"{kind}-{uuid.uuid4().hex[:12]}" for kind in ("schedule-focus", "approval", "sub-answer")
+    )
+    agent = ledger.register_agent(PLANNER)
+    queued = agent.queue_run("webhook", "plan the week")
+    owner = Run.start(PLANNER, queued)
+    ledger.append(agent, owner)
+    agent.request_approval(owner.id, "c1", "pay", {"to": arguments}, "ask", [], 3600)
+    agent.record(
+        ev.SubAgentFinished,
+        spawn_id="sp-1",
+        run_id=owner.id,
+        call_id="c2",
+        child_agent_id="helper",
+        child_run_id=uuid.uuid4(),
+        wait=True,
+        status="completed",
+        answer=answer,
+    )
+    schedule = agent.record(
+        ev.ScheduleRequested,
+        schedule_id="s-1",
+        kind="once",
+        focus=focus,
+        owner_run_id=queued.run_id,
+        delay_seconds=60,
+        agent_id=PLANNER,
+    )
+    owner.end(ev.RunCompleted, answer="scheduled")
+    ledger.seal(agent, owner)
+    ledger.append(agent, owner)
+    verdict, _, fired = agent.receive_fire("s-1", schedule.timestamp + timedelta(seconds=60))
+    assert verdict == "fire" and fired is not None
+    run = Run.start(PLANNER, fired)
+    ledger.append(agent, run)
+    return Scheduled("s-1", fired.run_id, focus, [arguments, answer])
+
+
 def files_holding(root: Path, needles: list[str]) -> dict[str, list[str]]:
     """Each needle -> the files under ``root`` whose bytes contain it."""
     found: dict[str, list[str]] = {n: [] for n in needles}
@@ -81,6 +144,7 @@ def files_holding(root: Path, needles: list[str]) -> dict[str, list[str]]:
 @dataclass
 class Scenario:
     ledger: Ledger
+    db_url: str
     erased_run: Recorded
     """Erased with ``--run``: all its content but its memory (which has a key of its own)."""
     erased_memory: Recorded
@@ -88,9 +152,11 @@ class Scenario:
     kept: Recorded
     plain: Recorded
     """Recorded with ``[ledger] encrypt = false``: the scan's own check, it finds plaintext."""
+    scheduled: Scheduled
+    """PLANNER's schedule; PLANNER erased with ``--agent``."""
     leaks: dict[str, list[str]]
     memory_md: str
-    views: tuple[MemoryView, RunsView, AuditView]
+    views: Views
     bundle: str
     replay: str
     verify: dict[str, object]
@@ -105,8 +171,17 @@ def _env(db: Database, data_dir: Path) -> dict[str, str]:
     }
 
 
-def _views(ledger: Ledger, embedder: Embedder) -> tuple[MemoryView, RunsView, AuditView]:
-    return MemoryView(ledger, embedder=embedder), RunsView(ledger), AuditView(ledger)
+Views = tuple[MemoryView, RunsView, AuditView, SchedulesView, TimerRegistrations]
+
+
+def _views(ledger: Ledger, embedder: Embedder) -> Views:
+    return (
+        MemoryView(ledger, embedder=embedder),
+        RunsView(ledger),
+        AuditView(ledger),
+        SchedulesView(ledger),
+        TimerRegistrations(ledger, records=False),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -118,16 +193,18 @@ def scenario(
     tmp = tmp_path_factory.mktemp("erasure")
     env = _env(db, tmp / "data")
     try:
-        with Ledger(db.url) as writer:
+        with Ledger(db.url, snapshot_interval=2) as writer:
             erased_run, erased_memory, kept = (record_run(writer, t) for t in ("r", "m", "k"))
             with Ledger(db.url, encrypt=False) as plaintext:
                 plain = record_run(plaintext, "p")
+            scheduled = record_schedule(writer)
             for view in _views(writer, local_embedder):
                 view.create_table()
                 ProjectionRunner(writer, view).catch_up()
         for args in (
             ("--run", str(erased_run.run_id), "--reason", "GDPR art. 17 request 1"),
             ("--memory", str(erased_memory.memory_id), "--reason", "GDPR art. 17 request 2"),
+            ("--agent", PLANNER, "--reason", "GDPR art. 17 request 3"),
         ):
             done = owlclaw(env, "erase", *args, "--by", "dpo", cwd=tmp)
             assert done.returncode == 0, done.stderr
@@ -150,12 +227,15 @@ def scenario(
             assert row is not None
             recorded = (erased_run, erased_memory, kept, plain)
             needles = [s for r in recorded for s in r.secrets.values()]
+            needles += [scheduled.focus, *scheduled.state_secrets]
             yield Scenario(
                 ledger,
+                db.url,
                 erased_run,
                 erased_memory,
                 kept,
                 plain,
+                scheduled,
                 files_holding(Path(row[0]), needles),
                 memory_md,
                 views,
@@ -208,7 +288,7 @@ def test_a_run_erased_reads_erased_in_each_kind_and_one_kept_reads_as_it_was(
 
 
 def test_a_run_erased_shows_erased_in_the_runs_view_and_replay(scenario: Scenario) -> None:
-    _, runs, _ = scenario.views
+    runs = scenario.views[1]
     focus = {r.run_no: r.focus for r in runs.of_agent(AGENT)}
     assert focus[scenario.erased_run.run_no] == ERASED_TEXT
     assert focus[scenario.kept.run_no] == scenario.kept.secrets["focus"]
@@ -247,5 +327,49 @@ def test_the_chains_still_verify_and_the_erasures_are_recorded(scenario: Scenari
         if isinstance(e, ev.DataErased)
     ]  # fmt: skip
     assert [(e.kind, e.by) for e in erasures] == [("run", "dpo"), ("memory", "dpo")]
+    planner = scenario.ledger.load_agent(PLANNER)
+    assert [e.kind for e in scenario.ledger.stream(planner.id) if isinstance(e, ev.DataErased)] == [
+        "agent"
+    ]
     assert erasures[1].memory_ids == [scenario.erased_memory.memory_id]
     assert erasures[0].reason == "GDPR art. 17 request 1"
+
+
+def test_a_schedule_focus_is_sealed_and_reads_erased_once_its_agent_is_erased(
+    scenario: Scenario,
+) -> None:
+    scheduled = scenario.scheduled
+    assert scheduled.focus not in scenario.leaks, scenario.leaks.get(scheduled.focus)
+    assert scheduled.focus not in scenario.bundle
+    requested = next(
+        e
+        for e in scenario.ledger.stream(scenario.ledger.load_agent(PLANNER).id)
+        if isinstance(e, ev.ScheduleRequested)
+    )
+    assert requested.focus == ERASED_TEXT
+    schedules = scenario.views[3]
+    listed = {r["schedule_id"]: r for r in schedules.listing(PLANNER, every=True)}
+    assert listed[scheduled.schedule_id]["focus"] == ERASED_TEXT
+    started = scenario.ledger.stream(scheduled.fired_run_id)[0]
+    assert isinstance(started, ev.RunStarted) and started.trigger == "schedule_once"
+    assert started.focus == ERASED_TEXT
+    runs = {r.run_id: r.focus for r in scenario.views[1].of_agent(PLANNER)}
+    assert runs[scheduled.fired_run_id] == ERASED_TEXT
+
+
+def test_agent_snapshots_hold_no_approval_arguments_or_sub_agent_answers(
+    scenario: Scenario,
+) -> None:
+    ledger = scenario.ledger
+    planner = ledger.load_agent(PLANNER)
+    with psycopg.connect(scenario.db_url) as conn:
+        snapshots = conn.execute(
+            "SELECT count(*) FROM ledger_snapshots WHERE originator_id = %s", (planner.id,)
+        ).fetchone()
+    assert snapshots is not None and snapshots[0] > 0
+    for secret in scenario.scheduled.state_secrets:
+        assert secret not in scenario.leaks, scenario.leaks.get(secret)
+        assert secret not in scenario.bundle
+    (approval,) = planner.state.approvals.values()
+    assert approval.arguments == ERASED_VALUE
+    assert planner.state.spawns["sp-1"].answer == ERASED_TEXT

@@ -10,8 +10,10 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from events.erasure import NothingToErase, erase
+from events.keys import key_id_of
 from events.run import Run
 from events.sealing import ERASED_TEXT, ERASED_VALUE
+from events.streams import agent_stream_id
 
 
 def _run_with_memory(ledger: Ledger, agent_id: str, focus: str) -> tuple[uuid.UUID, uuid.UUID]:
@@ -62,7 +64,7 @@ def test_erasing_an_agent_erases_every_run_and_memory_of_it_and_no_other_agent()
     run_a, _ = _run_with_memory(ledger, "a", "Alice")
     run_b, _ = _run_with_memory(ledger, "b", "Bob")
     _, erased = erase(ledger, "agent", "a", "account closed", "dpo")
-    assert len(erased.keys) == 2 and len(erased.memory_ids) == 1
+    assert len(erased.keys) == 3 and len(erased.memory_ids) == 1  # agent, run, memory
     assert _memory(ledger, run_a).content == ERASED_TEXT
     assert _memory(ledger, run_b).content == "Bob m"
     assert ledger.chains.verify().ok
@@ -86,3 +88,23 @@ def test_content_recorded_without_encryption_cannot_be_erased_and_says_so() -> N
     with pytest.raises(NothingToErase, match="recorded without encryption"):
         erase(ledger, "memory", str(memory_id), "r", "dpo")
     assert _memory(ledger, run_id).content == "Alice m"
+
+
+def test_an_agent_key_is_made_as_the_agent_registers_one_by_one_or_in_a_batch() -> None:
+    ledger = Ledger.in_memory()
+    ledger.register_agent("a")
+    ledger.register_agents(["b", "c"])
+    for agent_id in ("a", "b", "c"):
+        stream = agent_stream_id(agent_id)
+        records = ledger.sealer.keys.records(agent=stream)
+        assert [(r.scope, r.scope_id) for r in records] == [("agent", stream)]
+        assert ledger.sealer.keys.get(key_id_of("agent", stream)) is not None
+    _, erased = erase(ledger, "agent", "b", "account closed", "dpo")  # nothing else sealed yet
+    assert erased.keys == [key_id_of("agent", agent_stream_id("b"))]
+
+
+def test_without_encryption_registering_makes_no_key() -> None:
+    ledger = Ledger.in_memory(encrypt=False)
+    ledger.register_agent("a")
+    ledger.register_agents(["b"])
+    assert ledger.sealer.keys.records() == []

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from events import catalog as ev
 from events.catalog import EVENT_TYPES, LedgerEvent
 from events.codec import CorruptEvent, MsgspecMapper
-from events.keys import InMemoryKeyStore, KeyDestroyed
+from events.keys import DataKey, InMemoryKeyStore, KeyDestroyed, key_id_of
 from events.sealing import ERASED_TEXT, ERASED_VALUE, Sealer
 from events.streams import agent_stream_id
 
@@ -73,7 +73,32 @@ def _samples() -> list[LedgerEvent]:
             content="Alice's rent is due on the 3rd",
         ),
         ev.InboundReceived(**_header(AGENT), source="s", payload={"who": "Alice"}),
+        _schedule(owner_run_id=run),
+        _schedule(owner_run_id=None),
     ]
+
+
+def _schedule(owner_run_id: UUID | None) -> ev.ScheduleRequested:
+    return ev.ScheduleRequested(
+        **_header(AGENT),
+        schedule_id="s",
+        kind="once",
+        focus="remind Alice of her rent",
+        owner_run_id=owner_run_id,
+        delay_seconds=60,
+    )
+
+
+def test_a_schedule_focus_is_sealed_under_its_run_key_or_the_agent_key_without_one() -> None:
+    run = uuid4()
+    by_run, by_operator = _schedule(owner_run_id=run), _schedule(owner_run_id=None)
+    assert by_run.data_key() == DataKey("run", run, AGENT)
+    assert by_operator.data_key() == DataKey("agent", AGENT, AGENT)
+    mapper, keys = _mapper()
+    stored = mapper.to_stored_event(by_run)
+    keys.destroy([key_id_of("run", run)], "op", "the run was erased")
+    decoded = mapper.to_domain_event(stored)
+    assert isinstance(decoded, ev.ScheduleRequested) and decoded.focus == ERASED_TEXT
 
 
 @pytest.mark.parametrize("event", _samples(), ids=lambda e: type(e).__name__)
