@@ -167,6 +167,19 @@ def test_the_guard_alone_runs_without_bwrap_when_the_app_opts_in(
     assert run(tmp_path, "echo hi", ExecConfig(sandbox="none"))["stdout"] == "hi\n"
 
 
-def test_an_unknown_sandbox_is_refused_at_load() -> None:
-    with pytest.raises(msgspec.ValidationError, match="sandbox"):
-        msgspec.convert({"sandbox": "docker"}, ExecConfig)
+def test_a_file_over_the_size_limit_is_cut_short(tmp_path: Path) -> None:
+    require_bwrap()
+    script(tmp_path, "fill.py", "open('big', 'wb').write(bytes(3 << 20))\nprint('written')\n")
+    result = run(tmp_path, "python3 fill.py", ExecConfig(file_mb=1))
+    assert result["exit_code"] != 0 and "written" not in result["stdout"]
+    assert (tmp_path / AGENT / "big").stat().st_size <= 1 << 20
+
+
+def test_the_network_is_shared_when_the_app_allows_it(tmp_path: Path) -> None:
+    require_bwrap()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        script(tmp_path, "call.sh", f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED\n")
+        result = run(tmp_path, "bash call.sh", ExecConfig(network=True))
+        listener.accept()[0].close()
+    assert result["stdout"] == "CONNECTED\n"
