@@ -23,7 +23,8 @@ ETC = (
     "protocols", "ssl", "ca-certificates", "mime.types", "magic", "magic.mime",
 )  # fmt: skip
 """The /etc entries bound read-only when present: the loader, users and groups by name,
-name resolution, certificates, file types."""
+name resolution, certificates, file types. A symlink among them (``resolv.conf`` into /run) is
+bound as the file it points to."""
 PRLIMIT = "/usr/bin/prlimit"
 
 
@@ -54,7 +55,7 @@ def sandboxed(
     for path in SYSTEM:
         argv += _read_only(Path(path))
     for name in ETC:
-        argv += _read_only(Path("/etc") / name)
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     argv += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace)]
     argv += [
@@ -73,7 +74,7 @@ def sandboxed(
 
 
 def _read_only(path: Path) -> list[str]:
-    """A symlink stays a symlink (``/bin -> usr/bin``); a file or directory is bound."""
+    """A symlink stays a symlink (merged /usr: ``/bin -> usr/bin``); a directory is bound."""
     if path.is_symlink():
         return ["--symlink", str(path.readlink()), str(path)]
     if path.exists():
