@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from owlclaw.tools.errors import ToolError
+from owlclaw.tools.pack.sandbox import Limits, sandboxed
 from owlclaw.tools.pack.shell import ExecConfig, exec_tools
 from owlclaw.tools.tool import RunScope, ToolContext
 from tests.components import require_bwrap
@@ -183,3 +184,27 @@ def test_the_network_is_shared_when_the_app_allows_it(tmp_path: Path) -> None:
         result = run(tmp_path, "bash call.sh", ExecConfig(network=True))
         listener.accept()[0].close()
     assert result["stdout"] == "CONNECTED\n"
+
+
+def test_the_sandbox_binds_no_secret_of_etc_and_shares_the_network_only_when_allowed() -> None:
+    limits = Limits(cpu_s=5, memory_bytes=1 << 28, processes=16, file_bytes=1 << 20)
+    closed = sandboxed("bwrap", "true", Path("/w/agent"), limits, network=False)
+    shared = sandboxed("bwrap", "true", Path("/w/agent"), limits, network=True)
+    assert not {"/etc/shadow", "/etc/gshadow", "/etc", "/"} & set(closed)
+    assert "--unshare-all" in closed and "--share-net" not in closed and "--share-net" in shared
+    assert closed[closed.index("--bind") : closed.index("--bind") + 3] == [
+        "--bind",
+        "/w/agent",
+        "/w/agent",
+    ]
+    assert closed[-9:] == [
+        "/usr/bin/prlimit",
+        "--cpu=5",
+        f"--as={1 << 28}",
+        "--nproc=16",
+        f"--fsize={1 << 20}",
+        "--",
+        "/bin/sh",
+        "-c",
+        "true",
+    ]
