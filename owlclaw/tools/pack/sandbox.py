@@ -6,7 +6,7 @@ or /etc/gshadow); /tmp is its own, empty. It has its own namespaces (no network 
 allows it, its own PIDs, so nothing outlives the command), no capabilities, a new session
 (no terminal to inject keystrokes into), and dies with the runtime. The rlimits are set by
 ``prlimit`` inside the sandbox, after its user namespace exists, so the process count is the
-sandbox's own, not the host user's.
+sandbox's own, not the host user's (the kernel exempts root from it: docs/tools.md says so).
 """
 
 from __future__ import annotations
