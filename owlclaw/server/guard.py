@@ -53,7 +53,8 @@ def _bearer(request: web.Request) -> str:
 
 
 def _action(request: web.Request) -> Action | None:
-    resource = request.match_info.route.resource
+    route = request.match_info.route  # None for an ASGI app's (MCP, A2A)
+    resource = None if route is None else route.resource
     if resource is None:
         return None
     method = "GET" if request.method == "HEAD" else request.method
@@ -118,7 +119,7 @@ async def _refusal(
 ) -> web.Response | None:
     action = _action(request)
     if action is None:
-        if principal == bootstrap() or request.match_info.route.resource is None:
+        if principal == bootstrap() or request.match_info.http_exception is not None:
             return None  # the server token's routes; or no route: aiohttp's 404 / 405
         return json_error(403, "forbidden", f"{request.path} is open to the server token only")
     try:
