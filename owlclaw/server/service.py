@@ -25,6 +25,7 @@ import msgspec
 
 from events import Ledger, LedgerReadError, UnknownAgent
 from events.streams import now
+from owlclaw.access.store import PrincipalStore
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.compose.read import ConfiguredView, open_served_views
@@ -105,6 +106,8 @@ class Service:
         self._locks: ServingLocks | None = None
         self.views: list[View] = []
         """The projections' views this service keeps current (read by the console)."""
+        self.principals: PrincipalStore | None = None
+        """Who may use the webhook besides the server token (``owlclaw.server.guard``)."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -117,6 +120,8 @@ class Service:
             archive_dir=self.config.archive_path,
             encrypt=self.config.ledger.encrypt,
         )
+        self.principals = await asyncio.to_thread(PrincipalStore, self.ledger)
+        await asyncio.to_thread(self.principals.catch_up)  # a change whose row never came
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
         self.supervisor.start("serving-locks", functools.partial(hold_locks, self._locks))
@@ -270,11 +275,14 @@ class Service:
         self.served(message.agent_id)
         return await self.agents.ask(message)
 
+    async def approval_agent(self, approval_id: str) -> str:
+        """The served agent an approval is of (UnknownApproval if none)."""
+        assert self.ledger is not None
+        return await asyncio.to_thread(agent_of, self.ledger, approval_id, list(self.apps))
+
     async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Answer a served agent's approval through its writer; the parked run resumes."""
-        assert self.ledger is not None
-        served = list(self.apps)
-        agent_id = await asyncio.to_thread(agent_of, self.ledger, decision.approval_id, served)
+        agent_id = await self.approval_agent(decision.approval_id)
         return await self.agents.ask(AnswerApproval(agent_id=agent_id, decision=decision))
 
     def pending_approvals(self) -> list[PendingApproval]:
