@@ -22,6 +22,7 @@ from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import AgentWriter
 from owlclaw.runtime.progress import RunProgress, Stop
 from owlclaw.runtime.reloader import AppReloader
+from owlclaw.runtime.secrets import declared, secret_values
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance, spent_today
@@ -133,6 +134,7 @@ class AgentSetup:
         pack = {**pack_tools(tools, self.workspaces, app.root), **peer_tools(app.config, source)}
         capabilities = (registry or self.registry).capabilities
         servers = mcp_servers(app.config, source)
+        declared(app.config, source)
         check_governance_names(
             governance, agent_tools(capabilities, pack, self._mcp_tools()), source, servers
         )
@@ -159,12 +161,13 @@ class AgentSetup:
 
     def prepare(self) -> Agent:
         """The agent as a run starts: its head, its app reloaded (what changed recorded on
-        it), its rate limits loaded, its recent runs and, when a budget is set, today's
-        spending known."""
+        it), its secrets' values redacted from what the ledger stores, its rate limits loaded,
+        its recent runs and, when a budget is set, today's spending known."""
         agent = self.head()
         if not self.observes_world:
             return agent
         self.reload(agent)
+        self.ledger.redact(secret_values(self.app))
         self.rate.load(self.ledger, agent, time.time())
         if self.recent is None:
             last = agent.state.run_count
