@@ -59,7 +59,7 @@ from events.ledger_store import LedgerStore
 from events.memory_recorder import InMemoryRecorder
 from events.postgres import postgres_env
 from events.recorder import OwlClawApplicationRecorder
-from events.redaction import Redactor
+from events.redaction import KnownSecrets, Redactor
 from events.run import Run
 from events.sealing import Sealer
 from events.streams import agent_stream_id, now
@@ -149,7 +149,7 @@ class Ledger:
         self.sealer = Sealer(keys, encrypt=encrypt)
         """Seals content under data keys (``events.sealing``): the views store what it seals."""
         self._mapper.sealer = self.sealer
-        self._secrets: dict[str, str] = {}
+        self._secrets = KnownSecrets()
         self._store = LedgerStore(recorder, self._mapper)
         self.snapshot_interval = snapshot_interval
         self.archive = LedgerArchive(
@@ -167,9 +167,7 @@ class Ledger:
         """Replace these secrets' values (name -> value) too, with ``[redacted:NAME]``, in every
         event stored from now on, whoever records it (``events.redaction``). Returns the
         redactor now in use: its ``too_short`` names the values it cannot redact."""
-        if any(self._secrets.get(name) != value for name, value in secrets.items()):
-            self._secrets = {**self._secrets, **secrets}
-            self._mapper.redactor = Redactor(self._secrets)
+        self._mapper.redactor = self._secrets.add(secrets)
         return self._mapper.redactor
 
     def append(self, *aggregates: Agent | Run) -> list[int]:

@@ -110,3 +110,19 @@ class Redactor:
         if self._pattern is None:
             return event
         return self._struct(event, HEADER)  # type: ignore[no-any-return]
+
+
+class KnownSecrets:
+    """The secrets known so far in this process (apps load one by one; a value never stops
+    being a secret), and the one redactor of all of them."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, str] = {}
+        self.redactor = Redactor()
+
+    def add(self, secrets: Mapping[str, str]) -> Redactor:
+        """Redact these (name -> value) too; the redactor of every secret known now."""
+        if any(self._values.get(name) != value for name, value in secrets.items()):
+            self._values = {**self._values, **secrets}
+            self.redactor = Redactor(self._values)
+        return self.redactor

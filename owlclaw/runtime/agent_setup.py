@@ -13,6 +13,7 @@ from events import Ledger
 from events import catalog as ev
 from events.agent import Agent
 from events.streams import now, run_stream_id
+from owlclaw import tracing
 from owlclaw.a2a.peers import peer_tools
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
@@ -161,13 +162,15 @@ class AgentSetup:
 
     def prepare(self) -> Agent:
         """The agent as a run starts: its head, its app reloaded (what changed recorded on
-        it), its secrets' values redacted from what the ledger stores, its rate limits loaded,
-        its recent runs and, when a budget is set, today's spending known."""
+        it), its secrets' values redacted from what the ledger stores and traces, its rate
+        limits loaded, its recent runs and, when a budget is set, today's spending known."""
         agent = self.head()
         if not self.observes_world:
             return agent
         self.reload(agent)
-        self.ledger.redact(secret_values(self.app))
+        secrets = secret_values(self.app)
+        self.ledger.redact(secrets)
+        tracing.redact(secrets)
         self.rate.load(self.ledger, agent, time.time())
         if self.recent is None:
             last = agent.state.run_count
