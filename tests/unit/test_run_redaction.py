@@ -1,0 +1,94 @@
+"""A run of an app that names a secret: what its tool returns, what the model repeats, a tool's
+error and traceback, and a run's failure reach the ledger with ``[redacted:NAME]``, never the
+value (the in-memory ledger, through the same codec as PostgreSQL's)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from events import Ledger
+from events import catalog as ev
+from owlclaw.runtime.agent_runtime import AgentRuntime
+from tests.apps import make_app
+from tests.scripted import call, play, run_events, run_script
+
+SECRET = "crm-token-0123456789"
+MARKER = "[redacted:CRM_TOKEN]"
+HANDLERS = (
+    "import os\nfrom owlclaw import Registry\nregistry = Registry()\n\n"
+    '@registry.capability("Look up the CRM session.")\n'
+    "def crm_session() -> dict[str, str]:\n"
+    "    token = os.environ['CRM_TOKEN']\n"
+    "    print('using', token)\n"
+    "    return {'stdout': 'using ' + token, 'header': 'Bearer ' + token}\n\n"
+    '@registry.capability("Log in to the CRM.")\n'
+    "def crm_login() -> str:\n"
+    "    raise PermissionError('token ' + os.environ['CRM_TOKEN'] + ' refused')\n"
+)
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> AgentRuntime:
+    monkeypatch.setenv("CRM_TOKEN", SECRET)
+    root = make_app(tmp_path / "desk", config='[secrets]\nenv = ["CRM_TOKEN"]\n')
+    (root / "handlers.py").write_text(HANDLERS)
+    return AgentRuntime(ledger, "desk", models=["x"], app_dir=root)
+
+
+def stored_text(events: list[ev.LedgerEvent]) -> str:
+    return msgspec.json.encode(events).decode()
+
+
+def test_a_tools_secret_and_the_models_repeat_of_it_are_stored_redacted(
+    runtime: AgentRuntime, ledger: Ledger
+) -> None:
+    result = play(
+        runtime,
+        [{"tool_calls": [call("crm_session")]}, {"content": f"The session uses {SECRET}."}],
+    )
+    events = run_events(ledger, result)
+    assert SECRET not in stored_text(events)
+    [succeeded] = [e for e in events if isinstance(e, ev.ToolCallSucceeded)]
+    assert succeeded.result == {"stdout": f"using {MARKER}", "header": f"Bearer {MARKER}"}
+    assert isinstance(events[-1], ev.RunCompleted)
+    assert events[-1].answer == f"The session uses {MARKER}."
+
+
+def test_a_tools_error_and_traceback_are_stored_redacted(
+    runtime: AgentRuntime, ledger: Ledger
+) -> None:
+    result = play(runtime, [{"tool_calls": [call("crm_login")]}, {"content": "done"}])
+    events = run_events(ledger, result)
+    assert SECRET not in stored_text(events)
+    [failed] = [e for e in events if isinstance(e, ev.ToolCallFailed)]
+    assert f"token {MARKER} refused" in failed.error
+
+
+def test_a_run_failing_with_the_secret_in_its_error_is_stored_redacted(
+    runtime: AgentRuntime, ledger: Ledger
+) -> None:
+    """A model's error that echoes the key (as providers' authentication errors do)."""
+    runtime.models = [f"scripted/{SECRET}"]
+    result = asyncio.run(runtime.run(trigger="webhook"))
+    events = run_events(ledger, result)
+    assert result.status == "failed"
+    assert SECRET not in stored_text(events)
+    assert isinstance(events[-1], ev.RunFailed)
+    assert MARKER in events[-1].error
+
+
+def test_without_the_secret_named_the_value_is_stored_as_it_is(
+    tmp_path: Path, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRM_TOKEN", SECRET)
+    root = make_app(tmp_path / "plain")
+    (root / "handlers.py").write_text(HANDLERS)
+    runtime = AgentRuntime(ledger, "plain", models=["x"], app_dir=root)
+    result = run_script(
+        runtime, "plain", [{"tool_calls": [call("crm_session")]}, {"content": "ok"}]
+    )
+    assert SECRET in stored_text(run_events(ledger, result))
