@@ -1,8 +1,8 @@
 """Issue 38's redaction test, served as an operator runs it: an app names ``CRM_TOKEN`` as a
 secret; its tool prints and returns the token, the scripted model repeats it, another tool fails
 with it in its error, and a later run fails with it in the model's error. The ledger (read back
-from PostgreSQL), the OTLP trace (message content captured) and the console's run page and
-events show ``[redacted:CRM_TOKEN]``, never the value."""
+from PostgreSQL), the OTLP (message content captured) and Langfuse traces, and the console's run
+page and events show ``[redacted:CRM_TOKEN]``, never the value."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from owlclaw.database import Database
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
 from tests.apps import make_app
+from tests.langfuse_receiver import Receiver
 from tests.otlp_receiver import OtlpReceiver, otlp_receiver
 from tests.scripted import call
 from tests.served import local_service
@@ -75,7 +76,11 @@ def otlp(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
 
 
 def test_a_secret_a_tool_prints_shows_as_its_marker_in_ledger_trace_and_console(
-    fresh_db: Database, tmp_path: Path, otlp: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+    fresh_db: Database,
+    tmp_path: Path,
+    otlp: OtlpReceiver,
+    langfuse: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CRM_TOKEN", SECRET)
     config_toml = '[agent]\nid = "crm"\nmodels = ["scripted/crm"]\n[secrets]\nenv = ["CRM_TOKEN"]\n'
@@ -125,9 +130,10 @@ def test_a_secret_a_tool_prints_shows_as_its_marker_in_ledger_trace_and_console(
     assert isinstance(failed[-1], ev.RunFailed)
     assert MARKER in failed[-1].error
 
-    traced = json.dumps([s.attributes for s in otlp.received], default=str)
-    assert SECRET not in traced
-    assert MARKER in traced
+    for received in (otlp.received, langfuse.received):
+        traced = json.dumps([s.attributes for s in received], default=str)
+        assert SECRET not in traced
+        assert MARKER in traced
 
     assert SECRET not in console
     assert MARKER in console
