@@ -12,6 +12,7 @@ from pathlib import Path
 from events import Ledger
 from events import catalog as ev
 from events.agent import Agent
+from events.redaction import MIN_SECRET_CHARS
 from events.streams import now, run_stream_id
 from owlclaw import tracing
 from owlclaw.a2a.peers import peer_tools
@@ -23,7 +24,7 @@ from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import AgentWriter
 from owlclaw.runtime.progress import RunProgress, Stop
 from owlclaw.runtime.reloader import AppReloader
-from owlclaw.runtime.secrets import declared, secret_values
+from owlclaw.runtime.secrets import declared, secret_values, too_short
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance, spent_today
@@ -89,6 +90,8 @@ class AgentSetup:
         self.recent: deque[list[tuple[str, int]]] | None = None
         """What its last runs did, for the prompt (read once, then kept up to date)."""
         self._spent: tuple[date, int, float] | None = None
+        self._short_secrets: list[str] = []
+        """The secrets last warned about as too short to redact."""
         """(UTC day, tokens, cost) of this agent's finished runs that day."""
 
     @property
@@ -168,9 +171,7 @@ class AgentSetup:
         if not self.observes_world:
             return agent
         self.reload(agent)
-        secrets = secret_values(self.app)
-        self.ledger.redact(secrets)
-        tracing.redact(secrets)
+        self._redact(agent)
         self.rate.load(self.ledger, agent, time.time())
         if self.recent is None:
             last = agent.state.run_count
@@ -185,6 +186,22 @@ class AgentSetup:
             today = now().date()
             self._spent = (today, *spent_today(self.ledger, agent, today))
         return agent
+
+    def _redact(self, agent: Agent) -> None:
+        """Have the ledger and the traces redact its secrets; a secret too short to redact
+        is an AgentWarning, once for each such set of names (never its value)."""
+        secrets = secret_values(self.app)
+        self.ledger.redact(secrets)
+        tracing.redact(secrets)
+        short = too_short(secrets)
+        if short and short != self._short_secrets:
+            agent.record(
+                ev.AgentWarning,
+                source="secrets",
+                message=f"not redacted, shorter than {MIN_SECRET_CHARS} characters: "
+                + ", ".join(short),
+            )
+        self._short_secrets = short
 
     def _budgeted(self) -> bool:
         g = self.governance

@@ -84,6 +84,11 @@ def secret_values(app: AgentApp | None, environ: Mapping[str, str] = os.environ)
     return values
 
 
+def too_short(secrets: Mapping[str, str]) -> list[str]:
+    """The names whose values are too short to redact: they stay in what is recorded."""
+    return sorted(name for name, value in secrets.items() if len(value) < MIN_SECRET_CHARS)
+
+
 def check_declared(app: AgentApp, environ: Mapping[str, str] = os.environ) -> None:
     """Refuse (AppError) an app whose ``[secrets] env`` names a variable that is not set, or
     whose value is too short to redact: the secret it meant would reach the ledger (a

@@ -14,7 +14,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from tests.apps import make_app
-from tests.scripted import call, play, run_events, run_script
+from tests.scripted import agent_events, call, play, run_events, run_script
 
 SECRET = "crm-token-0123456789"
 MARKER = "[redacted:CRM_TOKEN]"
@@ -92,3 +92,22 @@ def test_without_the_secret_named_the_value_is_stored_as_it_is(
         runtime, "plain", [{"tool_calls": [call("crm_session")]}, {"content": "ok"}]
     )
     assert SECRET in stored_text(run_events(ledger, result))
+
+
+def test_a_secret_too_short_to_redact_is_an_agent_warning_once(
+    tmp_path: Path, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPS_HOOK_AUTH", "abc123")
+    config = (
+        '[tools.channels.ops]\nurl = "https://hooks.example.com/ops"\n'
+        'headers_env = { Authorization = "OPS_HOOK_AUTH" }\n'
+    )
+    root = make_app(tmp_path / "hooks", config=config)
+    runtime = AgentRuntime(ledger, "hooks", models=["x"], app_dir=root)
+    for _ in range(2):
+        play(runtime, [{"content": "ok"}])
+    warnings = [e for e in agent_events(ledger, "hooks") if isinstance(e, ev.AgentWarning)]
+    assert [(w.source, w.message) for w in warnings] == [
+        ("secrets", "not redacted, shorter than 8 characters: OPS_HOOK_AUTH")
+    ]
+    assert "abc123" not in warnings[0].message
