@@ -90,9 +90,11 @@ class AgentSetup:
         self.recent: deque[list[tuple[str, int]]] | None = None
         """What its last runs did, for the prompt (read once, then kept up to date)."""
         self._spent: tuple[date, int, float] | None = None
+        """(UTC day, tokens, cost) of this agent's finished runs that day."""
         self._short_secrets: list[str] = []
         """The secrets last warned about as too short to redact."""
-        """(UTC day, tokens, cost) of this agent's finished runs that day."""
+        if observes_world:  # before the agent records anything (a trigger's RunQueued)
+            self._redact()
 
     @property
     def app(self) -> AgentApp | None:
@@ -171,7 +173,7 @@ class AgentSetup:
         if not self.observes_world:
             return agent
         self.reload(agent)
-        self._redact(agent)
+        self._warn_short(agent, self._redact())
         self.rate.load(self.ledger, agent, time.time())
         if self.recent is None:
             last = agent.state.run_count
@@ -187,12 +189,16 @@ class AgentSetup:
             self._spent = (today, *spent_today(self.ledger, agent, today))
         return agent
 
-    def _redact(self, agent: Agent) -> None:
-        """Have the ledger and the traces redact its secrets; a secret too short to redact
-        is an AgentWarning, once for each such set of names (never its value)."""
+    def _redact(self) -> dict[str, str]:
+        """Have the ledger and the traces redact its secrets (as set now); them, by name."""
         secrets = secret_values(self.app)
         self.ledger.redact(secrets)
         tracing.redact(secrets)
+        return secrets
+
+    def _warn_short(self, agent: Agent, secrets: dict[str, str]) -> None:
+        """A secret too short to redact is an AgentWarning, once for each such set of names
+        (never its value)."""
         short = too_short(secrets)
         if short and short != self._short_secrets:
             agent.record(

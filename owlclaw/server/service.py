@@ -45,6 +45,7 @@ from owlclaw.messages import (
     Message,
 )
 from owlclaw.runtime.approvals import PendingApproval, agent_of, pending
+from owlclaw.runtime.secrets import secret_values
 from owlclaw.server.duties import (
     approval_expiry,
     archive_retention,
@@ -117,6 +118,8 @@ class Service:
             archive_dir=self.config.archive_path,
             encrypt=self.config.ledger.encrypt,
         )
+        for app in self.apps.values():  # what this process records (operators' acts) too
+            self.ledger.redact(secret_values(app))
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
         self.supervisor.start("serving-locks", functools.partial(hold_locks, self._locks))

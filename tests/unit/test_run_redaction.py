@@ -111,3 +111,11 @@ def test_a_secret_too_short_to_redact_is_an_agent_warning_once(
         ("secrets", "not redacted, shorter than 8 characters: OPS_HOOK_AUTH")
     ]
     assert "abc123" not in warnings[0].message
+
+
+def test_a_first_triggers_focus_is_stored_redacted(runtime: AgentRuntime, ledger: Ledger) -> None:
+    """The trigger is recorded (RunQueued) as it is accepted, before its run starts."""
+    result = play(runtime, [{"content": "ok"}], focus=f"log in with {SECRET}")
+    [queued] = [e for e in agent_events(ledger, "desk") if isinstance(e, ev.RunQueued)]
+    assert queued.focus == f"log in with {MARKER}"
+    assert SECRET not in stored_text(run_events(ledger, result))
