@@ -10,8 +10,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+from owlclaw.llm.scripted import register_script
+from owlclaw.messages import Result, Submit
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from tests.apps import make_app
 from tests.scripted import agent_events, call, play, run_events, run_script
@@ -113,9 +117,24 @@ def test_a_secret_too_short_to_redact_is_an_agent_warning_once(
     assert "abc123" not in warnings[0].message
 
 
-def test_a_first_triggers_focus_is_stored_redacted(runtime: AgentRuntime, ledger: Ledger) -> None:
-    """The trigger is recorded (RunQueued) as it is accepted, before its run starts."""
-    result = play(runtime, [{"content": "ok"}], focus=f"log in with {SECRET}")
+def test_a_first_triggers_focus_is_stored_redacted_as_the_host_accepts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host commits the trigger (RunQueued) as it accepts it, before its run starts."""
+    monkeypatch.setenv("CRM_TOKEN", SECRET)
+    root = make_app(tmp_path / "desk", config='[secrets]\nenv = ["CRM_TOKEN"]\n')
+    register_script("answers", [{"content": "done"}])
+    ledger = Ledger.in_memory()
+    ledger.register_agent("desk", str(root))
+
+    async def scenario() -> None:
+        host = AgentHost(ledger, OwlClawConfig(runtime=RuntimeConfig(models=("scripted/answers",))))
+        try:
+            run_id = await host.ask(Submit(agent_id="desk", trigger="webhook", focus=SECRET))
+            await host.ask(Result(agent_id="desk", run_id=run_id))
+        finally:
+            await host.close()
+
+    asyncio.run(scenario())
     [queued] = [e for e in agent_events(ledger, "desk") if isinstance(e, ev.RunQueued)]
-    assert queued.focus == f"log in with {MARKER}"
-    assert SECRET not in stored_text(run_events(ledger, result))
+    assert queued.focus == MARKER
