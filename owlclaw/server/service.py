@@ -46,6 +46,7 @@ from owlclaw.messages import (
     Message,
 )
 from owlclaw.runtime.approvals import PendingApproval, agent_of, pending
+from owlclaw.runtime.secrets import secret_values
 from owlclaw.server.duties import (
     approval_expiry,
     archive_retention,
@@ -120,6 +121,8 @@ class Service:
             archive_dir=self.config.archive_path,
             encrypt=self.config.ledger.encrypt,
         )
+        for app in self.apps.values():  # what this process records (operators' acts) too
+            self.ledger.redact(secret_values(app))
         self.principals = await asyncio.to_thread(PrincipalStore, self.ledger)
         await asyncio.to_thread(self.principals.catch_up)  # a change whose row never came
         self._locks = self._serving_locks(self.database)
