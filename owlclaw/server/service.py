@@ -115,16 +115,7 @@ class Service:
     async def start(self) -> None:
         self.progress("database")
         self.database = await asyncio.to_thread(open_database, self.config)
-        self.ledger = Ledger(
-            self.database.url,
-            snapshot_interval=self.config.ledger.snapshot_interval,
-            archive_dir=self.config.archive_path,
-            encrypt=self.config.ledger.encrypt,
-        )
-        for app in self.apps.values():  # what this process records (operators' acts) too
-            self.ledger.redact(secret_values(app))
-        self.principals = await asyncio.to_thread(PrincipalStore, self.ledger)
-        await asyncio.to_thread(self.principals.catch_up)  # a change whose row never came
+        self.ledger = await self._open_ledger(self.database)
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
         self.supervisor.start("serving-locks", functools.partial(hold_locks, self._locks))
@@ -182,6 +173,20 @@ class Service:
                 self.supervisor.start(f"heartbeat:{agent_id}", beat)
         await self._warming
         self.ready = True
+
+    async def _open_ledger(self, database: Database) -> Ledger:
+        """The ledger, redacting the apps' secrets from what it records, and its principals."""
+        ledger = Ledger(
+            database.url,
+            snapshot_interval=self.config.ledger.snapshot_interval,
+            archive_dir=self.config.archive_path,
+            encrypt=self.config.ledger.encrypt,
+        )
+        for app in self.apps.values():  # what this process records (operators' acts) too
+            ledger.redact(secret_values(app))
+        self.principals = await asyncio.to_thread(PrincipalStore, ledger)
+        await asyncio.to_thread(self.principals.catch_up)  # a change whose row never came
+        return ledger
 
     async def stop(self) -> None:
         """Stop whatever started (also after a start that failed half-way)."""
