@@ -2,10 +2,10 @@
 
 Every event belongs to one stream: the ``Agent`` stream of its agent, the ``Run`` stream of one
 run, the ``Message`` stream of one outbound message (what its delivery came to), the ``Eval``
-stream of one evaluation of a candidate model over recorded runs, or the one ``anchor`` stream
-of the ledger's chain-head anchors. The event
-type name is its stored topic (plus ``@N`` from class version 2 on), so renaming a module never
-orphans a stored event; renaming a class needs an alias in ``EVENT_ALIASES``.
+stream of one evaluation of a candidate model over recorded runs, the one ``anchor`` stream
+of the ledger's chain-head anchors, or the one ``principal`` stream of who may use the server.
+The event type name is its stored topic (plus ``@N`` from class version 2 on), so renaming a
+module never orphans a stored event; renaming a class needs an alias in ``EVENT_ALIASES``.
 
 Evolving an event: bump ``class_version`` and add a static ``upcast_vN_vN+1(state: dict)`` that
 rewrites the stored dict of version N into version N+1 (see ``events.codec``).
@@ -29,7 +29,7 @@ EVENT_TYPES: dict[str, type[LedgerEvent]] = {}
 EVENT_ALIASES: dict[str, str] = {}
 """Old topic name -> current class name, for classes that were renamed."""
 
-Stream = Literal["agent", "run", "message", "eval", "anchor"]
+Stream = Literal["agent", "run", "message", "eval", "anchor", "principal"]
 JSON = dict[str, Any]
 ContentChange = Callable[[DataKey, str, Any], Any]
 """(key, place, value) -> the value sealed under that key, or opened (``events.sealing``);
@@ -93,6 +93,10 @@ class _EvalEvent(LedgerEvent, frozen=True, kw_only=True):
 
 class _AnchorEvent(LedgerEvent, frozen=True, kw_only=True):
     stream: ClassVar[Stream] = "anchor"
+
+
+class _PrincipalEvent(LedgerEvent, frozen=True, kw_only=True):
+    stream: ClassVar[Stream] = "principal"
 
 
 # --- Agent stream -------------------------------------------------------------------------------
@@ -736,6 +740,38 @@ class EvalFinished(_EvalEvent, frozen=True, kw_only=True):
     recorded_cost_usd: float = 0.0
     candidate_cost_usd: float = 0.0
     duration_ms: float = 0.0
+
+
+# --- Principal stream ---------------------------------------------------------------------------
+
+
+class PrincipalAdded(_PrincipalEvent, frozen=True, kw_only=True):
+    """``owlclaw principals add``: a named principal, its grants (``role`` or ``role:pattern``,
+    ``owlclaw.access.roles``) and the sha256 (hex) of its token. The stream is
+    ``events.streams.PRINCIPALS_STREAM_ID``; the ``principals`` table is its current state.
+
+    The digest is no secret: the token is 256 random bits, so no one finds a token from it."""
+
+    name: str
+    grants: list[str]
+    token_sha256: str
+    by: str
+
+
+class PrincipalTokenRotated(_PrincipalEvent, frozen=True, kw_only=True):
+    """The principal's token was replaced: the old one stops working."""
+
+    name: str
+    token_sha256: str
+    by: str
+
+
+class PrincipalRevoked(_PrincipalEvent, frozen=True, kw_only=True):
+    """The principal's token stops working for good; its name stays taken (the ledger's ``by``
+    fields still name it)."""
+
+    name: str
+    by: str
 
 
 RunEnded = _RunEnded

@@ -12,6 +12,8 @@ all (msgspec refuses lone surrogates), so nothing else of that kind reaches the 
 
 With a ``Sealer`` (``events.sealing``), an event's sealed fields are stored encrypted under their
 data key and opened on load; without one (a bare mapper) they are stored and read as they are.
+Before that, its ``Redactor`` (``events.redaction``) replaces known secret values in the event's
+plaintext: every event stored goes through here, whoever recorded it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
 from events.catalog import EVENT_ALIASES, EVENT_TYPES, LedgerEvent
 from events.json_text import without_nul
+from events.redaction import Redactor
 from events.sealing import SealedValueCorrupt, Sealer
 
 
@@ -109,9 +112,12 @@ class MsgspecMapper(Mapper[UUID]):
         self._encoder = msgspec.json.Encoder()
         self.sealer = sealer
         """Seals content fields on store and opens them on load (None: stored as they are)."""
+        self.redactor = Redactor()
+        """Replaces secret values in an event before it is sealed and stored."""
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         assert isinstance(domain_event, LedgerEvent), type(domain_event)
+        domain_event = self.redactor.event(domain_event)
         if self.sealer is not None:
             domain_event = self.sealer.seal_event(domain_event)
         return StoredEvent(

@@ -19,7 +19,7 @@ rows are gone, ``events.ledger_archive``), ``resumable`` (what a restarted host 
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -59,6 +59,7 @@ from events.ledger_store import LedgerStore
 from events.memory_recorder import InMemoryRecorder
 from events.postgres import postgres_env
 from events.recorder import OwlClawApplicationRecorder
+from events.redaction import KnownSecrets, Redactor
 from events.run import Run
 from events.sealing import Sealer
 from events.streams import agent_stream_id, now
@@ -137,8 +138,9 @@ class Ledger:
         self._app = _LedgerApplication(env=env)
         recorder = self._app.recorder
         assert isinstance(recorder, OwlClawApplicationRecorder | InMemoryRecorder)
-        self._mapper = self._app.mapper
-        assert isinstance(self._mapper, MsgspecMapper)
+        mapper = self._app.mapper
+        assert isinstance(mapper, MsgspecMapper)
+        self._mapper = mapper
         keys = (
             PostgresKeyStore(recorder.datastore)
             if isinstance(recorder, OwlClawApplicationRecorder)
@@ -147,6 +149,7 @@ class Ledger:
         self.sealer = Sealer(keys, encrypt=encrypt)
         """Seals content under data keys (``events.sealing``): the views store what it seals."""
         self._mapper.sealer = self.sealer
+        self._secrets = KnownSecrets()
         self._store = LedgerStore(recorder, self._mapper)
         self.snapshot_interval = snapshot_interval
         self.archive = LedgerArchive(
@@ -159,6 +162,13 @@ class Ledger:
         self.blobs = LedgerBlobs(self._store)
 
     # --- writing ------------------------------------------------------------------------------
+
+    def redact(self, secrets: Mapping[str, str]) -> Redactor:
+        """Replace these secrets' values (name -> value) too, with ``[redacted:NAME]``, in every
+        event stored from now on, whoever records it (``events.redaction``). Returns the
+        redactor now in use: its ``too_short`` names the values it cannot redact."""
+        self._mapper.redactor = self._secrets.add(secrets)
+        return self._mapper.redactor
 
     def append(self, *aggregates: Agent | Run) -> list[int]:
         """Commit the pending events of ``aggregates`` in one transaction; return positions."""

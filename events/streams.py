@@ -12,6 +12,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 AGENT_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/agent")
 MESSAGE_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/message")
 EVAL_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/eval")
+PRINCIPALS_STREAM_ID = uuid5(NAMESPACE_URL, "https://owlclaw.dev/principals")
+"""The one stream of principal changes (added, token rotated, revoked)."""
 
 
 def agent_stream_id(agent_id: str) -> UUID:

@@ -30,7 +30,7 @@ CAPABILITY_HEADINGS = ("## My Capabilities", "## 我的能力")
 HANDLERS_FILE = "handlers.py"
 """The app's code: a module-level ``registry`` (``from owlclaw import Registry``)."""
 SCRIPTS_DIR = "scripts"
-APP_TABLES = ("agent", "governance", "tools", "mcp", "a2a")
+APP_TABLES = ("agent", "governance", "tools", "mcp", "a2a", "secrets")
 """The tables of an app's owlclaw.toml; any other refuses the app, so that a misspelled
 ``[governence]`` cannot leave the agent ungoverned."""
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

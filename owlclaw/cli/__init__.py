@@ -5,7 +5,7 @@
 from owlclaw.cli import apps, trigger, status, demo
 from owlclaw.cli import approvals, audit, bench, evals, evidence
 from owlclaw.cli import ledger, archive, erase, blob, replay, schedules, memory, why
-from owlclaw.cli import projections, timers, tools
+from owlclaw.cli import projections, timers, tools, principals
 
 # isort: on
 from owlclaw.cli.common import app
@@ -25,6 +25,7 @@ __all__ = [
     "ledger",
     "main",
     "memory",
+    "principals",
     "projections",
     "replay",
     "schedules",

@@ -131,6 +131,7 @@ UPGRADE_HINT = "pip install -U owlclaw, then run the command again (docs: ledger
 REFUSALS = {
     "unknown_agent": ("`owlclaw status` lists the served agents", EXIT_NOT_FOUND),
     "unauthorized": ("set OWLCLAW_SERVER_TOKEN to the server's token", EXIT_UNAUTHORIZED),
+    "forbidden": ("an admin grants roles with `owlclaw principals add`", EXIT_UNAUTHORIZED),
 }
 """A server's refusals by code: the hint and exit code."""
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from events import Ledger
 from events import catalog as ev
 from events.agent import Agent
+from events.redaction import MIN_SECRET_CHARS
 from events.streams import now, run_stream_id
+from owlclaw import tracing
 from owlclaw.a2a.peers import peer_tools
 from owlclaw.app import AgentApp
 from owlclaw.config import OwlClawConfig, RuntimeConfig
@@ -22,6 +24,7 @@ from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import AgentWriter
 from owlclaw.runtime.progress import RunProgress, Stop
 from owlclaw.runtime.reloader import AppReloader
+from owlclaw.runtime.secrets import declared, secret_values, too_short
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance, spent_today
@@ -88,6 +91,10 @@ class AgentSetup:
         """What its last runs did, for the prompt (read once, then kept up to date)."""
         self._spent: tuple[date, int, float] | None = None
         """(UTC day, tokens, cost) of this agent's finished runs that day."""
+        self._short_secrets: list[str] = []
+        """The secrets last warned about as too short to redact."""
+        if observes_world:  # before the agent records anything (a trigger's RunQueued)
+            self._redact()
 
     @property
     def app(self) -> AgentApp | None:
@@ -133,6 +140,7 @@ class AgentSetup:
         pack = {**pack_tools(tools, self.workspaces, app.root), **peer_tools(app.config, source)}
         capabilities = (registry or self.registry).capabilities
         servers = mcp_servers(app.config, source)
+        declared(app.config, source)
         check_governance_names(
             governance, agent_tools(capabilities, pack, self._mcp_tools()), source, servers
         )
@@ -159,12 +167,13 @@ class AgentSetup:
 
     def prepare(self) -> Agent:
         """The agent as a run starts: its head, its app reloaded (what changed recorded on
-        it), its rate limits loaded, its recent runs and, when a budget is set, today's
-        spending known."""
+        it), its secrets' values redacted from what the ledger stores and traces, its rate
+        limits loaded, its recent runs and, when a budget is set, today's spending known."""
         agent = self.head()
         if not self.observes_world:
             return agent
         self.reload(agent)
+        self._warn_short(agent, self._redact())
         self.rate.load(self.ledger, agent, time.time())
         if self.recent is None:
             last = agent.state.run_count
@@ -179,6 +188,26 @@ class AgentSetup:
             today = now().date()
             self._spent = (today, *spent_today(self.ledger, agent, today))
         return agent
+
+    def _redact(self) -> dict[str, str]:
+        """Have the ledger and the traces redact its secrets (as set now); them, by name."""
+        secrets = secret_values(self.app)
+        self.ledger.redact(secrets)
+        tracing.redact(secrets)
+        return secrets
+
+    def _warn_short(self, agent: Agent, secrets: dict[str, str]) -> None:
+        """A secret too short to redact is an AgentWarning, once for each such set of names
+        (never its value)."""
+        short = too_short(secrets)
+        if short and short != self._short_secrets:
+            agent.record(
+                ev.AgentWarning,
+                source="secrets",
+                message=f"not redacted, shorter than {MIN_SECRET_CHARS} characters: "
+                + ", ".join(short),
+            )
+        self._short_secrets = short
 
     def _budgeted(self) -> bool:
         g = self.governance

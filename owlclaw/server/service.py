@@ -25,6 +25,7 @@ import msgspec
 
 from events import Ledger, LedgerReadError, UnknownAgent
 from events.streams import now
+from owlclaw.access.store import PrincipalStore
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.compose.read import ConfiguredView, open_served_views
@@ -45,6 +46,7 @@ from owlclaw.messages import (
     Message,
 )
 from owlclaw.runtime.approvals import PendingApproval, agent_of, pending
+from owlclaw.runtime.secrets import secret_values
 from owlclaw.server.duties import (
     approval_expiry,
     archive_retention,
@@ -105,18 +107,15 @@ class Service:
         self._locks: ServingLocks | None = None
         self.views: list[View] = []
         """The projections' views this service keeps current (read by the console)."""
+        self.principals: PrincipalStore | None = None
+        """Who may use the webhook besides the server token (``owlclaw.server.guard``)."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.progress("database")
         self.database = await asyncio.to_thread(open_database, self.config)
-        self.ledger = Ledger(
-            self.database.url,
-            snapshot_interval=self.config.ledger.snapshot_interval,
-            archive_dir=self.config.archive_path,
-            encrypt=self.config.ledger.encrypt,
-        )
+        self.ledger = await self._open_ledger(self.database)
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
         self.supervisor.start("serving-locks", functools.partial(hold_locks, self._locks))
@@ -174,6 +173,20 @@ class Service:
                 self.supervisor.start(f"heartbeat:{agent_id}", beat)
         await self._warming
         self.ready = True
+
+    async def _open_ledger(self, database: Database) -> Ledger:
+        """The ledger, redacting the apps' secrets from what it records, and its principals."""
+        ledger = Ledger(
+            database.url,
+            snapshot_interval=self.config.ledger.snapshot_interval,
+            archive_dir=self.config.archive_path,
+            encrypt=self.config.ledger.encrypt,
+        )
+        for app in self.apps.values():  # what this process records (operators' acts) too
+            ledger.redact(secret_values(app))
+        self.principals = await asyncio.to_thread(PrincipalStore, ledger)
+        await asyncio.to_thread(self.principals.catch_up)  # a change whose row never came
+        return ledger
 
     async def stop(self) -> None:
         """Stop whatever started (also after a start that failed half-way)."""
@@ -270,11 +283,14 @@ class Service:
         self.served(message.agent_id)
         return await self.agents.ask(message)
 
+    async def approval_agent(self, approval_id: str) -> str:
+        """The served agent an approval is of (UnknownApproval if none)."""
+        assert self.ledger is not None
+        return await asyncio.to_thread(agent_of, self.ledger, approval_id, list(self.apps))
+
     async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Answer a served agent's approval through its writer; the parked run resumes."""
-        assert self.ledger is not None
-        served = list(self.apps)
-        agent_id = await asyncio.to_thread(agent_of, self.ledger, decision.approval_id, served)
+        agent_id = await self.approval_agent(decision.approval_id)
         return await self.agents.ask(AnswerApproval(agent_id=agent_id, decision=decision))
 
     def pending_approvals(self) -> list[PendingApproval]:

@@ -1,12 +1,12 @@
 """Start-up validation of the apps ``owlclaw run`` is given, before the service starts anything.
 
 An app is checked the way its host will load it: its files and limits (``load_app``: SOUL.md,
-IDENTITY.md, owlclaw.toml's tables, sizes), its ``[governance]``, ``[tools]`` and ``[mcp]``
-tables, its handlers.py (the time-limited child-process probe of ``AppCode``, nothing imported
-here) and its tools' names (none twice; every name governance gives is a tool of the app, or of
-one of its MCP servers, which list their tools only once they run). An invalid
-app is refused at start with its file and field named, instead of every one of its runs failing
-later.
+IDENTITY.md, owlclaw.toml's tables, sizes), its ``[governance]``, ``[tools]``, ``[mcp]`` and
+``[secrets]`` tables (each secret it names set, long enough to redact), its handlers.py (the
+time-limited child-process probe of ``AppCode``, nothing imported here) and its tools' names
+(none twice; every name governance gives is a tool of the app, or of one of its MCP servers,
+which list their tools only once they run). An invalid app is refused at start with its file
+and field named, instead of every one of its runs failing later.
 
 The apps checked are the directories named on the command line: the service serves exactly
 those (any other agent in the ledger is ``NotServed``) and records their app_dir in the ledger
@@ -23,6 +23,7 @@ from owlclaw.a2a.peers import peer_tools
 from owlclaw.app import AgentApp, AppError, AppNotFound, load_app
 from owlclaw.mcp.config import mcp_servers
 from owlclaw.runtime.app_code import probe
+from owlclaw.runtime.secrets import check_declared
 from owlclaw.runtime.toolset import check_governance_names, tool_kinds
 from owlclaw.tools.governance import Governance
 from owlclaw.tools.pack.config import ToolsConfig
@@ -47,6 +48,7 @@ def validate_app(root: Path, load_timeout_s: float) -> AgentApp:
     except ValueError as e:
         raise AppError(str(e)) from e
     servers = mcp_servers(app.config, source)
+    check_declared(app)
     capabilities: list[str] = []
     if app.handlers is not None:
         capabilities = probe(app.handlers, app.handlers.read_text(encoding="utf-8"), load_timeout_s)

@@ -27,39 +27,41 @@
 
 Until the service has started, calls are answered 503 ``starting``.
 
-Every other request carries ``Authorization: Bearer <token>``. Errors are JSON
-``{"error", "code"}`` with a 4xx status, also aiohttp's own (``owlclaw.server.http_errors``); a body
-is refused before anything is recorded (``owlclaw.server.request_body``).
+Every other request carries ``Authorization: Bearer <token>``: the server's token (every role on
+every agent), or a principal's (``owlclaw principals``), whose roles must allow the route's
+action on its agent, else a JSON 403 naming the missing role, and nothing is recorded
+(``owlclaw.server.guard``). An approval answered with a principal's token is recorded as
+answered by that principal. Errors are JSON ``{"error", "code"}`` with a 4xx status, also
+aiohttp's own (``owlclaw.server.http_errors``); a body is refused before anything is recorded
+(``owlclaw.server.request_body``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import msgspec
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 from aiohttp_asgi import ASGIResource
 
-from events import UnknownAgent
 from events.agent_state import ApprovalClosed, UnknownApproval, UnknownTools
 from owlclaw.a2a.routes import PREFIX as A2A_PREFIX
-from owlclaw.a2a.routes import a2a_app, is_card_path
+from owlclaw.a2a.routes import a2a_app
+from owlclaw.access.authorize import BOOTSTRAP
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.server import mcp_server
 from owlclaw.server.console import make_console
+from owlclaw.server.guard import guard, principal_of
 from owlclaw.server.http_errors import json_error as _error
 from owlclaw.server.http_errors import json_errors
-from owlclaw.server.metrics_route import PATH as METRICS_PATH
 from owlclaw.server.metrics_route import metrics_route
 from owlclaw.server.request_body import BadBody, decode_body
-from owlclaw.server.service import NotServed, Service
+from owlclaw.server.service import Service
 from owlclaw.server_token import server_token
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -80,7 +82,9 @@ class ToolsBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class AnswerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     decision: Literal["approve", "deny"]
-    by: str = "webhook"
+    by: str | None = None
+    """Who answers, for the server token's caller (default ``webhook``); a principal answers
+    as itself, and may leave it out."""
     note: str = ""
     arguments: dict[str, Any] | None = None
 
@@ -120,9 +124,18 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
     async def answer(request: web.Request) -> web.Response:
         data: AnswerBody = await _body(request, AnswerBody)
         approval_id = request.match_info["approval_id"]
+        principal = principal_of(request)
+        if principal.name == BOOTSTRAP:
+            by = data.by or "webhook"
+        elif data.by in (None, principal.name):
+            by = principal.name
+        else:
+            return _error(
+                400, "bad_request", f"you answer as principal {principal.name!r}: leave out 'by'"
+            )
         try:
             decision = Decision(
-                approval_id, data.decision == "approve", data.by, data.note, data.arguments
+                approval_id, data.decision == "approve", by, data.note, data.arguments
             )
             answered = await service.answer_approval(decision)
         except UnknownApproval as e:
@@ -140,31 +153,6 @@ def _a2a(service: Service) -> ASGIResource:
     """The served agents as A2A agents: the SDK's Starlette app, mounted at ``/a2a``."""
     base_url = f"http://{service.config.server.host}:{service.config.server.port}"
     return ASGIResource(a2a_app(service, service.apps, base_url), root_path=A2A_PREFIX)
-
-
-def _guard(service: Service, token: str) -> Middleware:
-    """A request other than the console's (it checks its own session), /health's and an A2A
-    card's carries the token, and is served only once the service has started."""
-    expected = f"Bearer {token}".encode()
-    tokenless = set() if service.config.server.metrics_need_token else {METRICS_PATH}
-
-    @web.middleware
-    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
-        console = request.path == "/ui" or request.path.startswith("/ui/")
-        public = request.path == "/health" or is_card_path(request.path)
-        if not console and not public:  # the console checks its own session
-            given = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(given, expected) and request.path not in tokenless:
-                return _error(401, "unauthorized", "missing or wrong bearer token")
-            if not service.ready:
-                return _error(503, "starting", "the service is still starting; try again")
-        try:
-            response: web.StreamResponse = await handler(request)
-        except (NotServed, UnknownAgent) as e:
-            return _error(404, "unknown_agent", str(e))
-        return response
-
-    return guard
 
 
 def make_app(service: Service, token: str) -> web.Application:
@@ -233,7 +221,7 @@ def make_app(service: Service, token: str) -> web.Application:
         return web.json_response({"ok": True, "ready": service.ready})
 
     app = web.Application(
-        middlewares=[json_errors, _guard(service, token)], client_max_size=MAX_BODY_BYTES
+        middlewares=[json_errors, guard(service, token)], client_max_size=MAX_BODY_BYTES
     )
     app.add_routes(
         [

@@ -142,9 +142,15 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
         p["name"]: (p["version"], p["code_version"], p["rebuilding"])
         for p in json.loads(after.stdout)
     }
-    sealed = {name: versions.pop(name) for name in ("memory", "runs", "audit")}
-    # memory 2: provenance, 3: content sealed; runs and audit 2: focus, arguments, results sealed
-    assert sealed == {"memory": (3, 3, None), "runs": (2, 2, None), "audit": (2, 2, None)}
+    sealed = {name: versions.pop(name) for name in ("memory", "runs", "audit", "schedules")}
+    # memory 2: provenance, 3: content sealed; runs and audit 2: focus, arguments, results
+    # sealed; schedules 2: focus sealed
+    assert sealed == {
+        "memory": (3, 3, None),
+        "runs": (2, 2, None),
+        "audit": (2, 2, None),
+        "schedules": (2, 2, None),
+    }
     assert set(versions.values()) == {(1, 1, None)}  # none rebuilding
     table = owlclaw(fresh_db, "projections", "status", cwd=tmp_path)
     assert "version" in table.stdout and "rebuilding" not in table.stdout, table.stdout

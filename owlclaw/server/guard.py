@@ -1,0 +1,145 @@
+"""The webhook's guard: who a request is (the server token, or a principal's token), and whether
+that principal may do what the route does, on the agent it names, before anything is read or
+recorded.
+
+Each route's action is in ``ROUTES``; a route missing there (``/mcp``, ``/a2a/...``, until they
+are wired) is open to the server token alone, so a new route is closed to principals until it
+is given its action. A refusal is a JSON 403 naming the missing role and the agent
+(``owlclaw.access.authorize``)."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from events import UnknownAgent
+from events.agent_state import UnknownApproval
+from owlclaw.a2a.routes import is_card_path
+from owlclaw.access.authorize import Action, Principal, authorize, bootstrap
+from owlclaw.server.http_errors import json_error
+from owlclaw.server.metrics_route import PATH as METRICS_PATH
+from owlclaw.server.service import NotServed, Service
+
+ROUTES: dict[tuple[str, str], Action] = {
+    ("POST", "/agents/{agent_id}/trigger"): Action.TRIGGER,
+    ("POST", "/agents/{agent_id}/events"): Action.SEND_EVENT,
+    ("POST", "/agents/{agent_id}/fires"): Action.FIRE,
+    ("POST", "/agents/{agent_id}/tools"): Action.TOOLS,
+    ("GET", "/approvals"): Action.READ_APPROVALS,
+    ("POST", "/approvals/{approval_id}"): Action.ANSWER_APPROVAL,
+    ("GET", "/status"): Action.READ_STATUS,
+    ("GET", METRICS_PATH): Action.READ_METRICS,
+}
+"""(method, route) -> the action it does; its agent is the route's ``agent_id``, an approval's
+agent, or none (the whole server: an unscoped grant is needed)."""
+
+PRINCIPAL = web.RequestKey("principal", Principal)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def principal_of(request: web.Request) -> Principal:
+    """The authenticated principal of a request the guard let through."""
+    return request[PRINCIPAL]
+
+
+def _bearer(request: web.Request) -> str:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _action(request: web.Request) -> Action | None:
+    route = request.match_info.route  # None for an ASGI app's (MCP, A2A)
+    resource = None if route is None else route.resource
+    if resource is None:
+        return None
+    method = "GET" if request.method == "HEAD" else request.method
+    return ROUTES.get((method, resource.canonical))
+
+
+async def _agent(service: Service, request: web.Request) -> str | None:
+    """The agent the request acts on (None: the whole server)."""
+    if "agent_id" in request.match_info:
+        return request.match_info["agent_id"]
+    if "approval_id" in request.match_info:
+        return await service.approval_agent(request.match_info["approval_id"])
+    return None
+
+
+def guard(service: Service, token: str) -> Middleware:
+    """A request other than the console's (it checks its own session), /health's, an A2A
+    card's and an open /metrics' is authenticated and authorized, and served only once the
+    service has started."""
+    expected = token.encode()
+    tokenless = set() if service.config.server.metrics_need_token else {METRICS_PATH}
+
+    def unauthorized() -> web.Response:
+        return json_error(401, "unauthorized", "missing or wrong bearer token")
+
+    def starting() -> web.Response:
+        return json_error(503, "starting", "the service is still starting; try again")
+
+    async def admit(request: web.Request) -> Principal | web.Response:
+        """The request's principal, or the answer that it has none (yet)."""
+        given = _bearer(request)
+        if not given:
+            return unauthorized()
+        if hmac.compare_digest(given.encode(), expected):
+            return bootstrap() if service.ready else starting()
+        if not service.ready or service.principals is None:
+            return starting()  # a principal's token is looked up once the service has started
+        principal = await asyncio.to_thread(service.principals.authenticate, given)
+        return unauthorized() if principal is None else principal
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        path = request.path
+        if path == "/ui" or path.startswith("/ui/") or path == "/health" or is_card_path(path):
+            return await _served(request, handler)  # the console checks its own session
+        if path in tokenless:
+            return await _served(request, handler) if service.ready else starting()
+        admitted = await admit(request)
+        if isinstance(admitted, web.Response):
+            return admitted
+        refused = await _refusal(service, request, admitted)
+        if refused is not None:
+            return refused
+        request[PRINCIPAL] = admitted
+        return await _served(request, handler)
+
+    return middleware
+
+
+async def _refusal(
+    service: Service, request: web.Request, principal: Principal
+) -> web.Response | None:
+    action = _action(request)
+    if action is None:
+        if principal == bootstrap() or request.match_info.http_exception is not None:
+            return None  # the server token's routes; or no route: aiohttp's 404 / 405
+        return json_error(403, "forbidden", f"{request.path} is open to the server token only")
+    try:
+        agent_id = await _agent(service, request)
+    except UnknownApproval as e:
+        return json_error(404, "unknown_approval", str(e))
+    refusal = authorize(principal, action, agent_id)
+    if refusal is None:
+        return None
+    body = {
+        "error": str(refusal),
+        "code": "forbidden",
+        "role": refusal.role.value,
+        "agent_id": refusal.agent_id,
+    }
+    return web.json_response(body, status=403)
+
+
+async def _served(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except (NotServed, UnknownAgent) as e:
+        return json_error(404, "unknown_agent", str(e))
