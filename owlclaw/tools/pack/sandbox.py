@@ -6,7 +6,8 @@ or /etc/gshadow); /tmp is its own, empty. It has its own namespaces (no network 
 allows it, its own PIDs, so nothing outlives the command), no capabilities, a new session
 (no terminal to inject keystrokes into), and dies with the runtime. The rlimits are set by
 ``prlimit`` inside the sandbox, after its user namespace exists, so the process count is the
-sandbox's own, not the host user's (the kernel exempts root from it: docs/tools.md says so).
+sandbox's own, not the host user's. The kernel exempts root from that count, so a root runtime
+has the command join its own pids cgroup first (``pids_cgroup.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+from owlclaw.tools.pack.pids_cgroup import JOIN
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 """Read-only when present (on merged-/usr systems most are symlinks into /usr)."""
@@ -36,6 +39,7 @@ class Limits:
     memory_bytes: int
     """The address space of each process (RLIMIT_AS)."""
     processes: int
+    """Processes and threads at once (0: the runtime's own limit, none of the sandbox's)."""
     file_bytes: int
     """The largest file a process may write (RLIMIT_FSIZE)."""
 
@@ -46,10 +50,18 @@ def find_bwrap() -> str | None:
 
 
 def sandboxed(
-    bwrap: str, command: str, workspace: Path, limits: Limits, *, network: bool
+    bwrap: str,
+    command: str,
+    workspace: Path,
+    limits: Limits,
+    *,
+    network: bool,
+    cgroup_procs: Path | None = None,
 ) -> list[str]:
-    """The argv that runs ``/bin/sh -c command`` in ``workspace`` inside the sandbox."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    """The argv that runs ``/bin/sh -c command`` in ``workspace`` inside the sandbox, having
+    joined the cgroup whose ``cgroup.procs`` is given, if one is."""
+    argv = [*JOIN, str(cgroup_procs)] if cgroup_procs else []
+    argv += [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if network:
         argv.append("--share-net")
     for path in SYSTEM:
@@ -63,7 +75,7 @@ def sandboxed(
         PRLIMIT,
         f"--cpu={limits.cpu_s}",
         f"--as={limits.memory_bytes}",
-        f"--nproc={limits.processes}",
+        *([f"--nproc={limits.processes}"] if limits.processes else []),
         f"--fsize={limits.file_bytes}",
         "--",
         "/bin/sh",
