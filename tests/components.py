@@ -19,7 +19,10 @@ def missing_component(what: str, why: object) -> None:
     pytest.skip(message)
 
 
-def require_bwrap() -> None:
-    """exec's sandbox needs bubblewrap on the host."""
-    if shutil.which("bwrap") is None:
+def require_bwrap() -> str:
+    """exec's sandbox needs bubblewrap on the host; the path of its ``bwrap``."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
         missing_component("bubblewrap (bwrap)", "not on PATH (Debian: apt-get install bubblewrap)")
+    assert bwrap is not None
+    return bwrap

@@ -7,12 +7,15 @@ the attack works there, which is what the sandbox is for)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
 import resource
 import signal
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -169,7 +172,8 @@ def marker() -> Iterator[str]:
     marker = f"3000.{uuid.uuid4().int % 10**12}"
     yield marker
     for process in survivors(marker):
-        os.kill(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
 
 
 def survivors(marker: str) -> list[psutil.Process]:
@@ -202,6 +206,27 @@ def test_no_child_survives_the_command(tmp_path: Path, config: ExecConfig, marke
     )
     result = run(tmp_path, "sh linger.sh; echo done", config)
     assert result["stdout"] == "done\n"
+    assert survivors_of_the_sandbox(marker) == []
+
+
+def test_the_sandbox_dies_with_the_runtime(tmp_path: Path, marker: str) -> None:
+    """``--die-with-parent``: a Python process standing in for the runtime runs the sandbox's
+    argv and is killed mid-command; the command's processes go with it."""
+    bwrap = require_bwrap()
+    workspace = tmp_path / AGENT
+    workspace.mkdir()
+    command = f"touch started; sleep {marker}"
+    argv = sandboxed(bwrap, command, workspace, ExecConfig(processes=0).limits(), network=False)
+    stand_in = "import subprocess, sys; subprocess.run(sys.argv[1:])"
+    runtime = subprocess.Popen([sys.executable, "-c", stand_in, *argv], cwd=workspace)
+    try:
+        deadline = time.monotonic() + 30
+        while not (workspace / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert survivors(marker), "the command did not start"
+    finally:
+        runtime.kill()
+        runtime.wait()
     assert survivors_of_the_sandbox(marker) == []
 
 
