@@ -1,6 +1,6 @@
 """exec's sandbox against the escapes the deny check cannot see: each attack is a script the
 agent wrote into its workspace (as write_file would) and runs with ``sh``/``bash``/``python3``,
-which the check lets through. Each test runs twice: under bubblewrap, where it must pass, and
+which the check lets through. Each escape test runs twice: under bubblewrap, where it must pass, and
 under the unsandboxed guard (``sandbox = "none"``), where it is expected to fail (strict xfail:
 the attack works there, which is what the sandbox is for)."""
 
@@ -139,10 +139,10 @@ def bomb_cgroup() -> Iterator[Path | None]:
     mine.mkdir()
     yield mine
     left = [path.name for path in mine.glob(f"{OWN}/*") if path.is_dir()]
+    assert left == [], f"the command's pids cgroup was left under {mine / OWN}"
     for path in (mine / OWN, mine):
         if path.exists():
             path.rmdir()
-    assert left == []
 
 
 def test_a_fork_bomb_is_bounded_by_the_process_limit(
