@@ -165,6 +165,7 @@ class RunDriver:
         while True:
             if time.perf_counter() > deadline:  # a library swallowed the timeout's cancellation
                 raise TimeoutError
+            await self.io(setup.refresh_tenant_budget)
             setup.check_budget(state)
             message = steps.response(state.run, inputs)
             if message is None:
