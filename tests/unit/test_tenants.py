@@ -17,12 +17,13 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.config import ConfigError, TenantConfig, load_config
 from owlclaw.llm.scripted import register_script
-from owlclaw.messages import Result, Submit
+from owlclaw.messages import Result, RunResult, Submit
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tenants import DaySpending, Tenant, TenantConflict, TenantLimits, Tenants
 from owlclaw.tenants.slots import LocalSlots
 from owlclaw.tenants.spending import TenantSpending, ledger_source
 from projections.runs import RunCost
+from tests.apps import make_app
 from tests.scripted import agent_events, decide, play, run_events
 from tests.tenancy import Priced, with_tenants
 
@@ -186,3 +187,25 @@ def test_a_hosted_tenant_capped_at_one_run_runs_its_agents_one_after_the_other(
         if isinstance(e.event, ev.RunStarted | ev.RunCompleted)
     ]
     assert starts_and_ends == ["RunStarted", "RunCompleted"] * 2
+
+
+def test_a_parked_run_gives_its_slot_back(ledger: Ledger, tmp_path: Path) -> None:
+    register_script("parks", [decide(1), {"content": "done"}])
+    app = make_app(tmp_path / "asks", config='[governance]\nask = ["log_decision"]\n')
+    ledger.register_agent("acme.asks", str(app))
+    ledger.register_agent("acme.next")
+    capped = TenantConfig(agents="acme.*", max_concurrent_runs=1)
+
+    async def scenario() -> list[str]:
+        host = AgentHost(ledger, with_tenants("scripted/parks", acme=capped))
+        parked = await run_on(host, "acme.asks")  # waits for a person's approval
+        after = await asyncio.wait_for(run_on(host, "acme.next"), 60)  # a slot is free
+        await host.close()
+        return [parked.status, after.status]
+
+    assert asyncio.run(scenario()) == ["parked", "completed"]
+
+
+async def run_on(host: AgentHost, agent_id: str) -> RunResult:
+    run_id = await host.ask(Submit(agent_id=agent_id, trigger="webhook"))
+    return await host.ask(Result(agent_id=agent_id, run_id=run_id))
