@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
+from owlclaw.cli import app as cli
+from owlclaw.cli.common import EXIT_CONFIG
 from owlclaw.config import ConfigError, TenantConfig, load_config
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Result, RunResult, Submit
@@ -209,3 +212,17 @@ def test_a_parked_run_gives_its_slot_back(ledger: Ledger, tmp_path: Path) -> Non
 async def run_on(host: AgentHost, agent_id: str) -> RunResult:
     run_id = await host.ask(Submit(agent_id=agent_id, trigger="webhook"))
     return await host.ask(Result(agent_id=agent_id, run_id=run_id))
+
+
+def test_owlclaw_run_refuses_a_served_agent_in_two_tenants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toml = tmp_path / "owlclaw.toml"
+    toml.write_text('[tenants.acme]\nagents = "acme.*"\n[tenants.bots]\nagents = "*.bot"\n')
+    monkeypatch.setenv("OWLCLAW_CONFIG", str(toml))
+    app = make_app(tmp_path / "acme.bot")
+    refused = CliRunner().invoke(cli, ["run", str(app)])
+    assert refused.exit_code == EXIT_CONFIG
+    assert "agent 'acme.bot' is in two tenants: 'acme'" in refused.output
+    assert "and 'bots' (agents = '*.bot')" in refused.output
+    assert "Traceback" not in refused.output
