@@ -226,12 +226,6 @@ class AgentSetup:
             day, tokens, cost = self._spent
             self._spent = (day, tokens + state.run.state.tokens, cost + state.run.state.cost_usd)
 
-    def refresh_tenant_budget(self) -> None:
-        """Read the tenant's spending today when this process's copy is stale (a ledger
-        call: it may query the database)."""
-        if self.tenant_budget is not None:
-            self.tenant_budget.refresh()
-
     def check_budget(self, state: RunProgress) -> None:
         """Stop the run (RunTerminated + BudgetExceeded on the agent) once today's budget, the
         agent's or its tenant's, is spent; checked before every model call, so a run never

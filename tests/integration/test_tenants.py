@@ -4,18 +4,22 @@ one database, as the hosts of two processes or nodes do."""
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from actors.directory import AgentDirectory
 from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
 from owlclaw.compose.read import open_view
-from owlclaw.config import OwlClawConfig, TenantConfig
+from owlclaw.config import OwlClawConfig, RuntimeConfig, TenantConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.messages import Result, RunResult, Submit
+from owlclaw.messages import Activate, Result, RunResult, Submit, SubmitAndWait
 from projections import ProjectionRunner, RunsView
 from tests.scripted import agent_events, decide, run_events
 from tests.tenancy import Priced, with_tenants
@@ -91,10 +95,50 @@ def test_a_tenant_capped_at_one_run_runs_its_agents_one_at_a_time_across_hosts(
         return list(results)
 
     assert [r.status for r in asyncio.run(scenario())] == ["completed"] * 4
-    order = [
+    order = started_and_ended(ledger)
+    assert [kind for kind, _ in order] == ["RunStarted", "RunCompleted"] * 4
+    assert all(order[i][1] == order[i + 1][1] for i in range(0, 8, 2))  # each its own start
+
+
+def started_and_ended(ledger: Ledger) -> list[tuple[str, uuid.UUID]]:
+    """Each run's start and end, in the ledger's global order."""
+    return [
         (type(e.event).__name__, e.event.originator_id)
         for e in ledger.log.read(0, limit=10_000)
         if isinstance(e.event, ev.RunStarted | ev.RunCompleted)
     ]
-    assert [kind for kind, _ in order] == ["RunStarted", "RunCompleted"] * 4
-    assert all(order[i][1] == order[i + 1][1] for i in range(0, 8, 2))  # each its own start
+
+
+@pytest.mark.xdist_group("ray")
+def test_a_capped_tenants_agents_in_their_own_ray_actors_run_one_at_a_time(
+    ray_cluster: None, ledger: Ledger, fresh_db: Database, tmp_path: Path
+) -> None:
+    # dedicated placement: each agent in an actor process of its own, each process its slots
+    decide = {"name": "log_decision", "arguments": {"reasoning": "ok", "decision_type": "other"}}
+    steps = [{"tool_calls": [decide]}, {"content": "done"}]
+    (tmp_path / "paced.json").write_text(json.dumps({"steps": steps, "latency_s": 0.5}))
+    config = OwlClawConfig(
+        database_url=fresh_db.url,
+        database_name=str(fresh_db.params["dbname"]),
+        runtime=RuntimeConfig(models=("scripted/paced",), scripts_dir=str(tmp_path)),
+        tenants={"acme": TenantConfig(agents="acme.*", max_concurrent_runs=1)},
+    )
+    agents = [f"acme.{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    ledger.register_agents(agents)
+    directory = AgentDirectory(ledger, config, placement="dedicated")
+
+    async def at_once() -> list[RunResult]:
+        await asyncio.gather(*(directory.ask(Activate(agent_id=a)) for a in agents))
+        try:
+            return list(
+                await asyncio.gather(
+                    *(directory.ask(SubmitAndWait(agent_id=a, trigger="webhook")) for a in agents)
+                )
+            )
+        finally:
+            await directory.close()
+
+    assert [r.status for r in asyncio.run(at_once())] == ["completed"] * 2
+    order = started_and_ended(ledger)
+    assert [kind for kind, _ in order] == ["RunStarted", "RunCompleted"] * 2
+    assert order[0][1] == order[1][1] and order[2][1] == order[3][1]
