@@ -165,6 +165,8 @@ class RunDriver:
         while True:
             if time.perf_counter() > deadline:  # a library swallowed the timeout's cancellation
                 raise TimeoutError
+            if setup.tenant_budget is not None:  # may read the database: off the event loop
+                await self.io(setup.tenant_budget.refresh)
             setup.check_budget(state)
             message = steps.response(state.run, inputs)
             if message is None:
