@@ -41,8 +41,12 @@ def answers(service: Service, *requests: tuple[str, str, str]) -> list[tuple[int
 
 def test_a_route_without_an_action_is_the_server_tokens_alone() -> None:
     service, token = served(ready=True)
-    (mcp, nowhere) = answers(service, ("POST", "/mcp", token), ("GET", "/nowhere", token))
-    assert mcp == (403, {"error": "/mcp is open to the server token only", "code": "forbidden"})
+    (beside, nowhere) = answers(service, ("POST", "/mcp/x", token), ("GET", "/nowhere", token))
+    # /mcp/x reaches the MCP app (aiohttp-asgi matches by prefix), but is not its endpoint
+    assert beside == (
+        403,
+        {"error": "/mcp/x is open to the server token only", "code": "forbidden"},
+    )
     assert nowhere[0] == 404  # no route: aiohttp's own answer
 
 
