@@ -4,7 +4,7 @@ recorded.
 
 Each route's action is in ``ROUTES``; a route listing every agent's (``LISTS``) lets in a
 principal with the action's role on some agents, and its handler shows it those
-(``owlclaw.server.seen``). The MCP and A2A apps (``PER_CALL``) authorize each call themselves,
+(``owlclaw.server.seen``). The MCP and A2A apps (``per_call``) authorize each call themselves,
 one request carrying several kinds of call: they get the principal as ``caller()``. Any other
 route is open to the server token alone, so a new route is closed to principals until it is
 given its action. A refusal is a JSON 403 naming the missing role and the agent
