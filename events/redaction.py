@@ -9,6 +9,12 @@ shorter than ``MIN_SECRET_CHARS`` is not redacted: replacing every occurrence of
 string would shred ordinary text, so such a value is reported (``too_short``) for the caller to
 refuse or warn about. A secret the model paraphrases, splits or re-encodes otherwise still
 leaks: redaction is a net, not a reason to hand secrets to tools.
+
+Every event stored goes through here and most hold no secret, so a value is first encoded to
+JSON once and searched for the forms as JSON escapes them (``found``); only a value where one
+turns up has its strings walked and replaced. Replacing is done on the strings, never on the
+JSON text: a form found outside a string's characters (in a number, across an escape sequence)
+is left as it is, and what is stored stays valid JSON of the same types.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ T = TypeVar("T")
 def marker(name: str) -> str:
     """What a secret's value is replaced with."""
     return f"[redacted:{name}]"
+
+
+def json_escaped(text: str) -> bytes:
+    """``text`` as it is inside a JSON string of msgspec's: each character escaped on its own,
+    so a text holding ``text`` encodes to JSON holding this."""
+    return msgspec.json.encode(text)[1:-1]
 
 
 def leaked_forms(value: str) -> set[str]:
@@ -66,6 +78,10 @@ class Redactor:
                     self.names.setdefault(form, name)
         forms = sorted(self.names, key=lambda f: (-len(f), f))  # the longest form first
         self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
+        escaped = {json_escaped(form) for form in forms}
+        self._escaped = tuple(sorted(f for f in escaped if not any(g in f for g in escaped - {f})))
+        """What ``found`` searches for: the escaped forms holding no other (finding one of
+        those is enough)."""
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -76,10 +92,22 @@ class Redactor:
             return text
         return self._pattern.sub(lambda m: marker(self.names[m.group()]), text)
 
+    def found(self, json_text: bytes) -> bool:
+        """Whether this JSON text (msgspec's encoding of a value) may hold a caught form of a
+        secret in one of its strings: never False when one does; True now and then when none
+        does (a form in a number, or in an escape sequence)."""
+        return any(map(json_text.__contains__, self._escaped))
+
+    def _holds(self, value: Any) -> bool:
+        try:
+            return self.found(msgspec.json.encode(value))
+        except (TypeError, msgspec.EncodeError):  # no JSON: its strings are walked
+            return True
+
     def value(self, value: T) -> T:
         """A JSON-like value (or a msgspec struct) with every string in it redacted, dict keys
         included; anything else (numbers, ids, times) as it is."""
-        if self._pattern is None:
+        if self._pattern is None or not self._holds(value):
             return value
         return self._value(value)  # type: ignore[no-any-return]
 
@@ -107,7 +135,7 @@ class Redactor:
 
     def event(self, event: T) -> T:
         """The event with every field but its stream position redacted."""
-        if self._pattern is None:
+        if self._pattern is None or not self._holds(event):
             return event
         return self._struct(event, HEADER)  # type: ignore[no-any-return]
 
