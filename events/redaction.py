@@ -82,6 +82,10 @@ class Redactor:
         self._escaped = tuple(sorted(f for f in escaped if not any(g in f for g in escaped - {f})))
         """What ``found`` searches for: the escaped forms holding no other (finding one of
         those is enough)."""
+        self._json_names = {json_escaped(form).decode(): self.names[form] for form in forms}
+        self._json_pattern = (
+            re.compile("|".join(map(re.escape, self._json_names))) if forms else None
+        )
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -103,6 +107,18 @@ class Redactor:
             return self.found(msgspec.json.encode(value))
         except (TypeError, msgspec.EncodeError):  # no JSON: its strings are walked
             return True
+
+    def json_text(self, text: str) -> str:
+        """A JSON text (what a model is told of a tool call) as the JSON of its value redacted,
+        so it reads exactly as the recorded value does; a text that is not JSON (a result cut
+        short) has each form replaced as JSON escapes it."""
+        if self._json_pattern is None or not self.found(text.encode()):
+            return text
+        try:
+            value = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            return self._json_pattern.sub(lambda m: marker(self._json_names[m.group()]), text)
+        return msgspec.json.encode(self._value(value)).decode()
 
     def value(self, value: T) -> T:
         """A JSON-like value (or a msgspec struct) with every string in it redacted, dict keys

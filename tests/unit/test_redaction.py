@@ -77,6 +77,23 @@ def test_a_secret_anywhere_in_a_json_value_never_survives(case: tuple[str, Any])
 RUN, AT, SEALER = uuid4(), datetime.now(UTC), Sealer(InMemoryKeyStore())
 
 
+@given(with_secret())
+def test_a_json_text_reads_as_the_json_of_its_value_redacted(case: tuple[str, Any]) -> None:
+    """What a model is told of a call is the JSON of what is recorded of it."""
+    secret, value = case
+    redactor = Redactor({"CRM_TOKEN": secret})
+    told = redactor.json_text(msgspec.json.encode(value).decode())
+    assert told == msgspec.json.encode(redactor.value(value)).decode()
+
+
+def test_a_json_text_cut_short_has_each_form_replaced_as_json_escapes_it() -> None:
+    secret = 'pa"ss\\word-1234'
+    cut = msgspec.json.encode({"note": f"got {secret} back", "more": "x" * 50})[:45]
+    told = Redactor({"DB_PASSWORD": secret}).json_text(f"{cut.decode()}\n[truncated]")
+    assert told.startswith('{"note":"got [redacted:DB_PASSWORD] back","')
+    assert told.endswith("\n[truncated]") and "ss\\\\word" not in told
+
+
 def _stored(redactor: Redactor, result: Any) -> tuple[bytes, Any]:
     """How a ledger encrypting content stores a tool's result with this redactor: the stored
     JSON text, and the result read back."""
