@@ -92,8 +92,12 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with every caught form of a secret replaced by its marker."""
-        if self._pattern is None:
+        if self._pattern is None or not self._holds(text):
             return text
+        return self._replace(text)
+
+    def _replace(self, text: str) -> str:
+        assert self._pattern is not None  # a redactor without secrets replaces nothing
         return self._pattern.sub(lambda m: marker(self.names[m.group()]), text)
 
     def found(self, json_text: bytes) -> bool:
@@ -129,7 +133,7 @@ class Redactor:
 
     def _value(self, value: Any) -> Any:
         if isinstance(value, str):
-            return self.text(value)
+            return self._replace(value)
         if isinstance(value, dict):
             return {self._value(k): self._value(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
