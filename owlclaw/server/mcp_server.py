@@ -31,6 +31,7 @@ from pydantic import Field
 
 from events import Ledger, UnknownAgent, UnknownRun
 from events.agent_state import ApprovalClosed
+from owlclaw.access.authorize import bootstrap
 from owlclaw.messages import Decision, Result, Submit
 from owlclaw.reports.inspection import MemoryReading, memory_of
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
@@ -168,17 +169,20 @@ def make_server(service: Service) -> MCPServer[Any]:
     async def answer_approval(
         approval_id: str,
         decision: Literal["approve", "deny"],
+        digest: Annotated[
+            str, Field(description="The approval's digest, as list_approvals gives it.")
+        ],
         note: str = "",
         arguments: Annotated[
             dict[str, Any] | None,
             Field(description="Edited arguments for the call (approve only)."),
         ] = None,
     ) -> dict[str, Any]:
-        """Approve or deny a pending approval (recorded as answered by "mcp"); the parked run
-        resumes."""
-        decision_ = Decision(approval_id, decision == "approve", PRINCIPAL, note, arguments)
+        """Approve or deny a pending approval, for the arguments of its digest (recorded as
+        answered by "mcp"); the parked run resumes."""
+        decision_ = Decision(approval_id, decision == "approve", PRINCIPAL, note, arguments, digest)
         with refused_as(ToolError):
-            answered = await service.answer_approval(decision_)
+            answered = await service.answer_approval(decision_, bootstrap())
         return msgspec.to_builtins(answered)  # type: ignore[no-any-return]
 
     def memory(agent_id: str, query: str | None, k: int) -> MemoryReading:

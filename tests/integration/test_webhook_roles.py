@@ -38,7 +38,9 @@ ROLES = {
 }
 
 
-def endpoints(agent: str, approval: str) -> list[tuple[str, str, dict[str, object], str, bool]]:
+def endpoints(
+    agent: str, approval: str, digest: str = ""
+) -> list[tuple[str, str, dict[str, object], str, bool]]:
     """(method, path, body, role needed, whether it acts on ``agent`` or the whole server)."""
     fire = {"agent_id": agent, "schedule_id": "none", "fire_time": "2026-01-01T00:00:00Z"}
     return [
@@ -46,7 +48,13 @@ def endpoints(agent: str, approval: str) -> list[tuple[str, str, dict[str, objec
         ("POST", f"/agents/{agent}/events", {"payload": {"n": 1}}, "operator", True),
         ("POST", f"/agents/{agent}/tools", {"disable": ["place_order"]}, "operator", True),
         ("POST", f"/agents/{agent}/fires", fire, "operator", True),
-        ("POST", f"/approvals/{approval}", {"decision": "deny"}, "approver", True),
+        (
+            "POST",
+            f"/approvals/{approval}",
+            {"decision": "deny", "digest": digest},
+            "approver",
+            True,
+        ),
         ("GET", "/approvals", {}, "viewer", False),
         ("GET", "/status", {}, "viewer", False),
     ]
@@ -94,6 +102,7 @@ def test_each_role_on_each_endpoint_in_and_out_of_scope(fresh_db: Database, tmp_
                 assert parked.status == "parked"
             pending = await asyncio.to_thread(service.pending_approvals)
             approvals = {a.agent_id: a.approval_id for a in pending}
+            digests = {a.agent_id: a.digest for a in pending}
 
             head = await asyncio.to_thread(ledger.log.head)
             served: list[tuple[str, str, str]] = []
@@ -115,7 +124,8 @@ def test_each_role_on_each_endpoint_in_and_out_of_scope(fresh_db: Database, tmp_
 
             for name, method, path in served:
                 bearer = {"Authorization": f"Bearer {tokens[name]}"}
-                body = next(b for m, p, b, _, _ in endpoints(IN, approvals[IN]) if p == path)
+                shaped = endpoints(IN, approvals[IN], digests[IN])
+                body = next(b for m, p, b, _, _ in shaped if p == path)
                 answer = await http.request(method, path, json=body, headers=bearer)
                 assert answer.status_code in (200, 202), (name, path, answer.text)
 
