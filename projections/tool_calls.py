@@ -249,8 +249,9 @@ class AuditView(View):
         if isinstance(e, ev.ApprovalGranted) and e.awaiting:  # one of several grants needed
             curs.execute(
                 self.sql(
-                    "UPDATE {audit_tool_calls} SET approved_by = concat_ws(', ', approved_by,"
-                    " %(by)s) WHERE approval_id = %(approval)s AND approval_status = 'pending'"
+                    "UPDATE {audit_tool_calls}"
+                    " SET approved_by = concat_ws(', ', approved_by, %(by)s::text)"
+                    " WHERE approval_id = %(approval)s AND approval_status = 'pending'"
                 ),
                 {"by": by, "approval": e.approval_id},
             )
@@ -258,8 +259,8 @@ class AuditView(View):
         curs.execute(
             self.sql(
                 "UPDATE {audit_tool_calls} SET approval_status = %(status)s,"
-                " approved_by = CASE WHEN %(granted)s THEN concat_ws(', ', approved_by, %(by)s)"
-                " ELSE %(by)s END,"
+                " approved_by = CASE WHEN %(granted)s::boolean"
+                " THEN concat_ws(', ', approved_by, %(by)s::text) ELSE %(by)s::text END,"
                 " approval_note = %(note)s, approval_answered_at = %(at)s,"
                 " approval_wait_ms = extract(epoch FROM %(at)s - approval_requested_at) * 1000"
                 " WHERE approval_id = %(approval)s AND approval_status = 'pending'"
