@@ -26,10 +26,12 @@ from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Result
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
+from projections import AuditView
 from tests.approvals import HANDLERS
 from tests.apps import make_app
 from tests.scripted import call
 from tests.served import local_service
+from tests.waiting import await_for
 
 pytestmark = pytest.mark.integration
 
@@ -62,6 +64,17 @@ def grants(ledger: Ledger) -> list[tuple[str, int]]:
     """(by, grants still awaited) of each ApprovalGranted of the agent."""
     events = ledger.stream(ledger.load_agent(AGENT).id)
     return [(e.by, e.awaiting) for e in events if isinstance(e, ev.ApprovalGranted)]
+
+
+async def audited_approvers(service: Service, run_id: str) -> str:
+    """Who granted the run's approval, as the audit view says once it has the last grant."""
+    audit = service.view(AuditView)
+
+    def answered() -> str | None:
+        [row] = audit.approval_answers(UUID(run_id)).values()
+        return row.by if row.status == "granted" else None
+
+    return await await_for(answered, "the audit view's answer")
 
 
 async def refused(answer: Answer, digest: str) -> None:
@@ -131,6 +144,7 @@ def test_digest_self_approval_and_two_approvers_through_the_webhook(
             assert (replayed.status_code, replayed.json()["code"]) == (409, "approval_closed")
 
             assert await asyncio.to_thread(grants, ledger) == [("alice", 1), ("bob", 0)]
+            assert await audited_approvers(service, run_id) == "alice, bob"
         assert orders.read_text() == "ACME 5.0\n"  # the call ran once
 
     async def main() -> None:
