@@ -19,6 +19,7 @@ from events import Ledger, UnknownAgent
 from events.agent import Agent
 from events.agent_state import Approval, ApprovalClosed, UnknownApproval
 from events.streams import now
+from owlclaw.access.authorize import BOOTSTRAP, Action, Principal, authorize
 from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.tool import Tool
@@ -71,6 +72,16 @@ class PendingApproval(msgspec.Struct, frozen=True):
             approval.approvals_required,
             list(approval.granted_by),
         )
+
+
+def check_approver(principal: Principal, agent_id: str, decision: Decision) -> None:
+    """NotApprover unless ``principal`` holds ``approver`` on the agent and answers as itself
+    (the server token's caller may name who answers)."""
+    refusal = authorize(principal, Action.ANSWER_APPROVAL, agent_id)
+    if refusal is not None:
+        raise NotApprover(str(refusal))
+    if principal.name not in (BOOTSTRAP, decision.by):
+        raise NotApprover(f"{principal.name} may answer as itself only, not as {decision.by!r}")
 
 
 def checked_edit(agent: Agent, decision: Decision, tools: Mapping[str, Tool]) -> None:

@@ -25,7 +25,7 @@ import msgspec
 
 from events import Ledger, LedgerReadError, UnknownAgent
 from events.streams import now
-from owlclaw.access.authorize import BOOTSTRAP, Action, Principal, authorize
+from owlclaw.access.authorize import Principal
 from owlclaw.access.store import PrincipalStore
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
@@ -46,7 +46,7 @@ from owlclaw.messages import (
     Decision,
     Message,
 )
-from owlclaw.runtime.approvals import NotApprover, PendingApproval, agent_of, pending
+from owlclaw.runtime.approvals import PendingApproval, agent_of, check_approver, pending
 from owlclaw.runtime.secrets import secret_values
 from owlclaw.server.duties import (
     approval_expiry,
@@ -294,11 +294,7 @@ class Service:
         ``approver`` on that agent and answer as itself (the server token's may name who
         answers); the parked run resumes. NotApprover, and nothing recorded, otherwise."""
         agent_id = await self.approval_agent(decision.approval_id)
-        refusal = authorize(principal, Action.ANSWER_APPROVAL, agent_id)
-        if refusal is not None:
-            raise NotApprover(str(refusal))
-        if principal.name not in (BOOTSTRAP, decision.by):
-            raise NotApprover(f"{principal.name} may answer as itself only, not as {decision.by!r}")
+        check_approver(principal, agent_id, decision)
         return await self.agents.ask(AnswerApproval(agent_id=agent_id, decision=decision))
 
     def pending_approvals(self) -> list[PendingApproval]:

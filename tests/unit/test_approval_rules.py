@@ -27,8 +27,10 @@ from events.agent_state import (
 from events.argument_digest import arguments_digest
 from events.codec import MsgspecMapper
 from events.run import Run
+from owlclaw.access.authorize import Principal, bootstrap
+from owlclaw.access.roles import parse_grant
 from owlclaw.messages import Decision
-from owlclaw.runtime.approvals import answer_directly, spawn_kin
+from owlclaw.runtime.approvals import NotApprover, answer_directly, check_approver, spawn_kin
 from owlclaw.tools.executor import unbound_grant
 from owlclaw.tools.governance import Governance
 
@@ -235,3 +237,13 @@ def test_governance_names_how_many_approvers_a_tool_needs() -> None:
         )
     with pytest.raises(ValueError, match="approvals_required"):
         Governance.from_app_config({"governance": {"approvals_required": {"place_order": 9}}})
+
+
+def test_an_answer_needs_approver_on_the_agent_and_is_given_as_oneself() -> None:
+    alice = Principal("alice", (parse_grant("approver:acme.*"), parse_grant("admin")))
+    check_approver(alice, "acme.desk", Decision("ap-1", True, "alice"))
+    with pytest.raises(NotApprover, match=r"needs role approver on agent 'globex\.desk'"):
+        check_approver(alice, "globex.desk", Decision("ap-1", True, "alice"))
+    with pytest.raises(NotApprover, match="as itself only"):
+        check_approver(alice, "acme.desk", Decision("ap-1", True, "bob"))
+    check_approver(bootstrap(), "globex.desk", Decision("ap-1", True, "bob"))
