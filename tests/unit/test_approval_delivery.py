@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +16,33 @@ from actors.host import AgentHost
 from events import Ledger
 from events import catalog as ev
 from events.agent_state import ApprovalClosed, DigestMismatch, SameApprover, SelfApproval
-from owlclaw.messages import AnswerApproval, Decision, Result
-from owlclaw.runtime.approvals import answer_directly
+from owlclaw.messages import AnswerApproval, Decision, Result, Submit
+from owlclaw.runtime.approvals import answer_directly, pending
+from owlclaw.runtime.models import Answer
 from tests.approvals import config, digest_of, park, resumed, trader
+
+ORDER_CALL = {
+    "id": "call-1",
+    "type": "function",
+    "function": {"name": "place_order", "arguments": '{"symbol": "ACME", "amount": 5000}'},
+}
+
+
+class RepeatsItsCallId:
+    """A model that sends the approved call again under the same id, then answers."""
+
+    async def complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        timeout_s: float,
+    ) -> Answer:
+        asked = sum(1 for m in messages if m.get("role") == "assistant")
+        message: dict[str, Any] = {"role": "assistant", "content": "done"}
+        if asked < 2:
+            message = {"role": "assistant", "content": None, "tool_calls": [ORDER_CALL]}
+        return Answer(message, {"total_tokens": 1}, 0.0, "stop")
 
 
 def agent_events(ledger: Ledger, agent_id: str) -> list[str]:
@@ -134,3 +159,29 @@ def test_the_agent_and_its_sub_agents_may_not_answer_its_approval(tmp_path: Path
             asyncio.run(answer(ledger, "desk", Decision(approval_id, True, by, digest=digest)))
     assert agent_events(ledger, "desk") == before and not orders.exists()
     assert run_events(ledger, run_id)[-1] == "RunParked"
+
+
+def test_a_model_repeating_an_approved_call_id_gets_no_second_execution(tmp_path: Path) -> None:
+    ledger = Ledger.in_memory()
+    app, orders = trader(tmp_path, "repeats", 'ask = ["place_order"]')
+    ledger.register_agent("repeats", app)
+
+    async def scenario() -> str:
+        host = AgentHost(ledger, config("repeats"), llm=RepeatsItsCallId())
+        try:
+            run_id = await host.ask(Submit(agent_id="repeats", trigger="webhook", focus="buy"))
+            assert (await host.ask(Result(agent_id="repeats", run_id=run_id))).status == "parked"
+            [approval] = pending(ledger, ["repeats"])
+            yes = Decision(approval.approval_id, True, "alice", digest=approval.digest)
+            await host.ask(AnswerApproval(agent_id="repeats", decision=yes))
+            return (await host.ask(Result(agent_id="repeats", run_id=run_id))).status
+        finally:
+            await host.close()
+
+    assert asyncio.run(scenario()) == "completed"
+    assert orders.read_text() == "ACME 5000.0\n"  # the second call with that id did not run
+    [run] = [
+        e for e in ledger.stream(ledger.load_agent("repeats").id) if isinstance(e, ev.RunQueued)
+    ]
+    denied = [e for e in ledger.stream(run.run_id) if isinstance(e, ev.ToolCallDenied)]
+    assert [d.error_code for d in denied] == ["APPROVAL_USED"]
