@@ -170,10 +170,12 @@ class AgentHost:
             return await hosted.runtime.inbox.cancel_schedule(message)
 
     async def _answer_approval(self, message: AnswerApproval) -> ApprovalAnswer:
-        """Record a person's answer; the parked run resumes."""
+        """Record a person's answer; the parked run resumes once the approval is no longer
+        pending (a grant short of the approvers required leaves it parked)."""
         async with self._writer(message.agent_id) as hosted:
             answer = await hosted.runtime.inbox.answer_approval(message)
-            self.hosted.resume(hosted, uuid.UUID(answer.run_id))
+            if answer.status != "pending":
+                self.hosted.resume(hosted, uuid.UUID(answer.run_id))
             return answer
 
     async def _expire_approvals(self, message: ExpireApprovals) -> int:

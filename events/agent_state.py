@@ -12,6 +12,8 @@ from uuid import UUID
 
 import msgspec
 
+from events.argument_digest import arguments_digest
+
 ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
 ANSWERED_APPROVALS_KEPT = 1000
@@ -56,6 +58,18 @@ class Approval(msgspec.Struct):
     note: str = ""
     answered_at: datetime | None = None
     edited_arguments: dict[str, Any] | None = None
+    digest: str = ""
+    """The digest of ``arguments`` as requested ("" in a request recorded before digests)."""
+    approvals_required: int = 1
+    granted_by: list[str] = []
+    """The principals whose grants stand for the arguments now shown (an edit starts anew)."""
+
+    def shown(self) -> tuple[dict[str, Any], str]:
+        """The arguments an answer is given for now (an approver's edit, else the call's) and
+        their digest, which the answer must name."""
+        if self.edited_arguments is not None:
+            return self.edited_arguments, arguments_digest(self.edited_arguments)
+        return self.arguments, self.digest or arguments_digest(self.arguments)
 
 
 class Spawn(msgspec.Struct):
@@ -83,6 +97,20 @@ class ApprovalClosed(ValueError):
 
 class UnknownApproval(ApprovalClosed):
     """No such approval."""
+
+
+class DigestMismatch(ApprovalClosed):
+    """An answer naming another digest than the arguments the approval now shows: the person
+    saw other arguments (or none), so nothing is recorded."""
+
+
+class SameApprover(ApprovalClosed):
+    """A second grant by a principal whose grant already stands: two approvals need two people."""
+
+
+class SelfApproval(ApprovalClosed):
+    """An answer given as the agent itself, or as an agent of its spawn tree (its parents, its
+    sub-agents and theirs): an agent never approves its own calls."""
 
 
 class AgentState(msgspec.Struct):

@@ -1,7 +1,8 @@
 """The Agent aggregate's approvals: a call parked for a person's answer, the answer, expiry.
 
 Its own module because approvals are one concern of the Agent stream with their own rules
-(who may answer, until when); ``Agent`` inherits these operations and handlers.
+(who may answer, for which arguments, how many, until when); ``Agent`` inherits these operations
+and handlers.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from events.agent_state import (
     AgentState,
     Approval,
     ApprovalClosed,
+    DigestMismatch,
+    SameApprover,
+    SelfApproval,
     UnknownApproval,
 )
+from events.argument_digest import arguments_digest
 from events.catalog import LedgerEvent
 from events.streams import approval_id_for, now
 
@@ -38,8 +43,10 @@ class AgentApprovals:
         reason: str,
         approvers: Collection[str],
         timeout_s: float,
+        approvals_required: int = 1,
     ) -> str:
-        """Record that a call waits for approval; its id (the same for the same call)."""
+        """Record that a call waits for approval, bound to the digest of its arguments; its id
+        (the same for the same call)."""
         approval_id = approval_id_for(run_id, call_id)
         self.record(
             ev.ApprovalRequested,
@@ -52,6 +59,8 @@ class AgentApprovals:
             reason=reason,
             approvers=list(approvers),
             expires_at=now() + timedelta(seconds=timeout_s),
+            digest=arguments_digest(arguments),
+            approvals_required=approvals_required,
         )
         return approval_id
 
@@ -65,9 +74,16 @@ class AgentApprovals:
         by: str,
         note: str = "",
         arguments: dict[str, Any] | None = None,
+        *,
+        digest: str,
+        related: Collection[str] = (),
     ) -> Approval:
-        """Record a person's answer; ApprovalClosed when there is nothing to answer (unknown,
-        answered, past its expiry) or ``by`` may not answer it. The approval as answered."""
+        """Record ``by``'s answer for the arguments of ``digest``; the approval as answered.
+        Nothing is recorded, and an ApprovalClosed says why, when there is nothing to answer
+        (unknown, answered, expired), ``by`` may not answer it (not among its approvers; the
+        agent itself, its parent, a sub-agent or ``related``, its spawn tree: SelfApproval), the
+        digest is not that of the arguments it shows (DigestMismatch), or ``by``'s grant already
+        stands (SameApprover). A grant short of ``approvals_required`` leaves it pending."""
         approval = self.state.approvals.get(approval_id)
         if approval is None:
             raise UnknownApproval(f"no approval {approval_id!r} for agent {self.state.agent_id}")
@@ -80,13 +96,54 @@ class AgentApprovals:
                 f"{by!r} may not answer approval {approval_id} (approvers: "
                 f"{', '.join(approval.approvers)})"
             )
-        if approve:
-            self.record(
-                ev.ApprovalGranted, approval_id=approval_id, by=by, note=note, arguments=arguments
+        if by in self._spawn_tree(related):
+            raise SelfApproval(
+                f"{by!r} is agent {self.state.agent_id!r} or of its spawn tree: an agent may"
+                f" not answer its own approval {approval_id}"
             )
+        shown = approval.shown()[1]
+        if digest != shown:
+            raise DigestMismatch(
+                f"approval {approval_id} shows arguments of digest {shown}, not {digest!r}:"
+                " read it again (owlclaw approvals) and answer what it shows"
+            )
+        if approve:
+            self._grant(approval_id, approval, by, note, arguments)
         else:
             self.record(ev.ApprovalDenied, approval_id=approval_id, by=by, note=note)
         return approval
+
+    def _spawn_tree(self, related: Collection[str]) -> set[str]:
+        state = self.state
+        children = {s.child_agent_id for s in state.spawns.values()}
+        return {state.agent_id, state.parent_agent_id, *children, *related} - {""}
+
+    def _grant(
+        self,
+        approval_id: str,
+        approval: Approval,
+        by: str,
+        note: str,
+        arguments: dict[str, Any] | None,
+    ) -> None:
+        shown = approval.shown()[1]
+        granted = shown if arguments is None else arguments_digest(arguments)
+        edited = granted != shown
+        if not edited and by in approval.granted_by:
+            raise SameApprover(
+                f"{by!r} already granted approval {approval_id}: it needs"
+                f" {approval.approvals_required} different approvers"
+            )
+        standing = 1 if edited else len(approval.granted_by) + 1
+        self.record(
+            ev.ApprovalGranted,
+            approval_id=approval_id,
+            by=by,
+            note=note,
+            arguments=arguments if edited else None,
+            digest=granted,
+            awaiting=max(0, approval.approvals_required - standing),
+        )
 
     def expire_approvals(self, at: datetime) -> list[UUID]:
         """Record ApprovalExpired for pending approvals past their time; their runs."""
@@ -112,6 +169,8 @@ class AgentApprovals:
             approvers=list(e.approvers),
             requested_at=e.timestamp,
             expires_at=e.expires_at,
+            digest=e.digest,
+            approvals_required=e.approvals_required,
         )
 
     def _answered(
@@ -127,9 +186,15 @@ class AgentApprovals:
         return approval
 
     def _on_ApprovalGranted(self, e: ev.ApprovalGranted) -> None:
-        if (approval := self._answered(e.approval_id, "granted", e)) is not None:
-            approval.by, approval.note = e.by, e.note
-            approval.edited_arguments = dict(e.arguments) if e.arguments is not None else None
+        approval = self.state.approvals.get(e.approval_id)
+        if approval is None or approval.status != "pending":
+            return
+        if e.arguments is not None:  # an edit: grants for the arguments shown before lapse
+            approval.edited_arguments, approval.granted_by = dict(e.arguments), []
+        approval.granted_by.append(e.by)
+        approval.by, approval.note = e.by, e.note
+        if e.awaiting == 0:
+            self._answered(e.approval_id, "granted", e)
 
     def _on_ApprovalDenied(self, e: ev.ApprovalDenied) -> None:
         if (approval := self._answered(e.approval_id, "denied", e)) is not None:

@@ -364,15 +364,42 @@ class ApprovalRequested(_AgentEvent, frozen=True, kw_only=True):
     approvers: list[str]
     """Who may answer; empty: any operator."""
     expires_at: datetime
+    digest: str = ""
+    """``events.argument_digest`` of ``arguments``: an answer must name it (version 1 had
+    none; its approvals are bound to the digest of their arguments as read)."""
+    approvals_required: int = 1
+    """How many different principals must grant the call before it runs."""
+
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state.setdefault("digest", "")
+        state.setdefault("approvals_required", 1)
 
 
 class ApprovalGranted(_AgentKeyed, frozen=True, kw_only=True):
+    """One principal's yes. The call runs once ``awaiting`` is 0; before that the run stays
+    parked for the grants still missing."""
+
     sealed: ClassVar[tuple[str, ...]] = ("arguments",)
     approval_id: str
     by: str
     note: str = ""
     arguments: JSON | None = None
     """Arguments the approver edited (validated against the tool's schema), or None."""
+    digest: str = ""
+    """The digest of the arguments this grant is for: the request's, or the edited ones'
+    (version 1 had none)."""
+    awaiting: int = 0
+    """Grants from other principals still needed after this one."""
+
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state.setdefault("digest", "")
+        state.setdefault("awaiting", 0)
 
 
 class ApprovalDenied(_AgentEvent, frozen=True, kw_only=True):

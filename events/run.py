@@ -37,6 +37,8 @@ class RunState(msgspec.Struct):
     cost_usd: float = 0.0
     open_calls: dict[str, str] = {}
     """call_id -> tool for requested calls with no recorded outcome yet."""
+    requested: list[str] = []
+    """Every requested call's id: a granted approval executes its call once."""
     tools_called: list[str] = []
     ended: bool = False
     duration_ms: float = 0.0
@@ -97,6 +99,7 @@ class Run(Aggregate):
         self.state.tool_calls += 1
         self.state.calls_made += 1
         self.state.open_calls[e.call_id] = e.tool
+        self.state.requested.append(e.call_id)
         self.state.tools_called.append(e.tool)
 
     def _close_call(self, e: Any) -> None:

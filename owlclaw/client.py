@@ -161,6 +161,7 @@ class ServerClient:
             "by": decision.by,
             "note": decision.note,
             "arguments": decision.arguments,
+            "digest": decision.digest,
         }
         answered = self._call("POST", f"/approvals/{decision.approval_id}", body)
         return msgspec.convert(answered, ApprovalAnswer)

@@ -76,28 +76,41 @@ class ToolsChange(msgspec.Struct, frozen=True):
 
 
 class ApprovalAnswer(msgspec.Struct, frozen=True):
-    """An answer as recorded; ``run_id`` is the parked run it resumes."""
+    """An answer as recorded; ``run_id`` is the parked run it resumes once ``status`` is no
+    longer pending (a grant short of the approvers required leaves it parked)."""
 
     approval_id: str
     agent_id: str
     run_id: str
     status: str
     position: int
+    granted_by: list[str] = []
+    approvals_required: int = 1
 
     @classmethod
     def of(cls, agent: Agent, approval_id: str, run_id: UUID, position: int) -> ApprovalAnswer:
-        status = agent.state.approvals[approval_id].status
-        return cls(approval_id, agent.agent_id, str(run_id), status, position)
+        approval = agent.state.approvals[approval_id]
+        return cls(
+            approval_id,
+            agent.agent_id,
+            str(run_id),
+            approval.status,
+            position,
+            list(approval.granted_by),
+            approval.approvals_required,
+        )
 
 
 class Decision(msgspec.Struct, frozen=True):
-    """A person's answer to one approval: yes (optionally with edited arguments) or no."""
+    """A person's answer to one approval: yes (optionally with edited arguments) or no, for
+    the arguments of ``digest`` (the approval's, as shown to them; anything else is refused)."""
 
     approval_id: str
     approve: bool
     by: str
     note: str = ""
     arguments: dict[str, Any] | None = None
+    digest: str = ""
 
 
 # --- messages --------------------------------------------------------------------------------

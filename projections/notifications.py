@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from psycopg import Cursor
 
 from events import catalog as ev
+from events.argument_digest import arguments_digest
 from events.catalog import LedgerEvent
 from events.ledger import Ledger
 from events.ledger_log import LoggedEvent
@@ -69,6 +70,8 @@ class ApprovalNotifications(View):
             "run_id": str(e.run_id),
             "tool": e.tool,
             "arguments": e.arguments,
+            "digest": e.digest or arguments_digest(e.arguments),
+            "approvals_required": e.approvals_required,
             "reason": e.reason,
             "approvers": e.approvers,
             "requested_at": e.timestamp.isoformat(),

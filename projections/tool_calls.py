@@ -246,15 +246,28 @@ class AuditView(View):
         if not isinstance(e, ev.ApprovalExpired):
             status = "granted" if isinstance(e, ev.ApprovalGranted) else "denied"
             by, note = text(e.by), text(e.note)
+        if isinstance(e, ev.ApprovalGranted) and e.awaiting:  # one of several grants needed
+            curs.execute(
+                self.sql(
+                    "UPDATE {audit_tool_calls}"
+                    " SET approved_by = concat_ws(', ', approved_by, %(by)s::text)"
+                    " WHERE approval_id = %(approval)s AND approval_status = 'pending'"
+                ),
+                {"by": by, "approval": e.approval_id},
+            )
+            return
         curs.execute(
             self.sql(
-                "UPDATE {audit_tool_calls} SET approval_status = %(status)s, approved_by = %(by)s,"
+                "UPDATE {audit_tool_calls} SET approval_status = %(status)s,"
+                " approved_by = CASE WHEN %(granted)s::boolean"
+                " THEN concat_ws(', ', approved_by, %(by)s::text) ELSE %(by)s::text END,"
                 " approval_note = %(note)s, approval_answered_at = %(at)s,"
                 " approval_wait_ms = extract(epoch FROM %(at)s - approval_requested_at) * 1000"
                 " WHERE approval_id = %(approval)s AND approval_status = 'pending'"
             ),
             {
                 "status": status,
+                "granted": status == "granted",
                 "by": by,
                 "note": note,
                 "at": e.timestamp,

@@ -723,16 +723,25 @@ def test_parked_runs_wait_for_their_answers_while_the_mailbox_goes_on(setting: S
             (await agents.ask(Result(agent_id=agent_id, run_id=r))).status for r in (first, second)
         ]
         waiting = {a.run_id: a.approval_id for a in pending(ledger, [agent_id])}
-        yes = await agents.ask(
-            AnswerApproval(agent_id=agent_id, decision=Decision(waiting[first], True, "ops"))
+        digests = {a.approval_id: a.digest for a in pending(ledger, [agent_id])}
+        ok = Decision(waiting[first], True, "ops", digest=digests[waiting[first]])
+        yes = await agents.ask(AnswerApproval(agent_id=agent_id, decision=ok))
+        edit = Decision(
+            waiting[second],
+            True,
+            "ops",
+            arguments={"reasoning": ""},
+            digest=digests[waiting[second]],
         )
-        edit = Decision(waiting[second], True, "ops", arguments={"reasoning": ""})
         with pytest.raises(ToolArgumentsInvalid, match="edited arguments of log_decision") as bad:
             await agents.ask(AnswerApproval(agent_id=agent_id, decision=edit))
         assert_plain(bad.value, ToolArgumentsInvalid)
         no = await agents.ask(
             AnswerApproval(
-                agent_id=agent_id, decision=Decision(waiting[second], False, "ops", "not now")
+                agent_id=agent_id,
+                decision=Decision(
+                    waiting[second], False, "ops", "not now", digest=digests[waiting[second]]
+                ),
             )
         )
         with pytest.raises(ApprovalClosed, match="already granted") as closed:

@@ -65,3 +65,8 @@ async def resumed(ledger: Ledger, agent_id: str, run_id: str) -> RunResult:
         return await host.ask(Result(agent_id=agent_id, run_id=run_id))
     finally:
         await host.close()
+
+
+def digest_of(ledger: Ledger, agent_id: str, approval_id: str) -> str:
+    """The digest an answer to the approval must name: of the arguments it shows now."""
+    return ledger.load_agent(agent_id).state.approvals[approval_id].shown()[1]

@@ -33,9 +33,21 @@ from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.reports.relative_time import relative
 from owlclaw.runtime.approvals import PendingApproval
 
+CLOSED_CODES = frozenset(
+    {"approval_closed", "digest_mismatch", "same_approver", "self_approval", "forbidden"}
+)
+"""The server's refusals of an answer (nothing recorded)."""
 ARGS_EXAMPLE = """pass an object, e.g. --args '{"amount": 900}'"""
 NoteOption = Annotated[str, typer.Option("--note", help="Why, for the ledger and the model.")]
 ByOption = Annotated[str | None, typer.Option("--by", help="Who answers (default: the OS user).")]
+DigestOption = Annotated[
+    str | None,
+    typer.Option(
+        "--digest",
+        help="The digest of the arguments you read (`owlclaw approvals --json`); default: the"
+        " arguments shown now, printed with the answer.",
+    ),
+]
 
 
 @app.command()
@@ -96,15 +108,16 @@ def approve(
         typer.Option("--args", metavar="JSON", help="Run the call with these arguments instead."),
     ] = None,
     by: ByOption = None,
+    digest: DigestOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Let a parked call run (with --args: edited arguments, checked against the tool)."""
     config = load_config()
     arguments = _arguments(args)
-    decision = Decision(
-        _complete(config, approval_id), True, by or getpass.getuser(), note, arguments
-    )
-    _report(_answer(config, decision), as_json)
+    shown = _shown(config, approval_id)
+    who = by or getpass.getuser()
+    decision = Decision(shown.approval_id, True, who, note, arguments, digest or shown.digest)
+    _report(_answer(config, decision), shown, as_json)
 
 
 @app.command()
@@ -113,24 +126,42 @@ def deny(
     approval_id: Annotated[str, typer.Argument(help="From `owlclaw approvals`.")],
     note: NoteOption = "",
     by: ByOption = None,
+    digest: DigestOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Refuse a parked call: the model is told who denied it and why, and goes on."""
     config = load_config()
-    decision = Decision(_complete(config, approval_id), False, by or getpass.getuser(), note)
-    _report(_answer(config, decision), as_json)
+    shown = _shown(config, approval_id)
+    who = by or getpass.getuser()
+    decision = Decision(shown.approval_id, False, who, note, None, digest or shown.digest)
+    _report(_answer(config, decision), shown, as_json)
 
 
-def _complete(config: OwlClawConfig, given: str) -> str:
-    """The whole approval id of ``given`` (itself, or a unique prefix of one)."""
+class _Shown(msgspec.Struct, frozen=True):
+    """The approval answered, as this command shows it (no tool: it is no longer pending)."""
+
+    approval_id: str
+    tool: str = ""
+    arguments: dict[str, Any] = {}
+    digest: str = ""
+
+
+def _shown(config: OwlClawConfig, given: str) -> _Shown:
+    """The approval ``given`` names (its id, or a unique prefix of one) with the arguments it
+    shows now and their digest."""
     from events.agent_state import UnknownApproval
-    from owlclaw.runtime.approvals import complete_approval_id
+    from owlclaw.runtime.approvals import agent_of, complete_approval_id, pending
 
     with open_ledger(config) as (_, led):
         try:
-            return complete_approval_id(led, given, led.agent_ids())
+            approval_id = complete_approval_id(led, given, led.agent_ids())
+            agent_id = agent_of(led, approval_id, led.agent_ids())
         except UnknownApproval as e:
             fail(str(e), "`owlclaw approvals` lists the pending ones", EXIT_NOT_FOUND)
+        found = [p for p in pending(led, [agent_id]) if p.approval_id == approval_id]
+    if not found:
+        return _Shown(approval_id)
+    return _Shown(approval_id, found[0].tool, found[0].arguments, found[0].digest)
 
 
 def _arguments(text: str | None) -> dict[str, Any] | None:
@@ -158,7 +189,7 @@ def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, 
         except ServerUnavailable:
             pass
         except ServerRefused as e:
-            if e.code == "approval_closed":
+            if e.code in CLOSED_CODES:
                 fail(str(e), "`owlclaw approvals` lists what is still open", EXIT_FAILED)
             if e.code == "invalid_arguments":
                 fail(str(e), "`owlclaw approvals` shows the call's arguments", EXIT_USAGE)
@@ -177,10 +208,23 @@ def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, 
             fail(str(e), "`owlclaw approvals` shows the call's arguments", EXIT_USAGE)
 
 
-def _report(answered: tuple[ApprovalAnswer, str], as_json: bool) -> None:
+def _report(answered: tuple[ApprovalAnswer, str], shown: _Shown, as_json: bool) -> None:
     answer, via = answered
     if as_json:
         print_json({**_fields(answer), "via": via})
+        return
+    out.print(
+        f"{shown.tool} {json.dumps(shown.arguments, ensure_ascii=False)} (digest {shown.digest})",
+        highlight=False,
+        markup=False,
+    )
+    if answer.status == "pending":
+        out.print(
+            f"[yellow]granted[/] approval {answer.approval_id} as {len(answer.granted_by)} of"
+            f" {answer.approvals_required} approvers ({', '.join(answer.granted_by)}): the run"
+            " stays parked until another approver grants it",
+            highlight=False,
+        )
         return
     how = (
         "the agent's server: the run resumes now"

@@ -225,7 +225,7 @@ class Demo:
         self.say("$ " + " ".join(command[:3]) + ' --note "within today\'s risk limit"')
         done = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", *command, "--by", "demo-operator"],
+            [sys.executable, "-m", *command, "--by", "demo-operator", "--digest", request.digest],
             capture_output=True,
             text=True,
             check=False,

@@ -10,18 +10,27 @@ on top of the stream as it is then.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import msgspec
 
-from events import Ledger
+from events import Ledger, UnknownAgent
 from events.agent import Agent
-from events.agent_state import Approval, UnknownApproval
+from events.agent_state import Approval, ApprovalClosed, UnknownApproval
 from events.streams import now
+from owlclaw.access.authorize import BOOTSTRAP, Action, Principal, authorize
 from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.tool import Tool
+
+MAX_SPAWN_DEPTH = 16
+"""Parents followed up a spawn tree at most (spawn_agent's ``max_depth`` is at most 5)."""
+
+
+class NotApprover(ApprovalClosed):
+    """The principal answering lacks ``approver`` on the agent, or answers as someone else
+    (nothing recorded)."""
 
 
 class ToolArgumentsInvalid(ValueError):
@@ -29,7 +38,9 @@ class ToolArgumentsInvalid(ValueError):
 
 
 class PendingApproval(msgspec.Struct, frozen=True):
-    """What ``owlclaw approvals`` and ``GET /approvals`` list."""
+    """What ``owlclaw approvals`` and ``GET /approvals`` list: the arguments an answer is
+    for now (an earlier approver's edit, else the call's) and their ``digest``, which the
+    answer sends back."""
 
     approval_id: str
     agent_id: str
@@ -40,20 +51,37 @@ class PendingApproval(msgspec.Struct, frozen=True):
     approvers: list[str]
     requested_at: str
     expires_at: str
+    digest: str = ""
+    approvals_required: int = 1
+    granted_by: list[str] = []
 
     @classmethod
     def of(cls, agent_id: str, approval_id: str, approval: Approval) -> PendingApproval:
+        arguments, digest = approval.shown()
         return cls(
             approval_id,
             agent_id,
             str(approval.run_id),
             approval.tool,
-            approval.arguments,
+            arguments,
             approval.reason,
             approval.approvers,
             approval.requested_at.isoformat(),
             approval.expires_at.isoformat(),
+            digest,
+            approval.approvals_required,
+            list(approval.granted_by),
         )
+
+
+def check_approver(principal: Principal, agent_id: str, decision: Decision) -> None:
+    """NotApprover unless ``principal`` holds ``approver`` on the agent and answers as itself
+    (the server token's caller may name who answers)."""
+    refusal = authorize(principal, Action.ANSWER_APPROVAL, agent_id)
+    if refusal is not None:
+        raise NotApprover(str(refusal))
+    if principal.name not in (BOOTSTRAP, decision.by):
+        raise NotApprover(f"{principal.name} may answer as itself only, not as {decision.by!r}")
 
 
 def checked_edit(agent: Agent, decision: Decision, tools: Mapping[str, Tool]) -> None:
@@ -134,10 +162,35 @@ def answer_directly(
     agent = ledger.load_agent(agent_id)
     if tools is not None:
         checked_edit(agent, decision, tools)
-    approval = record_decision(agent, decision)
+    approval = record_decision(agent, decision, spawn_kin(ledger, agent_id, decision.by))
     agent, positions = ledger.append_rebasing(agent)
     return ApprovalAnswer.of(agent, decision.approval_id, approval.run_id, positions[-1])
 
 
-def record_decision(agent: Agent, d: Decision) -> Approval:
-    return agent.answer_approval(d.approval_id, d.approve, d.by, d.note, d.arguments)
+def record_decision(agent: Agent, d: Decision, kin: Collection[str] = ()) -> Approval:
+    """Record the answer on the agent (nothing when refused); ``kin``: ``spawn_kin``'s."""
+    return agent.answer_approval(
+        d.approval_id, d.approve, d.by, d.note, d.arguments, digest=d.digest, related=kin
+    )
+
+
+def spawn_kin(ledger: Ledger, agent_id: str, by: str) -> list[str]:
+    """``[by]`` when ``by`` names an agent of ``agent_id``'s spawn tree (one with the same
+    top-level agent: its parents, its sub-agents and theirs, their siblings), else none: the
+    agents its answer is refused as, beyond those the agent's own stream names."""
+    try:
+        theirs = spawn_root(ledger, by)
+    except UnknownAgent:
+        return []
+    return [by] if theirs == spawn_root(ledger, agent_id) else []
+
+
+def spawn_root(ledger: Ledger, agent_id: str) -> str:
+    """The top-level agent that spawned ``agent_id`` (through its sub-agents), or itself."""
+    seen = [agent_id]
+    while len(seen) <= MAX_SPAWN_DEPTH:
+        parent = ledger.load_agent(seen[-1]).state.parent_agent_id
+        if not parent or parent in seen:
+            break
+        seen.append(parent)
+    return seen[-1]

@@ -29,7 +29,7 @@ from owlclaw.messages import (
     ToolsChange,
 )
 from owlclaw.runtime.agent_setup import AgentSetup
-from owlclaw.runtime.approvals import checked_edit, record_decision
+from owlclaw.runtime.approvals import checked_edit, record_decision, spawn_kin
 from owlclaw.runtime.commits import Sink
 from owlclaw.runtime.serial import LedgerCalls
 from owlclaw.tools.subagents import SubAgents
@@ -102,14 +102,16 @@ class Inbox:
         return (await self.sink.append(agent))[1][-1]
 
     async def answer_approval(self, message: AnswerApproval) -> ApprovalAnswer:
-        """Record a person's answer as the agent's writer. ApprovalClosed (nothing to answer)
-        or ToolArgumentsInvalid (edited arguments outside the tool's schema): nothing recorded.
-        The run to resume is in the answer."""
+        """Record a person's answer as the agent's writer. ApprovalClosed (nothing to answer,
+        another digest, an agent of its spawn tree answering, a second grant by the same
+        principal) or ToolArgumentsInvalid (edited arguments outside the tool's schema):
+        nothing recorded. The run to resume is in the answer."""
         decision = message.decision
         agent = await self._head()
         await self.setup.connect_mcp()  # the call may be to a tool of one of its MCP servers
         checked_edit(agent, decision, self.setup.tools())
-        approval = record_decision(agent, decision)
+        kin = await self.io(spawn_kin, self.setup.ledger, self.setup.agent_id, decision.by)
+        approval = record_decision(agent, decision, kin)
         agent, positions = await self.sink.append(agent)
         return ApprovalAnswer.of(agent, decision.approval_id, approval.run_id, positions[-1])
 

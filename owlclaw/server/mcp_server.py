@@ -215,19 +215,22 @@ def make_server(service: Service) -> MCPServer[Any]:
     async def answer_approval(
         approval_id: str,
         decision: Literal["approve", "deny"],
+        digest: Annotated[
+            str, Field(description="The approval's digest, as list_approvals gives it.")
+        ],
         note: str = "",
         arguments: Annotated[
             dict[str, Any] | None,
             Field(description="Edited arguments for the call (approve only)."),
         ] = None,
     ) -> dict[str, Any]:
-        """Approve or deny a pending approval (recorded as answered by the caller); the parked
-        run resumes."""
+        """Approve or deny a pending approval, for the arguments of its digest (recorded as
+        answered by the caller); the parked run resumes."""
         with refused_as(ToolError):
             principal = allowed("answer_approval", await service.approval_agent(approval_id))
             by = answerer(principal)
-            decision_ = Decision(approval_id, decision == "approve", by, note, arguments)
-            answered = await service.answer_approval(decision_)
+            decision_ = Decision(approval_id, decision == "approve", by, note, arguments, digest)
+            answered = await service.answer_approval(decision_, principal)
         return msgspec.to_builtins(answered)  # type: ignore[no-any-return]
 
     def memory(agent_id: str, query: str | None, k: int) -> MemoryReading:

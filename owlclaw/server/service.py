@@ -25,6 +25,7 @@ import msgspec
 
 from events import Ledger, LedgerReadError, UnknownAgent
 from events.streams import now
+from owlclaw.access.authorize import Principal
 from owlclaw.access.store import PrincipalStore
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
@@ -45,7 +46,7 @@ from owlclaw.messages import (
     Decision,
     Message,
 )
-from owlclaw.runtime.approvals import PendingApproval, agent_of, pending
+from owlclaw.runtime.approvals import PendingApproval, agent_of, check_approver, pending
 from owlclaw.runtime.secrets import secret_values
 from owlclaw.server.duties import (
     approval_expiry,
@@ -288,9 +289,12 @@ class Service:
         assert self.ledger is not None
         return await asyncio.to_thread(agent_of, self.ledger, approval_id, list(self.apps))
 
-    async def answer_approval(self, decision: Decision) -> ApprovalAnswer:
-        """Answer a served agent's approval through its writer; the parked run resumes."""
+    async def answer_approval(self, decision: Decision, principal: Principal) -> ApprovalAnswer:
+        """Answer a served agent's approval through its writer as ``principal``, who must hold
+        ``approver`` on that agent and answer as itself (the server token's may name who
+        answers); the parked run resumes. NotApprover, and nothing recorded, otherwise."""
         agent_id = await self.approval_agent(decision.approval_id)
+        check_approver(principal, agent_id, decision)
         return await self.agents.ask(AnswerApproval(agent_id=agent_id, decision=decision))
 
     def pending_approvals(self) -> list[PendingApproval]:

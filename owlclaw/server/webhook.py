@@ -12,10 +12,15 @@
   agents live in this process; answered with the agent's verdict (200);
 - ``GET /approvals``: the served agents' pending approvals (a principal's: of the agents its
   grants cover);
-- ``POST /approvals/{id}`` ``{"decision": "approve"|"deny", "by"?, "note"?, "arguments"?}``: a
-  person's answer, recorded by the agent's writer; the parked run resumes (200); 404
-  ``unknown_approval``; 409 ``approval_closed`` when it was already answered or expired (nothing
-  recorded); 400 ``invalid_arguments`` for edited arguments outside the tool's schema;
+- ``POST /approvals/{id}`` ``{"decision": "approve"|"deny", "digest", "by"?, "note"?,
+  "arguments"?}``: a person's answer for the arguments of ``digest`` (the pending approval's, as
+  ``GET /approvals`` lists it), recorded by the agent's writer; the parked run resumes once the
+  approvals its tool requires are given (200). Refused, with nothing recorded: 404
+  ``unknown_approval``; 409 ``approval_closed`` (already answered or expired),
+  ``digest_mismatch`` (another digest than the arguments it shows), ``same_approver`` (a second
+  grant by the same principal); 403 ``self_approval`` (answered as the agent or an agent of its
+  spawn tree), ``forbidden`` (no ``approver`` on the agent); 400 ``invalid_arguments`` for edited
+  arguments outside the tool's schema;
 - ``GET /status``: the served agents (a principal's: those its grants cover); ``GET /health``:
   liveness and readiness (``{"ok": true, "ready"}``), answered without a token;
 - ``GET /metrics``: Prometheus' text format (owlclaw.server.metrics), without a token too unless
@@ -49,7 +54,7 @@ import msgspec
 from aiohttp import web
 from aiohttp_asgi import ASGIResource
 
-from events.agent_state import ApprovalClosed, UnknownApproval, UnknownTools
+from events.agent_state import ApprovalClosed, UnknownTools
 from owlclaw.a2a.routes import PREFIX as A2A_PREFIX
 from owlclaw.a2a.routes import a2a_app
 from owlclaw.access.authorize import BOOTSTRAP
@@ -57,6 +62,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.server import mcp_server
+from owlclaw.server.approval_refusals import refusal_of
 from owlclaw.server.console import make_console
 from owlclaw.server.guard import guard, principal_of
 from owlclaw.server.http_errors import json_error as _error
@@ -85,6 +91,8 @@ class ToolsBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class AnswerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     decision: Literal["approve", "deny"]
+    digest: str = ""
+    """The digest of the arguments answered for, as the pending approval lists it."""
     by: str | None = None
     """Who answers, for the server token's caller (default ``webhook``); a principal answers
     as itself, and may leave it out."""
@@ -138,13 +146,12 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
             )
         try:
             decision = Decision(
-                approval_id, data.decision == "approve", by, data.note, data.arguments
+                approval_id, data.decision == "approve", by, data.note, data.arguments, data.digest
             )
-            answered = await service.answer_approval(decision)
-        except UnknownApproval as e:
-            return _error(404, "unknown_approval", str(e))
+            answered = await service.answer_approval(decision, principal)
         except ApprovalClosed as e:
-            return _error(409, "approval_closed", str(e))
+            status, code = refusal_of(e)
+            return _error(status, code, str(e))
         except ToolArgumentsInvalid as e:
             return _error(400, "invalid_arguments", str(e))
         return web.json_response(msgspec.to_builtins(answered))

@@ -27,6 +27,7 @@ import msgspec
 from events import catalog as ev
 from events.agent import Agent
 from events.agent_state import Approval
+from events.argument_digest import arguments_digest
 from events.run import Run
 from events.streams import approval_id_for
 from owlclaw import tracing
@@ -212,6 +213,7 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
             reason,
             site.governance.approvers,
             site.governance.approval_timeout_s,
+            site.governance.approvals_needed(name),
         )
         scope.run.record(ev.RunParked, approval_id=approval_id, call_id=call_id)
         raise Parked(approval_id)
@@ -221,6 +223,16 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
         )
         raise Parked(approval_id_for(scope.run.id, call_id))
     if approval.status == "granted":
+        if (unbound := unbound_grant(scope.run, call_id, approval, arguments)) is not None:
+            return refuse(
+                scope.run,
+                ev.ToolCallDenied,
+                unbound,
+                call_id=call_id,
+                tool=name,
+                reason=unbound.error,
+                error_code=unbound.error_code,
+            )
         if approval.edited_arguments is None or tool is None:  # None: a replay's unknown tool
             return params
         edited = tool.spec.parse(approval.edited_arguments)
@@ -254,6 +266,25 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
         reason=told.error,
         error_code=told.error_code,
     )
+
+
+def unbound_grant(
+    run: Run, call_id: str, approval: Approval, arguments: dict[str, Any]
+) -> ToolError | None:
+    """Why a grant does not cover this call: it was used already (a grant executes one call;
+    a model repeating a call id gets no second run of it), or the call's arguments are not
+    those the approval showed."""
+    if call_id in run.state.requested:
+        return ToolError(
+            error=f"the approval of call {call_id} was used by its one execution already",
+            error_code="APPROVAL_USED",
+        )
+    if arguments_digest(arguments) != (approval.digest or arguments_digest(approval.arguments)):
+        return ToolError(
+            error=f"call {call_id} has other arguments than its approval showed",
+            error_code="APPROVAL_MISMATCH",
+        )
+    return None
 
 
 def rate_limit(site: CallSite, name: str) -> str | None:

@@ -22,6 +22,7 @@ from owlclaw.app import RateLimit, Skill
 from owlclaw.struct_errors import describe
 from owlclaw.tools.conditions import Condition, ConditionError
 
+MAX_APPROVERS = 5
 OPERATOR_DISABLED = "disabled by the operator (owlclaw tools --enable re-enables it)"
 
 
@@ -43,6 +44,8 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Who may answer this agent's approvals; empty means any operator."""
     approval_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400.0
     """A request nobody answers in this time expires, which counts as denied."""
+    approvals_required: dict[str, Annotated[int, msgspec.Meta(ge=1, le=MAX_APPROVERS)]] = {}
+    """Tool name or glob -> how many different principals must grant its calls (default 1)."""
     rate_limits: dict[str, RateLimit] = {}
     """Tool name -> at most ``calls`` calls per ``per_seconds`` for this agent."""
     daily_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
@@ -63,6 +66,12 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                 Condition.parse(text)
             except ConditionError as e:
                 raise ValueError(f"{source}: [governance] ask_if.{tool}: {e}") from e
+        for tool, needed in governance.approvals_required.items():
+            if governance.approvers and needed > len(set(governance.approvers)):
+                raise ValueError(
+                    f"{source}: [governance] approvals_required.{tool} = {needed}, but"
+                    f" approvers names only {len(set(governance.approvers))}"
+                )
         return governance
 
     def tool_patterns(self) -> Iterator[tuple[str, str]]:
@@ -73,6 +82,7 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             ("ask", self.ask),
             ("ask_if", tuple(self.ask_if)),
             ("rate_limits", tuple(self.rate_limits)),
+            ("approvals_required", tuple(self.approvals_required)),
         ):
             for pattern in patterns:
                 yield key, pattern
@@ -87,6 +97,14 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if (text := self.ask_if.get(tool, declared)) is not None:
             return f"ask_if: {text}" if Condition.parse(text).holds(arguments) else None
         return "the agent's default is ask" if self.default == "ask" else None
+
+    def approvals_needed(self, tool: str) -> int:
+        """How many different principals must grant a call of ``tool`` (the most any matching
+        entry asks for)."""
+        return max(
+            (n for pattern, n in self.approvals_required.items() if fnmatchcase(tool, pattern)),
+            default=1,
+        )
 
     def resolve(
         self,

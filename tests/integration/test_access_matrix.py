@@ -149,6 +149,8 @@ def a2a_result(outcome: Outcome) -> bool:
 
 
 APPROVALS: dict[str, list[str]] = {}
+DIGESTS: dict[str, str] = {}
+"""Each approval's digest, which an answer names."""
 """Each agent's pending approvals, set once its runs have parked: the webhook answers the first,
 MCP the last."""
 RUNS: dict[str, str] = {}
@@ -179,7 +181,12 @@ ENDPOINTS = [
     ),
     Endpoint(
         "answer", "approver", "agent",
-        webhook("POST", "/approvals/{approval}", lambda _: {"decision": "deny"}), http_ok(200, 409),
+        webhook(
+            "POST",
+            "/approvals/{approval}",
+            lambda a: {"decision": "deny", "digest": DIGESTS[APPROVALS[a][0]]},
+        ),
+        http_ok(200, 409),
     ),
     Endpoint("approvals", "viewer", "list", webhook("GET", "/approvals"), http_ok(200)),
     Endpoint("status", "viewer", "list", webhook("GET", "/status"), http_ok(200)),
@@ -198,7 +205,14 @@ ENDPOINTS = [
     ),
     Endpoint(
         "mcp answer_approval", "approver", "agent",
-        mcp("answer_approval", lambda a: {"approval_id": APPROVALS[a][-1], "decision": "deny"}),
+        mcp(
+            "answer_approval",
+            lambda a: {
+                "approval_id": APPROVALS[a][-1],
+                "decision": "deny",
+                "digest": DIGESTS[APPROVALS[a][-1]],
+            },
+        ),
         mcp_ok,
     ),
     Endpoint("mcp list_agents", "viewer", "list", mcp("list_agents", lambda _: {}), mcp_ok),
@@ -283,7 +297,9 @@ async def matrix(
     assert ledger is not None
     runs = {IN: [await park(service, http, IN) for _ in range(3)]}
     runs[OUT] = [await park(service, http, OUT)]
-    of_run = {a.run_id: a.approval_id for a in await asyncio.to_thread(service.pending_approvals)}
+    pending = await asyncio.to_thread(service.pending_approvals)
+    of_run = {a.run_id: a.approval_id for a in pending}
+    DIGESTS.update({a.approval_id: a.digest for a in pending})
     APPROVALS[IN] = [of_run[r] for r in runs[IN][:2]]  # one for the webhook, one for MCP
     APPROVALS[OUT] = [of_run[runs[OUT][0]]]
     RUNS.update({IN: runs[IN][2], OUT: runs[OUT][0]})  # A2A cancels these

@@ -25,7 +25,7 @@ from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.tools.stats import tool_stats
 from projections import ProjectionRunner
 from projections.tool_calls import AuditView
-from tests.approvals import config, park, resumed, trader
+from tests.approvals import config, digest_of, park, resumed, trader
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,10 @@ def test_approved_after_the_host_stopped_the_call_runs_once_on_a_new_host(
     kinds = [type(e).__name__ for e in run_events(ledger, run_id)]
     assert kinds[-1] == "RunParked" and "ToolCallRequested" not in kinds
 
-    answered = answer_directly(ledger, "asker", Decision(approval_id, True, "alice", "fine"))
+    digest = digest_of(ledger, "asker", approval_id)
+    answered = answer_directly(
+        ledger, "asker", Decision(approval_id, True, "alice", "fine", digest=digest)
+    )
     assert answered.status == "granted" and answered.run_id == run_id
     result = asyncio.run(resumed(ledger, "asker", run_id))
     assert result.status == "completed"
@@ -54,7 +57,7 @@ def test_approved_after_the_host_stopped_the_call_runs_once_on_a_new_host(
     assert "RunInterrupted" not in [type(e).__name__ for e in events]
     assert pending(ledger, ["asker"]) == []
     with pytest.raises(ApprovalClosed, match="already granted"):
-        answer_directly(ledger, "asker", Decision(approval_id, False, "bob"))
+        answer_directly(ledger, "asker", Decision(approval_id, False, "bob", digest=digest))
     assert verified(ledger, "asker", app).matched
     [row] = audit_rows(ledger, "asker")
     assert (row["status"], row["approval_status"], row["approved_by"]) == (
@@ -71,7 +74,8 @@ def test_denied_the_model_is_told_who_denied_it_and_the_run_ends_as_scripted(
     app, orders = trader(tmp_path, "denied", 'ask = ["place_*"]')
     ledger.register_agent("denied", app)
     run_id, approval_id = asyncio.run(park(ledger, "denied"))
-    answer_directly(ledger, "denied", Decision(approval_id, False, "bob", "too big"))
+    digest = digest_of(ledger, "denied", approval_id)
+    answer_directly(ledger, "denied", Decision(approval_id, False, "bob", "too big", None, digest))
     result = asyncio.run(resumed(ledger, "denied", run_id))
     assert result.status == "completed" and not orders.exists()
     [denied] = [e for e in run_events(ledger, run_id) if isinstance(e, ev.ToolCallDenied)]
@@ -98,7 +102,8 @@ def test_an_approval_nobody_answers_expires_as_a_denial(ledger: Ledger, tmp_path
     while time.time() < deadline and waiting.expires_at >= _now_iso():
         time.sleep(0.05)
     with pytest.raises(ApprovalClosed, match="expired"):
-        answer_directly(ledger, "expiry", Decision(approval_id, True, "alice"))
+        digest = digest_of(ledger, "expiry", approval_id)
+        answer_directly(ledger, "expiry", Decision(approval_id, True, "alice", digest=digest))
     result = asyncio.run(resumed(ledger, "expiry", run_id))  # activation records the expiry
     assert result.status == "completed" and not orders.exists()
     agent_kinds = [type(e).__name__ for e in ledger.stream(ledger.load_agent("expiry").id)]
@@ -117,7 +122,8 @@ def test_edited_arguments_are_checked_against_the_tool_and_used(
     async def answer(arguments: dict[str, object]) -> str:
         host = AgentHost(ledger, config("edited"))
         try:
-            decision = Decision(approval_id, True, "carol", arguments=arguments)
+            digest = digest_of(ledger, "edited", approval_id)
+            decision = Decision(approval_id, True, "carol", arguments=arguments, digest=digest)
             answered = await host.ask(AnswerApproval(agent_id="edited", decision=decision))
             return (await host.ask(Result(agent_id="edited", run_id=answered.run_id))).status
         finally:

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from events import Ledger
 from events import catalog as ev
+from events.argument_digest import arguments_digest
 from events.run import Run
 from owlclaw.cli import app
 from owlclaw.database import Database
@@ -268,7 +269,7 @@ def record_governed_run(ledger: Ledger, agent_id: str) -> None:
         run.id, "o1", "place_order", {}, "governance.ask names it", [], 3600
     )
     run.record(ev.RunParked, approval_id=approval, call_id="o1")
-    agent.answer_approval(approval, True, "alice")
+    agent.answer_approval(approval, True, "alice", digest=arguments_digest({}))
     run.record(ev.ToolCallRequested, call_id="o1", tool="place_order", arguments={})
     run.record(ev.ToolCallSucceeded, call_id="o1", tool="place_order", result={"ok": True})
     run.record(

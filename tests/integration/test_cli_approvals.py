@@ -108,11 +108,13 @@ def test_parked_answered_from_the_cli_with_the_server_killed_and_through_the_web
         second = owlclaw_json(env, "trigger", "trader", cwd=tmp_path)
         assert second["status"] == "parked"
         [other] = owlclaw_json(env, "approvals", "trader", cwd=tmp_path)
-        answers = [answer(env, other["approval_id"], note="not today") for _ in range(2)]
+        answers = [
+            answer(env, other["approval_id"], other["digest"], note="not today") for _ in range(2)
+        ]
         assert answers[0][0] == 200 and answers[0][1]["status"] == "denied"
         assert answers[1][0] == 409 and answers[1][1]["code"] == "approval_closed"
         assert "\n" not in answers[1][1]["error"], answers[1][1]["error"]
-        assert answer(env, "no-such-approval")[0] == 404
+        assert answer(env, "no-such-approval", "")[0] == 404
         wait_for(
             lambda: statuses(env, tmp_path)[second["run_id"]] == "RunCompleted", "denied run", 60
         )
@@ -141,10 +143,10 @@ def assert_listed_in_80_columns(env: dict[str, str], cwd: Path, approval_id: str
     assert "in 23 h" in table or "in 1 d" in table, table
 
 
-def answer(env: dict[str, str], approval_id: str, note: str = "") -> tuple[int, Any]:
+def answer(env: dict[str, str], approval_id: str, digest: str, note: str = "") -> tuple[int, Any]:
     response = httpx.post(
         f"http://127.0.0.1:{env['OWLCLAW_SERVER_PORT']}/approvals/{approval_id}",
-        json={"decision": "deny", "by": "risk-desk", "note": note},
+        json={"decision": "deny", "by": "risk-desk", "note": note, "digest": digest},
         headers={"Authorization": "Bearer t"},
         trust_env=False,
         timeout=30,

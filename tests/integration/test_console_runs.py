@@ -53,7 +53,10 @@ def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
         assert agents.locator("tr[data-agent=desk] .state").inner_text() == "parked"
         agents.close()
         [approval] = served.service.pending_approvals()
-        answer = http.post(f"/approvals/{approval.approval_id}", json={"decision": "approve"})
+        answer = http.post(
+            f"/approvals/{approval.approval_id}",
+            json={"decision": "approve", "digest": approval.digest},
+        )
         assert answer.status_code == 200, answer.text
 
         page.locator(".step.end").wait_for()  # arrives on the open page

@@ -355,10 +355,18 @@ def test_an_mcp_call_the_governance_asks_about_waits_for_the_answer(
         owl = owlclaw_host(ledger, "mcp-asker")
         try:
             [waiting] = pending(ledger, ["mcp-asker"])
-            bad = Decision(waiting.approval_id, True, "alice", arguments={"message": 5})
+            bad = Decision(
+                waiting.approval_id, True, "alice", arguments={"message": 5}, digest=waiting.digest
+            )
             with pytest.raises(ToolArgumentsInvalid, match="is not of type 'string'"):
                 await owl.ask(AnswerApproval(agent_id="mcp-asker", decision=bad))
-            edited = Decision(waiting.approval_id, True, "alice", arguments={"message": "edited"})
+            edited = Decision(
+                waiting.approval_id,
+                True,
+                "alice",
+                arguments={"message": "edited"},
+                digest=waiting.digest,
+            )
             await owl.ask(AnswerApproval(agent_id="mcp-asker", decision=edited))
             return await owl.ask(Result(agent_id="mcp-asker", run_id=run_id))
         finally:

@@ -193,12 +193,22 @@ def test_an_mcp_client_drives_and_inspects_the_served_agent(
             answered = data(
                 await client.call_tool(
                     "answer_approval",
-                    {"approval_id": approval["approval_id"], "decision": "approve", "note": "ok"},
+                    {
+                        "approval_id": approval["approval_id"],
+                        "decision": "approve",
+                        "digest": approval["digest"],
+                        "note": "ok",
+                    },
                 )
             )
             assert (answered["status"], answered["run_id"]) == ("granted", bought["run_id"])
             again = await client.call_tool(
-                "answer_approval", {"approval_id": approval["approval_id"], "decision": "deny"}
+                "answer_approval",
+                {
+                    "approval_id": approval["approval_id"],
+                    "decision": "deny",
+                    "digest": approval["digest"],
+                },
             )
             assert error(again).endswith(f": approval {approval['approval_id']} is already granted")
 
@@ -228,7 +238,7 @@ def test_refusals_are_tool_errors_and_no_token_is_no_entry(
             neither = await client.call_tool("read_timeline", {"agent_id": "desk"})
             assert error(neither).endswith(": name the run by run_no or by run_id (one of them)")
             no_approval = await client.call_tool(
-                "answer_approval", {"approval_id": "nope", "decision": "approve"}
+                "answer_approval", {"approval_id": "nope", "decision": "approve", "digest": ""}
             )
             assert error(no_approval).endswith(": no approval 'nope'")
             bad_k = await client.call_tool(

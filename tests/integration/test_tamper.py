@@ -27,7 +27,7 @@ from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Decision
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.approvals import answer_directly
-from tests.approvals import park, resumed, trader
+from tests.approvals import digest_of, park, resumed, trader
 from tests.scripted import decide, play
 
 pytestmark = pytest.mark.integration
@@ -131,7 +131,8 @@ def test_each_ended_run_is_sealed_and_an_untouched_ledger_verifies(
     ledger.register_agent("asker", app_dir)
     parked, approval_id = asyncio.run(park(ledger, "asker"))
     assert not any(isinstance(e, ev.RunSealed) for e in ledger.stream(agent_stream_id("asker")))
-    answer_directly(ledger, "asker", Decision(approval_id, True, "alice"))
+    digest = digest_of(ledger, "asker", approval_id)
+    answer_directly(ledger, "asker", Decision(approval_id, True, "alice", digest=digest))
     assert asyncio.run(resumed(ledger, "asker", parked)).status == "completed"
 
     heads = ledger.chains.stream_heads([*runs, uuid.UUID(parked)])

@@ -43,9 +43,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DOCUMENTED = {
     400: {"bad_request", "unknown_tool", "invalid_arguments"},
     401: {"unauthorized"},
+    403: {"forbidden", "self_approval"},
     404: {"unknown_agent", "unknown_approval", "not_found"},
     405: {"method_not_allowed"},
-    409: {"approval_closed"},
+    409: {"approval_closed", "digest_mismatch", "same_approver"},
     413: {"too_large"},
 }
 """The JSON errors docs/webhook.md documents, by status."""

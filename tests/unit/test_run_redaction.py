@@ -152,8 +152,8 @@ def test_a_run_resumed_after_an_approval_shows_the_model_the_conversation_it_saw
     ]
     parked = play(runtime, steps)
     assert parked.status == "parked"
-    [approval_id] = runtime.setup.head().state.approvals
-    decision = Decision(approval_id, True, "ops")
+    [(approval_id, approval)] = runtime.setup.head().state.approvals.items()
+    decision = Decision(approval_id, True, "ops", digest=approval.shown()[1])
     asyncio.run(runtime.inbox.answer_approval(AnswerApproval(agent_id="desk", decision=decision)))
     resumed = asyncio.run(runtime.resume(UUID(parked.run_id)))
     assert resumed.status == "completed"

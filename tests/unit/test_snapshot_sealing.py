@@ -29,7 +29,10 @@ def _agent_with_content(ledger: Ledger) -> tuple[Agent, uuid.UUID]:
     agent.request_approval(run.id, "c1", "pay", {"to": SECRETS["arguments"]}, "ask", [], 3600)
     agent.request_approval(run.id, "c2", "pay", {"to": "x"}, "ask", [], 3600)
     approval_id = next(iter(agent.state.approvals))
-    agent.answer_approval(approval_id, True, "op", arguments={"to": SECRETS["edited"]})
+    digest = agent.state.approvals[approval_id].shown()[1]
+    agent.answer_approval(
+        approval_id, True, "op", arguments={"to": SECRETS["edited"]}, digest=digest
+    )
     agent.record(
         ev.SubAgentFinished,
         spawn_id="s1",

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from events.agent_state import ApprovalClosed
+from owlclaw.access.authorize import bootstrap
 from owlclaw.messages import Decision
 from owlclaw.reports.relative_time import relative
 from owlclaw.runtime.approvals import PendingApproval, unique_prefixes
@@ -72,9 +73,12 @@ def routes(service: Service) -> list[web.RouteDef]:
             raise redirect_with(
                 BACK, f"not answered: the note is over {MAX_NOTE} characters", ok=False
             )
-        decision = Decision(approval_id, verdict == "approve", operator_of(request), note)
-        try:
-            answered = await service.answer_approval(decision)
+        digest = str(form.get("digest", ""))  # of the arguments this page showed
+        decision = Decision(
+            approval_id, verdict == "approve", operator_of(request), note, None, digest
+        )
+        try:  # the console logs in with the server token
+            answered = await service.answer_approval(decision, bootstrap())
         except ApprovalClosed as e:  # also an unknown approval
             raise redirect_with(BACK, f"not answered: {e}", ok=False) from e
         raise redirect_with(
