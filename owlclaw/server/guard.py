@@ -19,7 +19,7 @@ from aiohttp.typedefs import Middleware
 from events import UnknownAgent
 from events.agent_state import UnknownApproval
 from owlclaw.a2a.routes import is_card_path
-from owlclaw.access.authorize import Action, Principal, authorize, bootstrap
+from owlclaw.access.authorize import Action, Principal, Refusal, authorize, bootstrap
 from owlclaw.server.http_errors import json_error
 from owlclaw.server.metrics_route import PATH as METRICS_PATH
 from owlclaw.server.service import NotServed, Service
@@ -127,8 +127,12 @@ async def _refusal(
     except UnknownApproval as e:
         return json_error(404, "unknown_approval", str(e))
     refusal = authorize(principal, action, agent_id)
-    if refusal is None:
-        return None
+    return None if refusal is None else forbidden(refusal)
+
+
+def forbidden(refusal: Refusal) -> web.Response:
+    """The JSON 403 of a refusal, naming the missing role and the agent (the console's API
+    answers the same)."""
     body = {
         "error": str(refusal),
         "code": "forbidden",
