@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -105,7 +106,8 @@ def _change(
             app_tools(led, agent, config.runtime.app_load_timeout_s, config.workspaces_path)
         )
         try:
-            return change_tools_directly(led, agent, known, enable, disable), "ledger"
+            by = f"local:{getpass.getuser()}"  # no principal: someone with the database
+            return change_tools_directly(led, agent, known, enable, disable, by), "ledger"
         except ValueError as e:
             fail(str(e), hint, EXIT_USAGE)
 
