@@ -23,6 +23,7 @@ from owlclaw.cli.common import (
     open_ledger,
     out,
     print_json,
+    server_client,
 )
 from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
@@ -87,11 +88,11 @@ def _change(
     config: OwlClawConfig, agent: str, enable: list[str], disable: list[str]
 ) -> tuple[ToolsChange, str]:
     """Through the agent's writer when a server serves it, else directly in the ledger."""
-    from owlclaw.client import ServerClient, ServerRefused, ServerUnavailable
+    from owlclaw.client import ServerRefused, ServerUnavailable
     from owlclaw.tools.switches import change_tools_directly
 
     hint = f"`owlclaw tools {agent}` shows its tools; check the names"
-    with ServerClient(config) as client:
+    with server_client(config) as client:
         try:
             return client.change_tools(agent, enable, disable), "server"
         except ServerUnavailable:
