@@ -24,7 +24,7 @@
 - ``/a2a/{id}`` (A2A JSON-RPC) and ``/a2a/{id}/.well-known/agent-card.json`` (its card, without
   a token): each served agent as an A2A agent (``owlclaw.a2a``);
 - ``/ui/...``: the web console (``owlclaw.server.console``), behind its own login with the same
-  token.
+  tokens and roles.
 
 Until the service has started, calls are answered 503 ``starting``.
 
