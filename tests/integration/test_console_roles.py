@@ -6,6 +6,7 @@ show only the agents in scope, and an approval answered here is recorded by the 
 from __future__ import annotations
 
 import asyncio
+import html
 from pathlib import Path
 
 import httpx
@@ -92,7 +93,7 @@ async def refuse_out_of_role(
                 if "/api/" in path:
                     assert answer.json()["role"] == role
                 else:
-                    assert f"it needs role {role} on {on_text}" in answer.text
+                    assert f"it needs role {role} on {on_text}" in html.unescape(answer.text)
     return served
 
 
