@@ -1,6 +1,7 @@
 """The webhook's role matrix: each principal's role x each endpoint x an agent in and out of its
 scope is served or refused with a JSON 403 naming the missing role, and a refused request
-records nothing; an approval answered with a principal's token is recorded as answered by it."""
+records nothing; an approval answered or a tool switched with a principal's token is recorded as
+done by it."""
 
 from __future__ import annotations
 
@@ -124,6 +125,12 @@ def test_each_role_on_each_endpoint_in_and_out_of_scope(fresh_db: Database, tmp_
                 if isinstance(e, ev.ApprovalDenied)
             ]  # fmt: skip
             assert [(d.approval_id, d.by) for d in denied] == [(approvals[IN], "approver-acme")]
+            switched = [
+                (e.disabled, e.by)
+                for e in ledger.stream(ledger.load_agent(IN).id)
+                if isinstance(e, ev.ToolsChanged)
+            ]
+            assert switched == [(["place_order"], "operator-acme")]
 
             wrong = await http.get("/status", headers={"Authorization": "Bearer owl_nope"})
             assert wrong.status_code == 401
