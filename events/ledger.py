@@ -170,6 +170,12 @@ class Ledger:
         self._mapper.redactor = self._secrets.add(secrets)
         return self._mapper.redactor
 
+    @property
+    def redactor(self) -> Redactor:
+        """What every event stored is redacted with now: what a run shows its model goes
+        through it too, so the model sees what is recorded."""
+        return self._mapper.redactor
+
     def append(self, *aggregates: Agent | Run) -> list[int]:
         """Commit the pending events of ``aggregates`` in one transaction; return positions."""
         events = [e for agg in aggregates for e in agg.collect_events()]

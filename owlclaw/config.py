@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -163,6 +164,31 @@ class EvidenceConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``<data_dir>/keys/signing_key.pem`` (``owlclaw keys init`` writes it)."""
 
 
+AGENT_GLOB = r"^[A-Za-z0-9_.*?\[\]!-]{1,128}$"
+"""An agent-id glob: agent-id characters (``owlclaw.app.AGENT_ID``) and ``* ? [ ] !``."""
+TENANT_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class TenantConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A tenant: the agents whose ids match ``agents``, and the limits they share across every
+    process serving them (docs/governance.md, Tenants)."""
+
+    agents: str
+    """A glob over agent ids (case-sensitive), e.g. ``acme.*``."""
+    daily_cost_usd: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """What the tenant's agents together may spend per UTC day; a run that finds it spent
+    ends with BudgetExceeded (``tenant:<name>.daily_cost_usd``) before its next model call."""
+    max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
+    """Runs of the tenant's agents running at once; further runs wait queued for a slot."""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(AGENT_GLOB, self.agents):
+            raise ValueError(
+                f"agents = {self.agents!r}: 1-128 agent-id characters (letters, digits, '_',"
+                " '.', '-') and the globs '*', '?', '[...]'"
+            )
+
+
 class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     data_dir: str = ".owlclaw"
     """Where the embedded PostgreSQL keeps its data (``<data_dir>/pg``)."""
@@ -178,6 +204,8 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     timers: TimersConfig = TimersConfig()
     server: ServerConfig = ServerConfig()
     evidence: EvidenceConfig = EvidenceConfig()
+    tenants: dict[Annotated[str, msgspec.Meta(pattern=TENANT_NAME)], TenantConfig] = {}
+    """``[tenants.<name>]``: sets of agents with shared limits; an agent is in at most one."""
     workspaces_dir: str | None = None
     """Where each agent's workspace directory is (``<workspaces_dir>/<agent id>``), the only
     place its file and exec tools act in; default ``<data_dir>/workspaces``."""

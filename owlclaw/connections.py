@@ -20,7 +20,7 @@ RESERVED = 10
 """Left free: ``superuser_reserved_connections`` (3) and an operator's psql or pg_dump."""
 OWN_CONNECTIONS = 6
 """Connections an OwlClaw process opens outside its ledger pool (LISTEN of feeds, projections,
-a server's serving locks)."""
+a server's serving locks, an agent host's tenant slots)."""
 PER_OWLCLAW_PROCESS = CONNECTIONS + OWN_CONNECTIONS
 
 

@@ -177,6 +177,30 @@ class RunsView(View):
             ).fetchall()
         return [msgspec.convert(row, DayOfAgent) for row in rows]
 
+    def costs_since(self, since: datetime) -> list[RunCost]:
+        """What the runs started at or after ``since`` cost: the ended ones summed per agent,
+        each unfinished one on its own (its cost still grows), for budgets over several
+        agents."""
+        with self.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT agent_id, NULL::uuid AS run_id, sum(cost_usd) AS cost_usd FROM {runs}"
+                    " WHERE started_at >= %s AND ended_at IS NOT NULL GROUP BY agent_id"
+                    " UNION ALL SELECT agent_id, run_id, cost_usd FROM {runs}"
+                    " WHERE started_at >= %s AND ended_at IS NULL"
+                ),
+                (since, since),
+            ).fetchall()
+        return [msgspec.convert(row, RunCost) for row in rows]
+
+
+class RunCost(msgspec.Struct, frozen=True):
+    """The cost of an agent's runs (``run_id`` None: its ended runs together) or of one run."""
+
+    agent_id: str
+    run_id: UUID | None
+    cost_usd: float
+
 
 class DayOfAgent(msgspec.Struct, frozen=True):
     agent_id: str

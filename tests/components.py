@@ -4,6 +4,7 @@ with ``CI=true`` a missing one is a failure; locally it is a clear skip."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -16,3 +17,12 @@ def missing_component(what: str, why: object) -> None:
     if IN_CI:
         pytest.fail(message)
     pytest.skip(message)
+
+
+def require_bwrap() -> str:
+    """exec's sandbox needs bubblewrap on the host; the path of its ``bwrap``."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        missing_component("bubblewrap (bwrap)", "not on PATH (Debian: apt-get install bubblewrap)")
+    assert bwrap is not None
+    return bwrap

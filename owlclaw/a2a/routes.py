@@ -1,7 +1,7 @@
 """The ASGI app the webhook mounts at ``/a2a``: for each served agent its card at
 ``/a2a/<agent id>/.well-known/agent-card.json`` and its JSON-RPC endpoint at ``/a2a/<agent
 id>`` (A2A 1.0 method names, and 0.3's ``message/send``, ``tasks/get``, ... on the same path),
-both from the SDK's Starlette routes."""
+both from the SDK's Starlette routes, each call authorized first (``owlclaw.a2a.authorized``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from owlclaw.a2a.authorized import Authorized
 from owlclaw.a2a.card import agent_card
 from owlclaw.a2a.handler import RunService, RunTasks
 from owlclaw.app import AgentApp
@@ -52,7 +53,7 @@ class BodyOnce:
         await self.app(scope, once, send)
 
 
-def a2a_app(service: RunService, apps: Mapping[str, AgentApp], base_url: str) -> BodyOnce:
+def a2a_app(service: RunService, apps: Mapping[str, AgentApp], base_url: str) -> Authorized:
     """Every agent of ``apps`` as an A2A agent answering under ``base_url``/a2a."""
     routes: list[BaseRoute] = []
     for agent_id, app in apps.items():
@@ -63,4 +64,4 @@ def a2a_app(service: RunService, apps: Mapping[str, AgentApp], base_url: str) ->
         routes += create_jsonrpc_routes(
             RunTasks(service, agent_id), rpc_url=f"/{agent_id}", enable_v0_3_compat=True
         )
-    return BodyOnce(Starlette(routes=routes))
+    return Authorized(BodyOnce(Starlette(routes=routes)))

@@ -4,7 +4,9 @@ the role and the scope that were missing.
 Each action needs exactly one role; roles do not imply one another (an admin who should also
 approve holds ``approver`` too, and that grant is recorded), so each grant says plainly what it
 allows. An action on one agent needs a grant covering that agent; an action on the whole server
-(``agent_id`` None: metrics, principals, the list of every agent) needs an unscoped grant.
+(``agent_id`` None: metrics, principals) needs an unscoped grant. A list of every agent's (status,
+pending approvals) is shown to a principal with the action's role on some agents, filtered to
+those (``authorize_some``, then ``authorize`` per agent).
 """
 
 from __future__ import annotations
@@ -79,11 +81,25 @@ class Refusal(msgspec.Struct, frozen=True):
     action: Action
     role: Role
     agent_id: str | None
+    some: bool = False
+    """Refused a list of agents: the role on any agent would do."""
 
     def __str__(self) -> str:
-        on = "every agent" if self.agent_id is None else f"agent {self.agent_id!r}"
+        if self.some:
+            on = "some agent"
+        else:
+            on = "every agent" if self.agent_id is None else f"agent {self.agent_id!r}"
         role = self.role.value
         return f"{self.principal} may not {self.action.value}: it needs role {role} on {on}"
+
+    def body(self) -> dict[str, str | None]:
+        """The JSON of a 403 answering it."""
+        return {
+            "error": str(self),
+            "code": "forbidden",
+            "role": self.role.value,
+            "agent_id": self.agent_id,
+        }
 
 
 def authorize(principal: Principal, action: Action, agent_id: str | None) -> Refusal | None:
@@ -92,3 +108,12 @@ def authorize(principal: Principal, action: Action, agent_id: str | None) -> Ref
     if any(g.role is role and g.covers(agent_id) for g in principal.grants):
         return None
     return Refusal(principal.name, action, role, agent_id)
+
+
+def authorize_some(principal: Principal, action: Action) -> Refusal | None:
+    """None when one of the principal's grants has the action's role, on whichever agents: a list
+    of every agent's is then shown filtered to the agents its grants cover."""
+    role = REQUIRED[action]
+    if any(g.role is role for g in principal.grants):
+        return None
+    return Refusal(principal.name, action, role, None, some=True)

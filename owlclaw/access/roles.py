@@ -13,6 +13,8 @@ from fnmatch import fnmatchcase
 
 import msgspec
 
+from owlclaw.config import AGENT_GLOB
+
 
 class Role(StrEnum):
     VIEWER = "viewer"
@@ -21,7 +23,7 @@ class Role(StrEnum):
     ADMIN = "admin"
 
 
-PATTERN = re.compile(r"[A-Za-z0-9_.*?\[\]!-]{1,128}")
+PATTERN = re.compile(AGENT_GLOB)
 """An agent-id glob: agent-id characters (``owlclaw.app.AGENT_ID``) and ``* ? [ ] !``."""
 
 

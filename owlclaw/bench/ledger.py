@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 
@@ -28,6 +29,7 @@ from events.keys import InMemoryKeyStore
 from events.ledger import Ledger
 from events.postgres import datastore_from_url
 from events.recorder import OwlClawApplicationRecorder
+from events.redaction import Redactor
 from events.sealing import Sealer
 from events.streams import agent_stream_id, now
 
@@ -59,9 +61,36 @@ def _mapper(encrypt: bool) -> MsgspecMapper:
     return MsgspecMapper(Sealer(InMemoryKeyStore(), encrypt=encrypt))
 
 
-def measure_encoding(encrypt: bool, samples: int = 20_000) -> float:
+def _secrets(count: int) -> dict[str, str]:
+    """``count`` secrets as an app's would be known (name -> a random 32-character value)."""
+    return {f"BENCH_{i}_API_KEY": f"sk-{uuid.uuid4().hex[:29]}" for i in range(count)}
+
+
+def measure_redacted_encoding(encrypt: bool, secrets: int) -> dict[str, float]:
+    """Microseconds to encode the sample event with ``secrets`` secrets known to the ledger's
+    redactor: as it is (holding none of them, the usual event) and holding one of them."""
+    known = _secrets(secrets)
+    mapper = _mapper(encrypt)
+    mapper.redactor = Redactor(known)
+    event = _sample_event()
+    holding = msgspec.structs.replace(
+        event, result={**event.result, "token": next(iter(known.values()))}
+    )
+    return {
+        "secrets_known": float(secrets),
+        "us_per_event_holding_none": measure_encoding(encrypt, mapper=mapper, event=event),
+        "us_per_event_holding_one": measure_encoding(encrypt, mapper=mapper, event=holding),
+    }
+
+
+def measure_encoding(
+    encrypt: bool,
+    samples: int = 20_000,
+    mapper: MsgspecMapper | None = None,
+    event: ev.ToolCallSucceeded | None = None,
+) -> float:
     """Microseconds to encode (and seal) the sample event, median of 5 batches."""
-    mapper, event = _mapper(encrypt), _sample_event()
+    mapper, event = mapper or _mapper(encrypt), event or _sample_event()
     mapper.to_stored_event(event)  # makes the key
     batches = []
     for _ in range(5):
@@ -255,6 +284,7 @@ def run(
     rehydrate_events: int = 100_000,
     progress: Callable[[str], None] = lambda _: None,
     encrypt: bool = True,
+    secrets: int = 3,
 ) -> dict[str, Any]:
     rates: dict[str, dict[str, float]] = {}
     for kind in RECORDERS:
@@ -281,6 +311,7 @@ def run(
         ),
         "encrypt": encrypt,
         "encode_us_per_event": measure_encoding(encrypt),
+        "encode_with_secrets": measure_redacted_encoding(encrypt, secrets) if secrets else None,
         "events_per_second": rates,
         "ratio_owlclaw_over_stock": {
             "1_writer": round(ours["1w_batch1"] / stock["1w_batch1"], 2),

@@ -82,8 +82,21 @@ def run(
     ids = [a.agent_id for a in loaded]
     if len(set(ids)) != len(ids):
         raise AppError(f"two apps have the same agent id: {', '.join(sorted(ids))}")
+    _check_tenants(config, ids)
     asyncio.run(_serve(Service(config, loaded, progress=_starting), config))
     exit_served()
+
+
+def _check_tenants(config: OwlClawConfig, agent_ids: list[str]) -> None:
+    """Refuse an agent in two tenants; warn of a tenant that matches no served agent."""
+    from owlclaw.tenants import TenantConflict, Tenants
+
+    try:
+        warnings = Tenants(config.tenants).check_served(agent_ids)
+    except TenantConflict as e:
+        fail(str(e), "make the [tenants] globs of owlclaw.toml disjoint", EXIT_CONFIG)
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 def _with_placement(config: OwlClawConfig, placement: str | None) -> OwlClawConfig:

@@ -30,10 +30,16 @@ def bench_ledger(
     rehydrate_events: Annotated[
         int, typer.Option(help="Size of the agent to rehydrate.")
     ] = 100_000,
+    secrets: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Secrets known to the redactor when encoding an event (0: not measured)."
+        ),
+    ] = 3,
     as_json: JsonOption = False,
 ) -> None:
-    """OwlClaw vs stock recorder throughput (1 and 8 writer processes, 1 or 8 agents each) and
-    rehydration time."""
+    """OwlClaw vs stock recorder throughput (1 and 8 writer processes, 1 or 8 agents each),
+    rehydration time, and encoding an event with secrets known."""
     from owlclaw.bench import ledger as bench
 
     with bench_database("owlclaw_bench_ledger") as url, err.status("benchmarking…") as status:
@@ -43,6 +49,7 @@ def bench_ledger(
             rehydrate_events=rehydrate_events,
             progress=status.update,
             encrypt=load_config().ledger.encrypt,
+            secrets=secrets,
         )
     if as_json:
         print_json(result)
@@ -57,6 +64,12 @@ def bench_ledger(
     out.print(f"ratio owlclaw/stock: {result['ratio_owlclaw_over_stock']}")
     out.print(f"rehydration: {result['rehydration']}")
     out.print(f"encode (encrypt={result['encrypt']}): {result['encode_us_per_event']} µs/event")
+    if redacting := result["encode_with_secrets"]:
+        out.print(
+            f"encode with {redacting['secrets_known']:.0f} secrets known: "
+            f"{redacting['us_per_event_holding_none']} µs/event holding none, "
+            f"{redacting['us_per_event_holding_one']} holding one"
+        )
 
 
 @bench_app.command("projections")

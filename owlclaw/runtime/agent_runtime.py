@@ -34,6 +34,7 @@ from owlclaw.runtime.progress import RunProgress
 from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.runtime.serial import LedgerCalls, SerialExecutor
 from owlclaw.runtime.steps import RecordedOutcomes, RecordedSteps
+from owlclaw.tenants import TenantBudget
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 from owlclaw.tools.live import LiveExecution
@@ -70,10 +71,12 @@ class AgentRuntime:
         llm: Completer | None = None,
         ledger_threads: Executor | None = None,
         mcp: McpPool | None = None,
+        tenant_budget: TenantBudget | None = None,
     ):
         """``ledger_threads``: a pool shared by the agents of a host, on which this agent's
         ledger calls run in order (default: a thread of its own). ``mcp``: the host's MCP
-        connections (None: the app's MCP servers are not used)."""
+        connections (None: the app's MCP servers are not used). ``tenant_budget``: the daily
+        cost budget of the agent's tenant (None: it has none)."""
         if not models:
             raise ValueError("at least one model is needed")
         self.ledger = ledger
@@ -90,6 +93,7 @@ class AgentRuntime:
             workspaces=workspaces,
             observes_world=replay is None,
             mcp=mcp,
+            tenant_budget=tenant_budget,
         )
         self._io = LedgerCalls(
             SerialExecutor(ledger_threads)

@@ -8,6 +8,7 @@ import time
 from collections import deque
 from datetime import date
 from pathlib import Path
+from typing import NoReturn
 
 from events import Ledger
 from events import catalog as ev
@@ -26,6 +27,7 @@ from owlclaw.runtime.progress import RunProgress, Stop
 from owlclaw.runtime.reloader import AppReloader
 from owlclaw.runtime.secrets import declared, secret_values, too_short
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
+from owlclaw.tenants import TenantBudget
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance, spent_today
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
@@ -51,8 +53,10 @@ class AgentSetup:
         workspaces: Path | None,
         observes_world: bool,
         mcp: McpPool | None = None,
+        tenant_budget: TenantBudget | None = None,
     ):
-        """``mcp``: the host's MCP connections (None: the app's MCP servers are not used)."""
+        """``mcp``: the host's MCP connections (None: the app's MCP servers are not used);
+        ``tenant_budget``: the daily cost budget of the agent's tenant."""
         self.ledger = ledger
         self.agent_id = agent_id
         self.models = models
@@ -93,6 +97,7 @@ class AgentSetup:
         """(UTC day, tokens, cost) of this agent's finished runs that day."""
         self._short_secrets: list[str] = []
         """The secrets last warned about as too short to redact."""
+        self.tenant_budget = tenant_budget if observes_world else None
         if observes_world:  # before the agent records anything (a trigger's RunQueued)
             self._redact()
 
@@ -222,25 +227,36 @@ class AgentSetup:
             self._spent = (day, tokens + state.run.state.tokens, cost + state.run.state.cost_usd)
 
     def check_budget(self, state: RunProgress) -> None:
-        """Stop the run (RunTerminated + BudgetExceeded on the agent) once today's budget is
-        spent; checked before every model call, so a run never starts a call beyond it."""
-        if not self._budgeted() or self._spent is None:
-            return
-        _, tokens, cost = self._spent
-        g = self.governance
-        for budget, limit, spent in (
-            ("daily_tokens", g.daily_tokens, tokens + state.run.state.tokens),
-            ("daily_cost_usd", g.daily_cost_usd, cost + state.run.state.cost_usd),
-        ):
-            if limit is not None and spent >= limit:
-                state.agent.record(
-                    ev.BudgetExceeded,
-                    run_id=state.run.id,
-                    budget=budget,
-                    limit=float(limit),
-                    spent=float(spent),
-                )
-                raise Stop(
-                    ev.RunTerminated,
-                    reason=f"{budget} budget exceeded: spent {spent:g} of {limit:g} today (UTC)",
-                )
+        """Stop the run (RunTerminated + BudgetExceeded on the agent) once today's budget, the
+        agent's or its tenant's, is spent; checked before every model call, so a run never
+        starts a call beyond it."""
+        run = state.run
+        if self._budgeted() and self._spent is not None:
+            _, tokens, cost = self._spent
+            g = self.governance
+            for budget, limit, spent in (
+                ("daily_tokens", g.daily_tokens, tokens + run.state.tokens),
+                ("daily_cost_usd", g.daily_cost_usd, cost + run.state.cost_usd),
+            ):
+                if limit is not None and spent >= limit:
+                    _exceeded(state, budget, limit, spent)
+        tenant = self.tenant_budget
+        if tenant is not None and tenant.limit is not None:
+            beyond = tenant.spent_beyond(run.id, run.state.cost_usd)
+            if beyond is not None:
+                _exceeded(state, tenant.tenant.budget, tenant.limit, beyond)
+
+
+def _exceeded(state: RunProgress, budget: str, limit: float, spent: float) -> NoReturn:
+    """Record BudgetExceeded on the agent and stop the run."""
+    state.agent.record(
+        ev.BudgetExceeded,
+        run_id=state.run.id,
+        budget=budget,
+        limit=float(limit),
+        spent=float(spent),
+    )
+    raise Stop(
+        ev.RunTerminated,
+        reason=f"{budget} budget exceeded: spent {spent:g} of {limit:g} today (UTC)",
+    )

@@ -2,9 +2,12 @@
 that principal may do what the route does, on the agent it names, before anything is read or
 recorded.
 
-Each route's action is in ``ROUTES``; a route missing there (``/mcp``, ``/a2a/...``, until they
-are wired) is open to the server token alone, so a new route is closed to principals until it
-is given its action. A refusal is a JSON 403 naming the missing role and the agent
+Each route's action is in ``ROUTES``; a route listing every agent's (``LISTS``) lets in a
+principal with the action's role on some agents, and its handler shows it those
+(``owlclaw.server.seen``). The MCP and A2A apps (``per_call``) authorize each call themselves,
+one request carrying several kinds of call: they get the principal as ``caller()``. Any other
+route is open to the server token alone, so a new route is closed to principals until it is
+given its action. A refusal is a JSON 403 naming the missing role and the agent
 (``owlclaw.access.authorize``)."""
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from aiohttp.typedefs import Middleware
 
 from events import UnknownAgent
 from events.agent_state import UnknownApproval
+from owlclaw.a2a.routes import PREFIX as A2A_PREFIX
 from owlclaw.a2a.routes import is_card_path
-from owlclaw.access.authorize import Action, Principal, Refusal, authorize, bootstrap
+from owlclaw.access.authorize import Action, Principal, authorize, authorize_some, bootstrap
+from owlclaw.access.caller import calling_as
 from owlclaw.server.http_errors import json_error
+from owlclaw.server.mcp_server import PATH as MCP_PATH
 from owlclaw.server.metrics_route import PATH as METRICS_PATH
 from owlclaw.server.service import NotServed, Service
 
@@ -35,7 +41,16 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("GET", METRICS_PATH): Action.READ_METRICS,
 }
 """(method, route) -> the action it does; its agent is the route's ``agent_id``, an approval's
-agent, or none (the whole server: an unscoped grant is needed)."""
+agent, or none (the whole server: an unscoped grant is needed, except on ``LISTS``)."""
+
+LISTS = frozenset({("GET", "/approvals"), ("GET", "/status")})
+"""Routes listing every agent's: shown, filtered, to a principal with the role on some agents."""
+
+
+def per_call(path: str) -> bool:
+    """An ASGI app's path whose app authorizes each call (MCP: each tool; A2A: each method)."""
+    return path == MCP_PATH or path.startswith(f"{A2A_PREFIX}/")
+
 
 PRINCIPAL = web.RequestKey("principal", Principal)
 
@@ -52,13 +67,13 @@ def _bearer(request: web.Request) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-def _action(request: web.Request) -> Action | None:
-    route = request.match_info.route  # None for an ASGI app's (MCP, A2A)
+def _route(request: web.Request) -> tuple[str, str] | None:
+    """(method, canonical route); None for an ASGI app's (MCP, A2A)."""
+    route = request.match_info.route
     resource = None if route is None else route.resource
     if resource is None:
         return None
-    method = "GET" if request.method == "HEAD" else request.method
-    return ROUTES.get((method, resource.canonical))
+    return ("GET" if request.method == "HEAD" else request.method, resource.canonical)
 
 
 async def _agent(service: Service, request: web.Request) -> str | None:
@@ -109,7 +124,8 @@ def guard(service: Service, token: str) -> Middleware:
         if refused is not None:
             return refused
         request[PRINCIPAL] = admitted
-        return await _served(request, handler)
+        with calling_as(admitted):
+            return await _served(request, handler)
 
     return middleware
 
@@ -117,29 +133,23 @@ def guard(service: Service, token: str) -> Middleware:
 async def _refusal(
     service: Service, request: web.Request, principal: Principal
 ) -> web.Response | None:
-    action = _action(request)
+    route = _route(request)
+    action = None if route is None else ROUTES.get(route)
     if action is None:
         if principal == bootstrap() or request.match_info.http_exception is not None:
             return None  # the server token's routes; or no route: aiohttp's 404 / 405
+        if route is None and per_call(request.path):
+            return None  # its app authorizes each call
         return json_error(403, "forbidden", f"{request.path} is open to the server token only")
-    try:
-        agent_id = await _agent(service, request)
-    except UnknownApproval as e:
-        return json_error(404, "unknown_approval", str(e))
-    refusal = authorize(principal, action, agent_id)
-    return None if refusal is None else forbidden(refusal)
-
-
-def forbidden(refusal: Refusal) -> web.Response:
-    """The JSON 403 of a refusal, naming the missing role and the agent (the console's API
-    answers the same)."""
-    body = {
-        "error": str(refusal),
-        "code": "forbidden",
-        "role": refusal.role.value,
-        "agent_id": refusal.agent_id,
-    }
-    return web.json_response(body, status=403)
+    if route in LISTS:
+        refusal = authorize_some(principal, action)
+    else:
+        try:
+            agent_id = await _agent(service, request)
+        except UnknownApproval as e:
+            return json_error(404, "unknown_approval", str(e))
+        refusal = authorize(principal, action, agent_id)
+    return None if refusal is None else web.json_response(refusal.body(), status=403)
 
 
 async def _served(request: web.Request, handler: Handler) -> web.StreamResponse:

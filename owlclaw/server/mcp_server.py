@@ -7,6 +7,13 @@ what the webhook, the CLI and the console already use (``Service``, the agent me
 approvals, ``memory_of``, the run narration); a refusal (unknown agent, run or approval, an answer
 to a closed approval, bad arguments) is an MCP tool error with its message, never a traceback.
 
+Each tool call and resource read is authorized for the caller (the guard's principal) with the
+webhook's actions (``TOOLS``), before anything is read or recorded: a refusal is a tool error
+naming the missing role. ``tools/list`` shows every tool to every caller: whether a call is
+allowed depends on the agent it names (a tenant's operator may trigger its own agents only), so
+a filtered list would still need the check on call, and one list per server is what MCP
+clients cache.
+
 Stateless with JSON responses: every request stands alone (the tools answer once, nothing is
 pushed), so a restarted ``owlclaw run`` does not strand its clients' sessions. The SDK's session
 manager still runs for the app's lifetime: its Starlette app's lifespan, sent by aiohttp-asgi on
@@ -18,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
@@ -26,29 +33,65 @@ import msgspec
 from aiohttp import web
 from aiohttp_asgi import ASGIResource
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field
 
 from events import Ledger, UnknownAgent, UnknownRun
 from events.agent_state import ApprovalClosed
+from owlclaw.access.authorize import BOOTSTRAP, Action, Principal, authorize, authorize_some
+from owlclaw.access.caller import caller
 from owlclaw.messages import Decision, Result, Submit
 from owlclaw.reports.inspection import MemoryReading, memory_of
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.server.run_timeline import answer_of, run_no_of, run_timeline, timeline_text
+from owlclaw.server.seen import seen_approvals, seen_status
 from owlclaw.server.service import NotServed, Service
 from projections import MemoryView
 from projections.recall import MAX_LIMIT, MIN_LIMIT
 
 PATH = "/mcp"
 PRINCIPAL = "mcp"
-"""Who answered an approval through MCP: the token's holder, as the ledger records it."""
+"""Who answered an approval through MCP with the server token (a principal answers as itself)."""
 TRIGGER = "mcp"
 """The trigger of the runs an MCP client starts."""
 MAX_TRACEPARENT = 256
 
+TOOLS: dict[str, Action] = {
+    "list_agents": Action.READ_STATUS,
+    "trigger_run": Action.TRIGGER,
+    "read_timeline": Action.READ_RUNS,
+    "list_approvals": Action.READ_APPROVALS,
+    "answer_approval": Action.ANSWER_APPROVAL,
+    "recall_memories": Action.READ_MEMORY,
+    "memory_md": Action.READ_MEMORY,
+    "timeline_resource": Action.READ_RUNS,
+}
+"""Each tool's (and resource's) action: a list of every agent's is filtered to the caller's
+agents (``owlclaw.server.seen``); any other acts on the agent it names (an approval's agent)."""
+
 REFUSALS = (NotServed, UnknownAgent, UnknownRun, ApprovalClosed, ToolArgumentsInvalid, ValueError)
 """What a caller got wrong: its message is the tool error (ApprovalClosed covers
 UnknownApproval; UnknownTools and a recall limit out of range are ValueErrors)."""
+
+
+def allowed(name: str, agent_id: str | None, error: type[Exception] = ToolError) -> Principal:
+    """The caller, when it may use tool ``name`` on ``agent_id`` (None: a list of every agent's,
+    which needs the role on some agents); else the SDK's ``error`` with the refusal, which names
+    the missing role."""
+    principal = caller()
+    action = TOOLS[name]
+    if agent_id is None:
+        refusal = authorize_some(principal, action)
+    else:
+        refusal = authorize(principal, action, agent_id)
+    if refusal is not None:
+        raise error(str(refusal))
+    return principal
+
+
+def answerer(principal: Principal) -> str:
+    """Who an answer is recorded by: the principal, or ``mcp`` for the server token."""
+    return PRINCIPAL if principal.name == BOOTSTRAP else principal.name
 
 
 @contextmanager
@@ -104,7 +147,8 @@ def make_server(service: Service) -> MCPServer[Any]:
     async def list_agents() -> dict[str, Any]:
         """The served agents with their status (runs, pending events, schedules, app errors),
         the placement and the timer backend."""
-        return await asyncio.to_thread(service.status)
+        principal = allowed("list_agents", None)
+        return seen_status(principal, await asyncio.to_thread(service.status))
 
     @server.tool()
     async def trigger_run(
@@ -123,6 +167,7 @@ def make_server(service: Service) -> MCPServer[Any]:
         request = ctx.request_context
         headers = None if request.request is None else request.request.headers
         with refused_as(ToolError):
+            allowed("trigger_run", agent_id)
             message = Submit(
                 agent_id=agent_id,
                 trigger=TRIGGER,
@@ -156,13 +201,15 @@ def make_server(service: Service) -> MCPServer[Any]:
         """A run's status, totals, answer and its steps, one line each (what `owlclaw trigger`
         narrates); name the run by run_no or run_id."""
         with refused_as(ToolError):
+            allowed("read_timeline", agent_id)
             return await asyncio.to_thread(timeline, agent_id, run_no, run_id)
 
     @server.tool()
     async def list_approvals() -> dict[str, Any]:
         """The served agents' pending approvals: the tool call each parked run waits on."""
+        principal = allowed("list_approvals", None)
         found = await asyncio.to_thread(service.pending_approvals)
-        return {"approvals": msgspec.to_builtins(found)}
+        return {"approvals": msgspec.to_builtins(seen_approvals(principal, found))}
 
     @server.tool()
     async def answer_approval(
@@ -174,10 +221,12 @@ def make_server(service: Service) -> MCPServer[Any]:
             Field(description="Edited arguments for the call (approve only)."),
         ] = None,
     ) -> dict[str, Any]:
-        """Approve or deny a pending approval (recorded as answered by "mcp"); the parked run
-        resumes."""
-        decision_ = Decision(approval_id, decision == "approve", PRINCIPAL, note, arguments)
+        """Approve or deny a pending approval (recorded as answered by the caller); the parked
+        run resumes."""
         with refused_as(ToolError):
+            principal = allowed("answer_approval", await service.approval_agent(approval_id))
+            by = answerer(principal)
+            decision_ = Decision(approval_id, decision == "approve", by, note, arguments)
             answered = await service.answer_approval(decision_)
         return msgspec.to_builtins(answered)  # type: ignore[no-any-return]
 
@@ -195,6 +244,7 @@ def make_server(service: Service) -> MCPServer[Any]:
         """An agent's memories ranked by relevance to query (similarity weighted by age), as
         the agent's recall tool ranks them."""
         with refused_as(ToolError):
+            allowed("recall_memories", agent_id)
             reading = await asyncio.to_thread(memory, agent_id, query, k)
         assert reading.recall is not None
         return {
@@ -204,11 +254,23 @@ def make_server(service: Service) -> MCPServer[Any]:
             "warning": reading.recall.warning or reading.behind,
         }
 
+    _add_resources(server, memory, timeline)
+    return server
+
+
+def _add_resources(
+    server: MCPServer[Any],
+    memory: Callable[[str, str | None, int], MemoryReading],
+    timeline: Callable[[str, int | None, str | None], dict[str, Any]],
+) -> None:
+    """An agent's MEMORY.md and a run's timeline as resources."""
+
     @server.resource(
         "owlclaw://agents/{agent_id}/memory", name="MEMORY.md", mime_type="text/markdown"
     )
     async def memory_md(agent_id: str) -> str:
         """The agent's MEMORY.md, brought up to date with its memories."""
+        allowed("memory_md", agent_id, ResourceError)
         with refused_as(ResourceNotFoundError):
             reading = await asyncio.to_thread(memory, agent_id, None, MIN_LIMIT)
         return await asyncio.to_thread(reading.memory_md.read_text, encoding="utf-8")
@@ -220,8 +282,7 @@ def make_server(service: Service) -> MCPServer[Any]:
     )
     async def timeline_resource(agent_id: str, run_no: int) -> str:
         """A run's status and its steps, one line each."""
+        allowed("timeline_resource", agent_id, ResourceError)
         with refused_as(ResourceNotFoundError):
             found = await asyncio.to_thread(timeline, agent_id, run_no, None)
         return timeline_text(found)
-
-    return server

@@ -11,18 +11,20 @@
   tools; 400 ``unknown_tool``);
 - ``POST /agents/{id}/fires`` (a ``Fire``): a timer delivery from the Hatchet worker when the
   agents live in this process; answered with the agent's verdict (200);
-- ``GET /approvals``: the served agents' pending approvals;
+- ``GET /approvals``: the served agents' pending approvals (a principal's: of the agents its
+  grants cover);
 - ``POST /approvals/{id}`` ``{"decision": "approve"|"deny", "by"?, "note"?, "arguments"?}``: a
   person's answer, recorded by the agent's writer; the parked run resumes (200); 404
   ``unknown_approval``; 409 ``approval_closed`` when it was already answered or expired (nothing
   recorded); 400 ``invalid_arguments`` for edited arguments outside the tool's schema;
-- ``GET /status``: the served agents; ``GET /health``: liveness and readiness
-  (``{"ok": true, "ready"}``), answered without a token;
+- ``GET /status``: the served agents (a principal's: those its grants cover); ``GET /health``:
+  liveness and readiness (``{"ok": true, "ready"}``), answered without a token;
 - ``GET /metrics``: Prometheus' text format (owlclaw.server.metrics), without a token too unless
   ``server.metrics_need_token`` (by default: when the server is not bound to loopback);
-- ``/mcp``: MCP over streamable HTTP (``owlclaw.server.mcp_server``);
-- ``/a2a/{id}`` (A2A JSON-RPC) and ``/a2a/{id}/.well-known/agent-card.json`` (its card, without
-  a token): each served agent as an A2A agent (``owlclaw.a2a``);
+- ``/mcp``: MCP over streamable HTTP, each tool call authorized (``owlclaw.server.mcp_server``);
+- ``/a2a/{id}`` (A2A JSON-RPC, each method authorized) and
+  ``/a2a/{id}/.well-known/agent-card.json`` (its card, without a token): each served agent as an
+  A2A agent (``owlclaw.a2a``);
 - ``/ui/...``: the web console (``owlclaw.server.console``), behind its own login with the same
   tokens and roles.
 
@@ -62,6 +64,7 @@ from owlclaw.server.http_errors import json_error as _error
 from owlclaw.server.http_errors import json_errors
 from owlclaw.server.metrics_route import metrics_route
 from owlclaw.server.request_body import BadBody, decode_body
+from owlclaw.server.seen import seen_approvals, seen_status
 from owlclaw.server.service import Service
 from owlclaw.server_token import server_token
 
@@ -118,9 +121,9 @@ async def _body(request: web.Request, kind: type[Any]) -> Any:
 
 
 def _approval_routes(service: Service) -> list[web.RouteDef]:
-    async def approvals(_: web.Request) -> web.Response:
+    async def approvals(request: web.Request) -> web.Response:
         found = await asyncio.to_thread(service.pending_approvals)
-        return web.json_response(msgspec.to_builtins(found))
+        return web.json_response(msgspec.to_builtins(seen_approvals(principal_of(request), found)))
 
     async def answer(request: web.Request) -> web.Response:
         data: AnswerBody = await _body(request, AnswerBody)
@@ -220,8 +223,8 @@ def make_app(service: Service, token: str) -> web.Application:
             return _error(400, code, str(e))
         return web.json_response(msgspec.to_builtins(change))
 
-    async def status(_: web.Request) -> web.Response:
-        return web.json_response(await service.report())
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response(seen_status(principal_of(request), await service.report()))
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True, "ready": service.ready})

@@ -137,7 +137,7 @@ def tool_call(name: str, call_id: str, params: Any) -> AbstractContextManager[Tr
 
 def tool_settled(traced: Traced | None, told: str, error_code: str | None) -> None:
     """What the model is told of the call; an error code marks it failed."""
-    told = _known.redactor.text(told)
+    told = _known.redactor.json_text(told)
     for tracer, tool in traced or ():
         tracer.tool_settled(tool, told, error_code)
 

@@ -15,6 +15,7 @@ from owlclaw.app import load_app
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections import Outbox, ProjectionRunner
 from tests.apps import make_app
+from tests.components import require_bwrap
 from tests.scripted import call, play, run_events
 from tests.web_fakes import Server, serving
 from tests.webhooks import Receiver
@@ -41,6 +42,7 @@ def outcomes(events: list[ev.LedgerEvent]) -> list[tuple[str, str, object]]:
 
 
 def test_files_and_exec_recorded_with_every_refusal(ledger: Ledger, tmp_path: Path) -> None:
+    require_bwrap()
     agent = runtime(
         ledger,
         tmp_path,

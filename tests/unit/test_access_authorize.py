@@ -14,6 +14,7 @@ from owlclaw.access.authorize import (
     Action,
     Principal,
     authorize,
+    authorize_some,
     bootstrap,
 )
 from owlclaw.access.roles import Grant, GrantInvalid, Role, parse_grant
@@ -97,3 +98,12 @@ def test_grants_read_back_as_written(grants: list[str]) -> None:
 def test_unknown_roles_and_bad_patterns_are_refused(text: str, says: str) -> None:
     with pytest.raises(GrantInvalid, match=re.escape(says)):
         parse_grant(text)
+
+
+def test_a_list_of_every_agent_needs_the_role_on_some_agents() -> None:
+    scoped = Principal("ann", (parse_grant("viewer:acme.*"), parse_grant("operator")))
+    assert authorize_some(scoped, Action.READ_STATUS) is None
+    refusal = authorize_some(scoped, Action.ANSWER_APPROVAL)
+    assert refusal is not None and refusal.role is Role.APPROVER
+    assert str(refusal) == "ann may not approval.answer: it needs role approver on some agent"
+    assert refusal.body()["agent_id"] is None

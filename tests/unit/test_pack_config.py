@@ -36,6 +36,8 @@ def test_a_group_enables_its_tools(tmp_path: Path) -> None:
         ({"exec": {"timeout_s": -1}}, "timeout_s"),
         ({"files": {"max_file_bytes": "big"}}, "max_file_bytes"),
         ({"shell": {}}, "shell"),
+        ({"exec": {"sandbox": "docker"}}, "sandbox"),
+        ({"exec": {"processes": 2}}, "processes must be 0 \\(no limit\\) or at least 4"),
     ],
 )
 def test_bad_tables_are_refused_naming_the_problem(table: dict[str, object], message: str) -> None:

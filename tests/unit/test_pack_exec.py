@@ -16,9 +16,15 @@ import pytest
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.pack.shell import ExecConfig, exec_tools
 from owlclaw.tools.tool import RunScope, ToolContext
+from tests.components import require_bwrap
 from tests.waiting import wait_for
 
 AGENT = "sheller"
+
+
+@pytest.fixture(autouse=True)
+def _bwrap() -> None:
+    require_bwrap()
 
 
 def run(root: Path, command: str, config: ExecConfig | None = None, **more: Any) -> Any:
@@ -44,21 +50,23 @@ def test_output_beyond_the_cap_is_counted_not_kept(tmp_path: Path) -> None:
 def test_a_command_past_its_time_limit_is_killed_with_its_children(tmp_path: Path) -> None:
     """The command starts a child in the background, then outlasts its limit (3 s: time for a
     loaded machine to start the shell and run its first lines, far less than the sleeps). The
-    sleeps hold no pipe of the shell's: a child left alive would not hold up the call itself."""
+    sleeps hold no pipe of the shell's: a child left alive would not hold up the call itself.
+    The child is found by its own duration (inside the sandbox its pid is not the host's)."""
     quiet = ">/dev/null 2>&1"
-    command = f"echo started; sleep 120 {quiet} & echo $! > child.pid; sleep 120 {quiet}"
+    marker = f"120.{uuid.uuid4().int % 10**9}"
+    command = f"echo started; sleep {marker} {quiet} & sleep 120 {quiet}"
     result = run(tmp_path, command, timeout_s=3)
     assert isinstance(result, ToolError) and result.error_code == "EXEC_TIMEOUT"
     assert result.kind == "timeout" and "started" in result.error
-    child = int((tmp_path / AGENT / "child.pid").read_text())
-    wait_for(lambda: not alive(child), "the backgrounded child to die with the group", 30)
+    wait_for(lambda: not sleeping(marker), "the backgrounded child to die with the group", 30)
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def sleeping(duration: str) -> bool:
+    """A live ``sleep <duration>`` process exists."""
+    for process in psutil.process_iter(["cmdline", "status"]):
+        if process.info["cmdline"] == ["sleep", duration]:
+            return bool(process.info["status"] != psutil.STATUS_ZOMBIE)
+    return False
 
 
 def test_environment_is_minimal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,6 @@ from aiohttp import web
 from events.agent_state import UnknownApproval
 from owlclaw.access.authorize import Action, Principal, Refusal, authorize, bootstrap
 from owlclaw.server.console.render import SERVICE, render
-from owlclaw.server.guard import forbidden
 
 LISTED = None
 """A list page: every principal sees the agents in its scope on it."""
@@ -44,7 +43,7 @@ def may(principal: Principal, action: Action, agent_id: str | None) -> bool:
 
 def _refused(request: web.Request, refusal: Refusal) -> web.Response:
     if request.path.startswith("/ui/api/"):
-        return forbidden(refusal)
+        return web.json_response(refusal.body(), status=403)  # as the webhook answers
     return render(request, "forbidden.html", status=403, refusal=refusal, agent=None)
 
 

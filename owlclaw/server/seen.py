@@ -1,0 +1,40 @@
+"""What of a list of every agent's a principal sees: the agents its grants cover, so a tenant's
+viewer reads its own agents' status and approvals, not a 403 and not the other tenants'.
+
+The guard (or the MCP tool) has already checked the principal holds the role on some agents
+(``authorize_some``); these only filter."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from owlclaw.access.authorize import Action, Principal, authorize
+from owlclaw.runtime.approvals import PendingApproval
+
+SERVER_WIDE = ("workers", "mcp_servers")
+"""Parts of the status report that are the whole server's (its workers name every agent with
+a heartbeat): shown only to a principal who may read the status of every agent."""
+
+
+def seen_status(principal: Principal, report: dict[str, Any]) -> dict[str, Any]:
+    """``Service.report()``/``status()`` with the agents the principal may read the status of."""
+    agents = report["agents"]
+    seen = {
+        key: value
+        for key, value in report.items()
+        if key not in SERVER_WIDE or authorize(principal, Action.READ_STATUS, None) is None
+    }
+    seen["agents"] = {
+        agent_id: value
+        for agent_id, value in agents.items()
+        if authorize(principal, Action.READ_STATUS, agent_id) is None
+    }
+    return seen
+
+
+def seen_approvals(
+    principal: Principal, approvals: Sequence[PendingApproval]
+) -> list[PendingApproval]:
+    """The pending approvals of the agents the principal may read the approvals of."""
+    return [a for a in approvals if authorize(principal, Action.READ_APPROVALS, a.agent_id) is None]
