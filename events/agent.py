@@ -185,9 +185,10 @@ class Agent(Aggregate, AgentApprovals):
         return frozenset(self.state.disabled_tools)
 
     def change_tools(
-        self, enable: Collection[str], disable: Collection[str], known: Collection[str]
+        self, enable: Collection[str], disable: Collection[str], known: Collection[str], *, by: str
     ) -> ev.ToolsChanged | None:
-        """Enable and disable tools by name (ToolsChanged), or None when nothing changes.
+        """Enable and disable tools by name (ToolsChanged, naming ``by``), or None when nothing
+        changes.
 
         ``known`` is what the agent's app has today; a disabled tool the app no longer has can
         still be enabled (so a removed tool's switch is not stuck). A name in both lists, or one
@@ -205,7 +206,7 @@ class Agent(Aggregate, AgentApprovals):
         disabled = sorted(set(disable) - self.disabled_tools)
         if not enabled and not disabled:
             return None
-        changed = self.record(ev.ToolsChanged, enabled=enabled, disabled=disabled)
+        changed = self.record(ev.ToolsChanged, enabled=enabled, disabled=disabled, by=by)
         assert isinstance(changed, ev.ToolsChanged)
         return changed
 

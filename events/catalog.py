@@ -288,6 +288,10 @@ class ToolsChanged(_AgentEvent, frozen=True, kw_only=True):
 
     enabled: list[str] = []
     disabled: list[str] = []
+    by: str = ""
+    """Who switched them: the principal (``server-token`` for the server's token), or
+    ``local:<user>`` for the CLI writing the ledger directly; empty in events recorded before
+    it was kept."""
 
 
 class AppLoadFailed(_AgentEvent, frozen=True, kw_only=True):

@@ -42,26 +42,31 @@ class _Health(msgspec.Struct):
     ready: bool = False
 
 
-class _ServerToken(httpx.Auth):
-    """The server's token as it is when a request is sent: a server started just before the CLI
-    writes its token file while the CLI waits for it to be ready."""
+class _Token(httpx.Auth):
+    """A principal's token when one is given; else the server's token as it is when a request
+    is sent (a server started just before the CLI writes its token file while the CLI waits
+    for it to be ready)."""
 
-    def __init__(self, config: OwlClawConfig):
+    def __init__(self, config: OwlClawConfig, token: str | None):
         self.config = config
+        self.token = token
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        if token := server_token(self.config):
+        if token := self.token or server_token(self.config):
             request.headers["Authorization"] = f"Bearer {token}"
         yield request
 
 
 class ServerClient:
-    def __init__(self, config: OwlClawConfig, timeout_s: float = 30.0):
+    def __init__(self, config: OwlClawConfig, timeout_s: float = 30.0, *, token: str | None = None):
+        """``token``: a principal's, whose roles the server checks and records as ``by``;
+        None: the server's token (every role)."""
         self.url = f"http://{config.server.host}:{config.server.port}"
+        self.as_principal = token is not None
         self._http = httpx.Client(
             base_url=self.url,
             timeout=timeout_s,
-            auth=_ServerToken(config),
+            auth=_Token(config, token),
             trust_env=False,  # never route loopback calls through a proxy
         )
 
@@ -155,10 +160,11 @@ class ServerClient:
         return msgspec.convert(self._call("GET", "/approvals"), list[PendingApproval])
 
     def answer_approval(self, decision: Decision) -> ApprovalAnswer:
-        """Answer an approval through the served agent's writer (the run resumes at once)."""
+        """Answer an approval through the served agent's writer (the run resumes at once); a
+        principal answers as itself, so its ``by`` is the server's to record."""
         body = {
             "decision": "approve" if decision.approve else "deny",
-            "by": decision.by,
+            "by": None if self.as_principal else decision.by,
             "note": decision.note,
             "arguments": decision.arguments,
             "digest": decision.digest,

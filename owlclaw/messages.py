@@ -175,11 +175,12 @@ class Receive(Message[int], frozen=True, kw_only=True):
 
 
 class ChangeTools(Message[ToolsChange], frozen=True, kw_only=True):
-    """Enable and disable the agent's tools (ToolsChanged); UnknownTools (a ValueError) for a
-    name its app does not have, and nothing is recorded."""
+    """Enable and disable the agent's tools (ToolsChanged naming ``by``); UnknownTools (a
+    ValueError) for a name its app does not have, and nothing is recorded."""
 
     enable: list[str]
     disable: list[str]
+    by: str
 
 
 class CancelSchedule(Message[int], frozen=True, kw_only=True):

@@ -646,10 +646,10 @@ def test_tools_are_switched_through_the_agents_writer(setting: Setting) -> None:
 
     async def scenario(agents: Agents) -> ToolsChange:
         change = await agents.ask(
-            ChangeTools(agent_id=agent_id, enable=[], disable=["log_decision"])
+            ChangeTools(agent_id=agent_id, enable=[], disable=["log_decision"], by="test")
         )
         with pytest.raises(UnknownTools, match="has no tool 'nope'") as caught:
-            await agents.ask(ChangeTools(agent_id=agent_id, enable=["nope"], disable=[]))
+            await agents.ask(ChangeTools(agent_id=agent_id, enable=["nope"], disable=[], by="test"))
         assert_plain(caught.value, UnknownTools)
         await agents.ask(
             Result(
@@ -669,7 +669,7 @@ def test_tools_are_switched_through_the_agents_writer(setting: Setting) -> None:
     changes = [
         e for e in ledger.stream(ledger.load_agent(agent_id).id) if isinstance(e, ev.ToolsChanged)
     ]
-    assert [c.disabled for c in changes] == [["log_decision"]]  # the unknown name: nothing
+    assert [(c.disabled, c.by) for c in changes] == [(["log_decision"], "test")]  # not 'nope'
 
 
 def test_a_schedule_is_cancelled_through_the_agents_writer_during_a_run(setting: Setting) -> None:

@@ -1,7 +1,8 @@
 """The web console in a real headless Chromium (Debian's ``chromium``, driven by Playwright).
 
 ``console`` starts a real ``owlclaw run`` service (agents hosted in this process) in a thread
-of its own, serving the given apps, and opens a browser page; ``logged_in`` logs that page in.
+of its own, serving the given apps, and opens a browser page; ``logged_in`` logs that page in
+with a token (the server's, or a principal's from ``Console.principal``).
 Without chromium or playwright the tests fail in CI and are skipped locally, naming what is
 missing.
 """
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from events import Ledger
+from owlclaw.access.roles import parse_grant
 from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
@@ -66,6 +68,12 @@ class Console:
         """Run ``coroutine`` on the service's event loop and return its result."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
 
+    def principal(self, name: str, *grants: str) -> str:
+        """A new principal with ``grants`` (``role`` or ``role:pattern``); its token."""
+        assert self.service.principals is not None
+        roles = [parse_grant(g) for g in grants]
+        return self.service.principals.add(name, roles, by="test")[1]
+
     def screenshot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=True)
@@ -84,11 +92,11 @@ def scripted_app(
     return app
 
 
-def logged_in(page: Page, base_url: str, token: str, operator: str) -> Page:
-    """``page`` logged in to the console through its login form, on the agents page."""
+def logged_in(page: Page, base_url: str, token: str) -> Page:
+    """``page`` logged in to the console with ``token`` through its login form, on the agents
+    page."""
     page.goto(f"{base_url}/ui/login")
     page.fill("input[name=token]", token)
-    page.fill("input[name=operator]", operator)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/ui/")
     return page

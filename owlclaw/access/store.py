@@ -81,7 +81,11 @@ class PrincipalStore:
 
     def authenticate(self, token: str) -> Principal | None:
         """The live principal holding ``token``, or None."""
-        digest = token_sha256(token)
+        return self.holding(token_sha256(token))
+
+    def holding(self, digest: str) -> Principal | None:
+        """The live principal whose token has this sha256 (the console's session keeps the
+        digest, never the token), or None."""
         if self._table is not None:
             return self._table.principal(digest)
         for record in self.records().values():

@@ -20,12 +20,14 @@ from owlclaw.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     JsonOption,
+    State,
     app,
     fail,
     handles_errors,
     open_ledger,
     out,
     print_json,
+    server_client,
 )
 from owlclaw.cli.tables import text, whole
 from owlclaw.config import OwlClawConfig, load_config
@@ -57,7 +59,7 @@ def approvals(
     as_json: JsonOption = False,
 ) -> None:
     """Pending approvals: the tool calls agents' runs are parked at, oldest first."""
-    from owlclaw.client import ServerClient, ServerUnavailable
+    from owlclaw.client import ServerUnavailable
     from owlclaw.runtime.approvals import pending, unique_prefixes
 
     config = load_config()
@@ -65,7 +67,7 @@ def approvals(
         agent_ids = [agent] if agent else led.agent_ids()
         found = pending(led, agent_ids)
         known = [a for a_id in agent_ids for a in led.load_agent(a_id).state.approvals]
-    with ServerClient(config, timeout_s=5) as client:
+    with server_client(config, timeout_s=5) as client:
         try:
             served = {p.approval_id for p in client.approvals()}
         except ServerUnavailable:
@@ -112,10 +114,9 @@ def approve(
     as_json: JsonOption = False,
 ) -> None:
     """Let a parked call run (with --args: edited arguments, checked against the tool)."""
-    config = load_config()
+    config, who = load_config(), _by(by)
     arguments = _arguments(args)
     shown = _shown(config, approval_id)
-    who = by or getpass.getuser()
     decision = Decision(shown.approval_id, True, who, note, arguments, digest or shown.digest)
     _report(_answer(config, decision), shown, as_json)
 
@@ -130,11 +131,23 @@ def deny(
     as_json: JsonOption = False,
 ) -> None:
     """Refuse a parked call: the model is told who denied it and why, and goes on."""
-    config = load_config()
+    config, who = load_config(), _by(by)
     shown = _shown(config, approval_id)
-    who = by or getpass.getuser()
     decision = Decision(shown.approval_id, False, who, note, None, digest or shown.digest)
     _report(_answer(config, decision), shown, as_json)
+
+
+def _by(given: str | None) -> str:
+    """Who answers: ``--by``, else the OS user; with a principal's token the server records the
+    principal, so another name is refused here."""
+    if given is not None and State.token is not None:
+        fail(
+            "--by names who answers with the server's token; a principal's token answers as"
+            " that principal",
+            "leave out --by",
+            EXIT_USAGE,
+        )
+    return given or getpass.getuser()
 
 
 class _Shown(msgspec.Struct, frozen=True):
@@ -180,10 +193,10 @@ def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, 
     """Through the agent's server when one serves it, else directly in the ledger."""
     from events.agent_state import ApprovalClosed, UnknownApproval
     from owlclaw.cli.tools import app_tools
-    from owlclaw.client import ServerClient, ServerRefused, ServerUnavailable
+    from owlclaw.client import ServerRefused, ServerUnavailable
     from owlclaw.runtime.approvals import ToolArgumentsInvalid, agent_of, answer_directly
 
-    with ServerClient(config) as client:
+    with server_client(config) as client:
         try:
             return client.answer_approval(decision), "server"
         except ServerUnavailable:

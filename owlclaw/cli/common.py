@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import msgspec
 import typer
@@ -31,6 +31,9 @@ from events.codec import NewerEventVersion
 from events.ledger_format import LedgerTooNew
 from owlclaw.config import ConfigError, OwlClawConfig, load_config
 from owlclaw.database import Database, DatabaseUnavailable, open_database
+
+if TYPE_CHECKING:
+    from owlclaw.client import ServerClient
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
 bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")
@@ -52,13 +55,32 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 
 class State:
     debug = False
+    token: str | None = None
+    """A principal's token for the commands that go through the server (else the server's)."""
 
 
 @app.callback()
 def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="OWLCLAW_TOKEN",
+            help="Your principal's token, for the commands that go through `owlclaw run`"
+            " (default: the server's token).",
+        ),
+    ] = None,
 ) -> None:
     State.debug = debug
+    State.token = token or None
+
+
+def server_client(config: OwlClawConfig, timeout_s: float = 30.0) -> ServerClient:
+    """A client of the configured server, sending ``--token`` / OWLCLAW_TOKEN when given."""
+    from owlclaw.client import ServerClient
+
+    return ServerClient(config, timeout_s, token=State.token)
 
 
 def fail(message: str, hint: str, code: int) -> NoReturn:
@@ -130,7 +152,10 @@ UPGRADE_HINT = "pip install -U owlclaw, then run the command again (docs: ledger
 
 REFUSALS = {
     "unknown_agent": ("`owlclaw status` lists the served agents", EXIT_NOT_FOUND),
-    "unauthorized": ("set OWLCLAW_SERVER_TOKEN to the server's token", EXIT_UNAUTHORIZED),
+    "unauthorized": (
+        "set OWLCLAW_TOKEN (or --token) to your principal's token, or unset it to use the server's",
+        EXIT_UNAUTHORIZED,
+    ),
     "forbidden": ("an admin grants roles with `owlclaw principals add`", EXIT_UNAUTHORIZED),
 }
 """A server's refusals by code: the hint and exit code."""

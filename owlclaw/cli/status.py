@@ -17,6 +17,7 @@ from owlclaw.cli.common import (
     open_ledger,
     out,
     print_json,
+    server_client,
 )
 from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import load_config
@@ -29,7 +30,7 @@ def status(as_json: JsonOption = False) -> None:
     """Agents (how many are registered; those with runs or served), active runs, projection
     lag, pending timers, database and server health, and the server's background workers
     (state, restarts, last error)."""
-    from owlclaw.client import ServerClient, ServerUnavailable
+    from owlclaw.client import ServerUnavailable
     from owlclaw.compose.read import open_views
     from owlclaw.reports.inspection import bring_up_to_date
     from projections import AgentsView, RunsView, SchedulesView
@@ -37,7 +38,7 @@ def status(as_json: JsonOption = False) -> None:
 
     config = load_config()
     report: dict[str, Any] = {}
-    with ServerClient(config, timeout_s=5) as client:
+    with server_client(config, timeout_s=5) as client:
         try:
             report["server"] = {"url": client.url, **client.status()}
         except ServerUnavailable:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,6 +23,7 @@ from owlclaw.cli.common import (
     open_ledger,
     out,
     print_json,
+    server_client,
 )
 from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
@@ -86,11 +88,11 @@ def _change(
     config: OwlClawConfig, agent: str, enable: list[str], disable: list[str]
 ) -> tuple[ToolsChange, str]:
     """Through the agent's writer when a server serves it, else directly in the ledger."""
-    from owlclaw.client import ServerClient, ServerRefused, ServerUnavailable
+    from owlclaw.client import ServerRefused, ServerUnavailable
     from owlclaw.tools.switches import change_tools_directly
 
     hint = f"`owlclaw tools {agent}` shows its tools; check the names"
-    with ServerClient(config) as client:
+    with server_client(config) as client:
         try:
             return client.change_tools(agent, enable, disable), "server"
         except ServerUnavailable:
@@ -105,7 +107,8 @@ def _change(
             app_tools(led, agent, config.runtime.app_load_timeout_s, config.workspaces_path)
         )
         try:
-            return change_tools_directly(led, agent, known, enable, disable), "ledger"
+            by = f"local:{getpass.getuser()}"  # no principal: someone with the database
+            return change_tools_directly(led, agent, known, enable, disable, by), "ledger"
         except ValueError as e:
             fail(str(e), hint, EXIT_USAGE)
 

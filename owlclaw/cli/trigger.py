@@ -26,6 +26,7 @@ from owlclaw.cli.common import (
     open_ledger,
     out,
     print_json,
+    server_client,
 )
 from owlclaw.config import load_config
 from owlclaw.reports.narrate import step_text
@@ -74,11 +75,10 @@ def trigger(
     as_json: JsonOption = False,
 ) -> None:
     """Start a run of a served agent; wait for it and show its steps (exit 1 if it failed)."""
-    from owlclaw.client import ServerClient
 
     data = _payload(payload)
     config = load_config()
-    with ServerClient(config) as client:
+    with server_client(config) as client:
         waiting = f"waiting up to {wait_ready:g} s for the server at {client.url} to be ready…"
         client.wait_ready(
             wait_ready, waiting=lambda: err.print(f"[dim]{waiting}[/]", highlight=False)

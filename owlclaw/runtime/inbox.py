@@ -87,7 +87,8 @@ class Inbox:
         agent = await self._head()
         agent_id = self.setup.agent_id
         await self.setup.connect_mcp()  # its MCP servers' tools are among those it may name
-        if agent.change_tools(message.enable, message.disable, list(self.setup.tools())) is None:
+        known = list(self.setup.tools())
+        if agent.change_tools(message.enable, message.disable, known, by=message.by) is None:
             return ToolsChange(agent_id, list(agent.state.disabled_tools))
         # a ToolsChanged commutes with any fact appended meanwhile (a run's schedule): rebase
         agent, positions = await self.sink.append(agent, over=None)

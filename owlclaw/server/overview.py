@@ -9,7 +9,7 @@ per agent and day, timer lateness per day, each projection's lag now; all read f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
 
@@ -21,7 +21,7 @@ from owlclaw.reports.inspection import projections_status
 from owlclaw.server.service import Service
 from owlclaw.tools.governance import Governance, spent_today
 from projections import AgentsView, ProjectionStatus, RunsView, SchedulesView, View
-from projections.agents import PAGE_SIZE
+from projections.agents import MAX_PAGE, PAGE_SIZE
 from projections.runs import DayOfAgent
 from projections.schedules import DayOfFires
 
@@ -29,6 +29,8 @@ AgentState = Literal["idle", "running", "parked", "passivated", "unreadable"]
 CATCH_UP_S = 2.0
 """How long a page waits for a view to read what was committed so far."""
 WEEK_DAYS = 7
+Visible = Callable[[str], bool]
+"""Whether an agent is listed (in the principal's scope)."""
 
 
 class AgentOverview(msgspec.Struct, frozen=True):
@@ -57,7 +59,8 @@ class AgentsPage(msgspec.Struct, frozen=True):
     agents: list[AgentOverview]
     next_after: str | None
     """The cursor of the next page (its ``after``); None after the last page."""
-    registered: int
+    registered: int | None
+    """How many agents are registered; None on a page of the agents in a principal's scope."""
 
 
 def host_of(placement: str) -> str:
@@ -65,13 +68,16 @@ def host_of(placement: str) -> str:
 
 
 async def agent_overviews(
-    service: Service, after: str | None = None, limit: int = PAGE_SIZE
+    service: Service,
+    after: str | None = None,
+    limit: int = PAGE_SIZE,
+    visible: Visible | None = None,
 ) -> AgentsPage:
-    """Up to ``limit`` registered agents by id, after ``after``: its host's activity, its
-    stream, the runs and schedules views."""
+    """Up to ``limit`` registered agents by id (those ``visible`` keeps), after ``after``: its
+    host's activity, its stream, the runs and schedules views."""
     activity = (await service.agents.status()).agents
     running = {a for a, act in activity.items() if act.running}
-    return await asyncio.to_thread(_page, service, after, limit, set(activity), running)
+    return await asyncio.to_thread(_page, service, after, limit, set(activity), running, visible)
 
 
 def caught_up(service: Service, view: View) -> None:
@@ -84,7 +90,12 @@ def caught_up(service: Service, view: View) -> None:
 
 
 def _page(
-    service: Service, after: str | None, limit: int, active: set[str], running: set[str]
+    service: Service,
+    after: str | None,
+    limit: int,
+    active: set[str],
+    running: set[str],
+    visible: Visible | None,
 ) -> AgentsPage:
     assert service.ledger is not None
     agents = service.view(AgentsView)
@@ -98,7 +109,26 @@ def _page(
         limit,
         active=active,
         running=running,
+        visible=visible,
     )
+
+
+def visible_ids(
+    agents: AgentsView, after: str | None, limit: int, visible: Visible | None
+) -> tuple[list[str], str | None]:
+    """Up to ``limit`` agent ids after ``after`` (those ``visible`` keeps, read MAX_PAGE at a
+    time) and the next page's cursor."""
+    if visible is None:
+        ids = [row.agent_id for row in agents.page(after, limit)]
+        return ids, ids[-1] if len(ids) == limit else None
+    ids, cursor = [], after
+    while len(ids) < limit:
+        rows = agents.page(cursor, MAX_PAGE)
+        ids += [row.agent_id for row in rows if visible(row.agent_id)]
+        if len(rows) < MAX_PAGE:  # the last agents: a next page only for those left over
+            return ids[:limit], ids[limit - 1] if len(ids) > limit else None
+        cursor = rows[-1].agent_id
+    return ids[:limit], ids[limit - 1]
 
 
 def overview_page(
@@ -111,11 +141,13 @@ def overview_page(
     *,
     active: Set[str] = frozenset(),
     running: Set[str] = frozenset(),
+    visible: Visible | None = None,
 ) -> AgentsPage:
-    """The page of registered agents after ``after``: those of ``apps`` are served here with
-    ``placement``, ``active`` ones are hosted now, ``running`` ones run now."""
+    """The page of registered agents after ``after`` (only those ``visible`` keeps, when
+    given): those of ``apps`` are served here with ``placement``, ``active`` ones are hosted
+    now, ``running`` ones run now."""
     agents, runs_view, schedules = views
-    ids = [row.agent_id for row in agents.page(after, limit)]
+    ids, next_after = visible_ids(agents, after, limit, visible)
     today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
     runs_today = runs_view.started_since(today, ids)
     next_timers = schedules.next_fires(ids)
@@ -164,8 +196,8 @@ def overview_page(
         )
     return AgentsPage(
         agents=found,
-        next_after=ids[-1] if len(ids) == limit else None,
-        registered=agents.count(),
+        next_after=next_after,
+        registered=agents.count() if visible is None else None,
     )
 
 

@@ -7,7 +7,8 @@
 - ``POST /agents/{id}/events`` ``{"source"?, "payload"?}``: an InboundReceived for the agent's
   next heartbeat (202);
 - ``POST /agents/{id}/tools`` ``{"enable"?: [names], "disable"?: [names]}``: a ToolsChanged
-  recorded by the agent's writer (200, the agent's disabled tools; 400 ``unknown_tool``);
+  recorded by the agent's writer, naming the principal as ``by`` (200, the agent's disabled
+  tools; 400 ``unknown_tool``);
 - ``POST /agents/{id}/fires`` (a ``Fire``): a timer delivery from the Hatchet worker when the
   agents live in this process; answered with the agent's verdict (200);
 - ``GET /approvals``: the served agents' pending approvals (a principal's: of the agents its
@@ -30,7 +31,7 @@
   ``/a2a/{id}/.well-known/agent-card.json`` (its card, without a token): each served agent as an
   A2A agent (``owlclaw.a2a``);
 - ``/ui/...``: the web console (``owlclaw.server.console``), behind its own login with the same
-  token.
+  tokens and roles.
 
 Until the service has started, calls are answered 503 ``starting``.
 
@@ -217,7 +218,12 @@ def make_app(service: Service, token: str) -> web.Application:
         data: ToolsBody = await _body(request, ToolsBody)
         try:
             change = await service.ask(
-                ChangeTools(agent_id=agent_id, enable=data.enable, disable=data.disable)
+                ChangeTools(
+                    agent_id=agent_id,
+                    enable=data.enable,
+                    disable=data.disable,
+                    by=principal_of(request).name,
+                )
             )
         except ValueError as e:
             code = "unknown_tool" if isinstance(e, UnknownTools) else "bad_request"

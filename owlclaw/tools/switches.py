@@ -23,13 +23,14 @@ def change_tools_directly(
     known: Collection[str],
     enable: Collection[str],
     disable: Collection[str],
+    by: str,
 ) -> ToolsChange:
     """Record the change on the agent's stream from outside its writer (no server serves it).
 
     Raises UnknownAgent, or UnknownTools / ValueError for names it cannot change (nothing is
     recorded then)."""
     agent = ledger.load_agent(agent_id)
-    if agent.change_tools(enable, disable, known) is None:
+    if agent.change_tools(enable, disable, known, by=by) is None:
         return ToolsChange(agent_id, list(agent.state.disabled_tools))
     agent, positions = ledger.append_rebasing(agent)
     return ToolsChange(agent_id, list(agent.state.disabled_tools), positions[-1])

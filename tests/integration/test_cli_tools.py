@@ -3,6 +3,7 @@ and enabled again in the ledger (no server serving the agent) for the agent's ne
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -171,9 +172,10 @@ def test_disable_and_enable_change_the_next_run_and_are_recorded(
     history = owlclaw(fresh_db, "ledger", "operated", "--all", "--json", cwd=tmp_path)
     events = json.loads(history.stdout)["events"]
     changes = [e["data"] for e in events if e["type"] == "ToolsChanged"]
+    by = f"local:{getpass.getuser()}"  # no server: the CLI wrote the ledger directly
     assert changes == [
-        {"enabled": [], "disabled": ["entry_check"]},
-        {"enabled": ["entry_check"], "disabled": []},
+        {"enabled": [], "disabled": ["entry_check"], "by": by},
+        {"enabled": ["entry_check"], "disabled": [], "by": by},
     ]
     stats = json.loads(owlclaw(fresh_db, "tools", "operated", "--json", cwd=tmp_path).stdout)
     [entry] = [t for t in stats["tools"] if t["tool"] == "entry_check"]

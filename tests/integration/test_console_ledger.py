@@ -39,7 +39,7 @@ def test_the_ledger_page_names_the_event_altered_in_the_database(
     service = served.service
     run_id = served.call(service.ask(Submit(agent_id="desk", trigger="webhook", focus=XSS)))
     assert served.call(service.ask(Result(agent_id="desk", run_id=run_id))).status == "completed"
-    page, url = logged_in(served.page, served.url, served.token, "alice"), served.url
+    page, url = logged_in(served.page, served.url, served.token), served.url
 
     history = served.ledger.agent_history("desk")
     monkeypatch.setattr(ledger_page, "PAGE_EVENTS", 4)  # the server runs in this process
@@ -108,7 +108,7 @@ def test_an_agent_stream_that_does_not_decode_is_named_on_its_row_and_its_ledger
             " WHERE originator_id = %s AND originator_version = %s",
             (agent.id, queued.originator_version),
         )
-    page, url = logged_in(served.page, served.url, served.token, "alice"), served.url
+    page, url = logged_in(served.page, served.url, served.token), served.url
     row = page.locator("tr[data-agent=desk]")
     assert row.locator(".state").inner_text() == "unreadable"
     assert "owlclaw verify desk" in row.locator(".error").inner_text()

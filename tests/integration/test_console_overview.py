@@ -111,7 +111,7 @@ def test_the_overview_draws_a_week_of_runs_per_agent_and_day(
     assert {s.astimezone(UTC).date() for s in started} == {today}  # not across midnight
     earlier = record_run_days_ago(c.ledger, "alpha", 3, tool_calls=4)
 
-    page = logged_in(c.page, c.url, c.token, "alice")
+    page = logged_in(c.page, c.url, c.token)
     page.click("nav a[href='/ui/overview']")
     page.wait_for_url(f"{c.url}/ui/overview")
     c.screenshot("overview")

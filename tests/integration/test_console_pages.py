@@ -1,6 +1,6 @@
 """The console's memory, schedules, projections and approvals pages in a real headless Chromium,
 against a real service: what they show comes from the ledger, and what an operator does there is
-recorded with who did it."""
+recorded as done by the logged-in principal."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_memory_page_recalls_with_scores_and_renders_memory_md_with_its_html_as_
     )
     c = console(keeper)
     assert run_once(c, "keeper", "note the contract") == "completed"
-    page = logged_in(c.page, c.url, c.token, "alice")
+    page = logged_in(c.page, c.url, c.token)
     page.goto(f"{c.url}/ui/memory/keeper")
     page.fill("input[name=q]", "when does the supply contract renew")
     page.click("form.search button[type=submit]")
@@ -106,7 +106,7 @@ def test_cancel_a_schedule_from_the_console_is_recorded_with_the_operator(
     c = console(planner)
     assert run_once(c, "planner", "plan the follow-up") == "completed"
     [requested] = [e for e in agent_events(c, "planner") if isinstance(e, ev.ScheduleRequested)]
-    page = logged_in(c.page, c.url, c.token, "alice")
+    page = logged_in(c.page, c.url, c.principal("alice", "operator:planner", "viewer"))
     page.goto(f"{c.url}/ui/schedules/planner")
     row = page.locator(f"table.active tr[data-schedule='{requested.schedule_id}']")
     assert "follow up" in row.inner_text()
@@ -124,13 +124,13 @@ def test_cancel_a_schedule_from_the_console_is_recorded_with_the_operator(
     row.locator("input[name=reason]").fill("no longer needed")
     row.locator("button[type=submit]").click()
     page.wait_for_selector("p.flash.ok")
-    assert f"cancelled {requested.schedule_id} as console:alice" in page.inner_text("p.flash")
+    assert f"cancelled {requested.schedule_id} as alice" in page.inner_text("p.flash")
     past = page.locator(f"table.past tr[data-schedule='{requested.schedule_id}']")
-    assert "cancelled by console:alice: no longer needed" in past.inner_text()
+    assert "cancelled by alice: no longer needed" in past.inner_text()
     [cancelled] = [e for e in agent_events(c, "planner") if isinstance(e, ev.ScheduleCancelled)]
     assert (cancelled.schedule_id, cancelled.by, cancelled.reason) == (
         requested.schedule_id,
-        "console:alice",
+        "alice",
         "no longer needed",
     )
     page.reload()  # the flash is shown once
@@ -172,7 +172,7 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     service = c.service
     run_id = c.call(service.ask(Submit(agent_id="trader", trigger="webhook", focus="buy ACME")))
     assert c.call(service.ask(Result(agent_id="trader", run_id=run_id))).status == "parked"
-    page = logged_in(c.page, c.url, c.token, "alice")
+    page = logged_in(c.page, c.url, c.principal("alice", "approver:trader", "viewer:trader"))
     page.goto(f"{c.url}/ui/approvals")
     [approval] = service.pending_approvals()
     row = page.locator(f"tr[data-approval='{approval.approval_id}']")
@@ -187,12 +187,12 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     row.locator("input[name=note]").fill("within limits")
     row.locator("button[value=approve]").click()
     page.wait_for_selector("p.flash.ok")
-    assert f"granted {approval.approval_id} as console:alice" in page.inner_text("p.flash")
+    assert f"granted {approval.approval_id} as alice" in page.inner_text("p.flash")
     assert c.call(service.ask(Result(agent_id="trader", run_id=run_id))).status == "completed"
     [granted] = [e for e in agent_events(c, "trader") if isinstance(e, ev.ApprovalGranted)]
     assert (granted.approval_id, granted.by, granted.note) == (
         approval.approval_id,
-        "console:alice",
+        "alice",
         "within limits",
     )
     run = c.ledger.stream(uuid.UUID(run_id))
@@ -200,7 +200,7 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     assert page.locator("tr[data-approval]").count() == 0
     c.screenshot("approvals-answered")
     answer = answer_on_timeline(c, run_id)
-    assert answer["title"] == "Resumed: approval granted by console:alice"
+    assert answer["title"] == "Resumed: approval granted by alice"
     assert answer["note"] == "within limits" and answer["approval"] == approval.approval_id
 
     again = c.call(
@@ -213,18 +213,18 @@ def test_approve_and_deny_parked_calls_from_the_console_and_the_runs_resume(
     row.locator("input[name=note]").fill("over the limit today")
     row.locator("button[value=deny]").click()
     page.wait_for_selector("p.flash.ok")
-    assert f"denied {second.approval_id} as console:alice" in page.inner_text("p.flash")
+    assert f"denied {second.approval_id} as alice" in page.inner_text("p.flash")
     assert c.call(service.ask(Result(agent_id="trader", run_id=again))).status == "completed"
     [denied] = [e for e in agent_events(c, "trader") if isinstance(e, ev.ApprovalDenied)]
     assert (denied.approval_id, denied.by, denied.note) == (
         second.approval_id,
-        "console:alice",
+        "alice",
         "over the limit today",
     )
     run = c.ledger.stream(uuid.UUID(again))
     assert not any(isinstance(e, ev.ToolCallSucceeded) for e in run)
     answer = answer_on_timeline(c, again)
-    assert answer["title"] == "Resumed: approval denied by console:alice"
+    assert answer["title"] == "Resumed: approval denied by alice"
     assert answer["note"] == "over the limit today" and answer["approval"] == second.approval_id
     c.screenshot("run-denied")
 

@@ -37,7 +37,7 @@ def test_a_triggered_run_fills_its_timeline_live_and_renders_payloads_as_text(
     ]
     app = scripted_app(tmp_path / "desk", "desk", steps, governance='ask = ["remember"]')
     served = console(app)
-    page, url = logged_in(served.page, served.url, served.token, "alice"), served.url
+    page, url = logged_in(served.page, served.url, served.token), served.url
     bearer = {"Authorization": f"Bearer {served.token}"}
     with httpx.Client(base_url=url, headers=bearer, trust_env=False) as http:
         accepted = http.post("/agents/desk/trigger", json={"focus": XSS, "payload": {"x": XSS}})
@@ -125,7 +125,7 @@ def test_the_server_stops_promptly_while_a_live_run_page_is_open(
     steps = [{"tool_calls": [{"name": "remember", "arguments": {"content": "x"}}]}]
     app = scripted_app(tmp_path / "desk", "desk", steps, governance='ask = ["remember"]')
     served = console(app)
-    page = logged_in(served.page, served.url, served.token, "alice")
+    page = logged_in(served.page, served.url, served.token)
     run_id = served.call(
         served.service.ask(Submit(agent_id="desk", trigger="webhook", focus="wait for me"))
     )
@@ -162,7 +162,7 @@ def test_a_sent_message_shows_its_delivery_and_the_open_page_follows_the_outbox(
         == "completed"
     )
     assert receiver.holding.wait(30)
-    page = logged_in(served.page, served.url, served.token, "alice")
+    page = logged_in(served.page, served.url, served.token)
     page.goto(f"{served.url}/ui/agents/herald/runs/{run_id}")
     page.evaluate("window.__opened = 'once'")
     ops = page.locator(".step.message", has_text="Message sent via ops")

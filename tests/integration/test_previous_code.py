@@ -91,7 +91,7 @@ def test_the_console_agents_page_says_the_agent_runs_its_previous_code(
             )
         )
     )
-    page = logged_in(c.page, c.url, c.token, "alice")
+    page = logged_in(c.page, c.url, c.token)
     warning = page.locator("[data-app-warning]")
     assert "running its previous code: kept the previous identity:" in warning.inner_text()
     assert "SyntaxError" in warning.inner_text()

@@ -220,7 +220,7 @@ def test_cli_replay_verify_shows_a_difference_readably_as_the_listing_numbers_it
     with Ledger(fresh_db.url) as ledger:
         kinds = run_until_it_ends(ledger, "differs", steps, quotes)
         agent = ledger.load_agent("differs")
-        agent.change_tools([], ["log_decision"], ["log_decision"])
+        agent.change_tools([], ["log_decision"], ["log_decision"], by="test")
         ledger.append(agent)
     requested = 1 + max(i for i, k in enumerate(kinds) if k == "ToolCallRequested")
     assert kinds.index("RunResumed") < requested - 1

@@ -105,7 +105,7 @@ def test_a_secret_a_tool_prints_shows_as_its_marker_in_ledger_trace_and_console(
                     runs.append(uuid.UUID(answer.json()["run_id"]))
                 login = await http.post(
                     "/ui/login",
-                    data={"token": "test-token", "operator": "alice"},
+                    data={"token": "test-token"},
                     headers={"Origin": base},
                 )
                 assert login.status_code in (302, 303), login.text

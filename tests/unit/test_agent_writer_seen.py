@@ -24,7 +24,7 @@ def _record(agent: Agent, op: str, n: int) -> None:
         agent.record(ev.InboundReceived, source="market", payload={"price": n})
     elif op == "tools":
         off = "recall" if "recall" not in agent.state.disabled_tools else "remember"
-        agent.change_tools([], [off], ["recall", "remember"])
+        agent.change_tools([], [off], ["recall", "remember"], by="test")
     else:
         agent.record(
             ev.ScheduleRequested,

@@ -265,7 +265,9 @@ def test_a_handler_gets_its_call_context_when_it_asks_for_it(ledger: Ledger) -> 
 def test_a_tool_the_operator_disabled_is_hidden_and_a_call_to_it_denied(ledger: Ledger) -> None:
     runtime, told = runtime_with(ledger, Registry())
     ledger.register_agent(runtime.agent_id)
-    change_tools_directly(ledger, runtime.agent_id, list(runtime.setup.tools()), [], ["remember"])
+    change_tools_directly(
+        ledger, runtime.agent_id, list(runtime.setup.tools()), [], ["remember"], "test"
+    )
     result = play(runtime, [{"tool_calls": [call("remember", content="x")]}, {"content": "ok"}])
     events = run_events(ledger, result)
     [visible] = [e for e in events if isinstance(e, ev.VisibleToolsResolved)]

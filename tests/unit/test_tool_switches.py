@@ -24,15 +24,17 @@ KNOWN = ["remember", "recall", "log_decision"]
 
 def test_the_agent_keeps_the_disabled_set_and_records_only_changes(ledger: Ledger) -> None:
     agent = ledger.register_agent("switched")
-    changed = agent.change_tools([], ["remember", "recall"], KNOWN)
+    changed = agent.change_tools([], ["remember", "recall"], KNOWN, by="test")
     assert changed is not None and changed.disabled == ["recall", "remember"]
-    assert agent.change_tools([], ["remember"], KNOWN) is None  # already disabled
-    assert agent.change_tools(["log_decision"], [], KNOWN) is None  # not disabled
+    assert agent.change_tools([], ["remember"], KNOWN, by="test") is None  # already disabled
+    assert agent.change_tools(["log_decision"], [], KNOWN, by="test") is None  # not disabled
     with pytest.raises(UnknownTools, match="has no tool 'nope'; its tools: log_decision"):
-        agent.change_tools([], ["nope"], KNOWN)
+        agent.change_tools([], ["nope"], KNOWN, by="test")
     with pytest.raises(ValueError, match="both enabled and disabled: recall"):
-        agent.change_tools(["recall"], ["recall"], KNOWN)
-    assert agent.change_tools(["remember"], [], ["recall"]) is not None  # gone from the app
+        agent.change_tools(["recall"], ["recall"], KNOWN, by="test")
+    assert (
+        agent.change_tools(["remember"], [], ["recall"], by="test") is not None
+    )  # gone from the app
     ledger.append(agent)
     loaded = ledger.load_agent("switched")
     assert loaded.disabled_tools == {"recall"}
@@ -46,7 +48,7 @@ def test_a_disabled_tool_is_hidden_and_refused_until_enabled(ledger: Ledger) -> 
     runtime = AgentRuntime(ledger, "operated", models=["x"])
     remember = {"tool_calls": [call("remember", content="kept?")]}
     play(runtime, [{"content": "first run"}])
-    change = change_tools_directly(ledger, "operated", KNOWN, [], ["remember"])
+    change = change_tools_directly(ledger, "operated", KNOWN, [], ["remember"], "local:ann")
     assert change.disabled == ["remember"] and change.position is not None
     disabled = run_events(ledger, play(runtime, [remember, {"content": "ok"}]))
     [visible] = [e for e in disabled if isinstance(e, ev.VisibleToolsResolved)]
@@ -58,7 +60,7 @@ def test_a_disabled_tool_is_hidden_and_refused_until_enabled(ledger: Ledger) -> 
 
     enabled = asyncio.run(
         runtime.inbox.change_tools(
-            ChangeTools(agent_id=runtime.agent_id, enable=["remember"], disable=[])
+            ChangeTools(agent_id=runtime.agent_id, enable=["remember"], disable=[], by="ann")
         )
     )  # as the agent's writer
     assert enabled.disabled == [] and enabled.position is not None
@@ -67,7 +69,10 @@ def test_a_disabled_tool_is_hidden_and_refused_until_enabled(ledger: Ledger) -> 
     assert "remember" in visible.tools and visible.filtered == {}
     assert any(isinstance(e, ev.MemoryRemembered) for e in again)
     changes = [e for e in agent_events(ledger, "operated") if isinstance(e, ev.ToolsChanged)]
-    assert [(c.enabled, c.disabled) for c in changes] == [([], ["remember"]), (["remember"], [])]
+    assert [(c.enabled, c.disabled, c.by) for c in changes] == [
+        ([], ["remember"], "local:ann"),
+        (["remember"], [], "ann"),
+    ]
 
 
 def test_an_unknown_tool_name_records_nothing(ledger: Ledger) -> None:
@@ -76,7 +81,9 @@ def test_an_unknown_tool_name_records_nothing(ledger: Ledger) -> None:
     version = ledger.load_agent("careful").version
     with pytest.raises(UnknownTools, match="has no tool 'nope'"):
         asyncio.run(
-            runtime.inbox.change_tools(ChangeTools(agent_id="careful", enable=[], disable=["nope"]))
+            runtime.inbox.change_tools(
+                ChangeTools(agent_id="careful", enable=[], disable=["nope"], by="test")
+            )
         )
     assert ledger.load_agent("careful").version == version
 
@@ -99,7 +106,9 @@ def test_a_change_commits_over_a_fact_another_writer_appended_meanwhile(
 
     monkeypatch.setattr(ledger.chains, "stream_head", looked_up_then_a_run_schedules)
     change = asyncio.run(
-        runtime.inbox.change_tools(ChangeTools(agent_id="busy", enable=[], disable=["remember"]))
+        runtime.inbox.change_tools(
+            ChangeTools(agent_id="busy", enable=[], disable=["remember"], by="test")
+        )
     )
     assert change.disabled == ["remember"]
     agent = ledger.load_agent("busy")

@@ -20,6 +20,7 @@ from owlclaw.server.console.pages import (
     schedules,
 )
 from owlclaw.server.console.render import CLOSING, ENVIRONMENT, SERVICE, environment
+from owlclaw.server.console.session import session_key
 from owlclaw.server.service import NotServed, Service
 
 STATIC = Path(__file__).parent / "static"
@@ -42,6 +43,7 @@ async def served(request: web.Request, handler: Any) -> web.StreamResponse:
 def make_console(service: Service, token: str) -> web.Application:
     console = web.Application(middlewares=[auth.guard, served])
     console[auth.TOKEN_KEY] = token
+    console[auth.SESSION_KEY] = session_key(token)
     console[SERVICE] = service
     console[ENVIRONMENT] = environment()
     console[CLOSING] = closing = asyncio.Event()

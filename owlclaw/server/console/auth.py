@@ -1,43 +1,58 @@
-"""The console's login: the server's token once, then a session cookie derived from it.
+"""The console's login: a token once (the server's, or a principal's), then a session cookie that
+names the principal without holding the token (``owlclaw.server.console.session``).
 
-The cookie holds HMAC(token, "console"), never the token; both cookies are HttpOnly,
-SameSite=Strict and scoped to ``/ui``. State-changing requests must also come from this origin
-(Origin, else Referer), so another site cannot post through a logged-in browser.
+Who is shown and recorded is the token's principal (the server's token is ``server-token``, the
+bootstrap admin), never a typed name. The cookie is HttpOnly, SameSite=Strict and scoped to
+``/ui``; state-changing requests must also come from this origin (Origin, else Referer), so
+another site cannot post through a logged-in browser. Every page then asks
+``owlclaw.server.console.access`` whether its principal may see or do it.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import hmac
-import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from owlclaw.server.console.render import OPERATOR_COOKIE, render
+from owlclaw.access.authorize import Principal, bootstrap
+from owlclaw.access.tokens import token_sha256
+from owlclaw.server.console import access
+from owlclaw.server.console.render import PRINCIPAL, SERVICE, render
+from owlclaw.server.console.session import issue, token_digest
 
 SESSION_COOKIE = "owlclaw_session"
-OPERATOR_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 TOKEN_KEY = web.AppKey("console_token", str)
+SESSION_KEY = web.AppKey("console_session_key", bytes)
 OPEN_PATHS = ("/ui/login", "/ui/static/")
 """Reachable without a session: the login form and the files it needs."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def session_value(token: str) -> str:
-    """What the session cookie holds: derived from the token, useless as a bearer token."""
-    return hmac.new(token.encode(), b"console", hashlib.sha256).hexdigest()
+class Starting(Exception):
+    """A principal's token cannot be looked up before the service has started."""
 
 
-def operator_of(request: web.Request) -> str:
-    """Who does an operator action from this (logged-in) browser, as events record it."""
-    return f"console:{request.cookies.get(OPERATOR_COOKIE, 'unknown')}"
+def principal_of(request: web.Request) -> Principal:
+    """Who is logged in on this request: recorded as ``by`` on what they do here."""
+    return request[PRINCIPAL]
 
 
-def _logged_in(request: web.Request) -> bool:
-    given = request.cookies.get(SESSION_COOKIE, "").encode()
-    return hmac.compare_digest(given, session_value(request.app[TOKEN_KEY]).encode())
+async def _holder(request: web.Request, digest: str) -> Principal | None:
+    """The live principal whose token has ``digest``: the server token's, else the store's."""
+    if hmac.compare_digest(digest.encode(), token_sha256(request.app[TOKEN_KEY]).encode()):
+        return bootstrap()
+    service = request.app[SERVICE]
+    if not service.ready or service.principals is None:
+        raise Starting
+    return await asyncio.to_thread(service.principals.holding, digest)
+
+
+async def _session(request: web.Request) -> Principal | None:
+    digest = token_digest(request.app[SESSION_KEY], request.cookies.get(SESSION_COOKIE, ""))
+    return None if digest is None else await _holder(request, digest)
 
 
 def _same_origin(request: web.Request) -> bool:
@@ -47,19 +62,32 @@ def _same_origin(request: web.Request) -> bool:
 
 @web.middleware
 async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Pages need a session (else the login form); the API answers 401 JSON; every
-    state-changing request must come from the console's own origin."""
+    """Pages need a live session (else the login form; the API answers 401 JSON) whose
+    principal may see or do what the page does; every state-changing request must come from
+    the console's own origin."""
     if request.method not in SAFE_METHODS and not _same_origin(request):
         return web.json_response(
             {"error": "cross-origin request refused", "code": "forbidden"}, status=403
         )
-    if not request.path.startswith(OPEN_PATHS) and not _logged_in(request):
-        if request.path.startswith("/ui/api/"):
-            return web.json_response(
-                {"error": "log in at /ui/login", "code": "unauthorized"}, status=401
-            )
-        raise web.HTTPFound("/ui/login")
-    response: web.StreamResponse = await handler(request)
+    if not request.path.startswith(OPEN_PATHS):
+        try:
+            principal = await _session(request)
+        except Starting as e:
+            raise web.HTTPServiceUnavailable(text="the service is still starting; reload") from e
+        if principal is None:
+            if request.path.startswith("/ui/api/"):
+                return web.json_response(
+                    {"error": "log in at /ui/login", "code": "unauthorized"}, status=401
+                )
+            raise web.HTTPFound("/ui/login")
+        request[PRINCIPAL] = principal
+        refused = await access.refusal(request, principal)
+        if refused is not None:
+            return _secured(refused)
+    return _secured(await handler(request))
+
+
+def _secured(response: web.StreamResponse) -> web.StreamResponse:
     response.headers.setdefault(
         "Content-Security-Policy",
         "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
@@ -70,32 +98,30 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 async def login_form(request: web.Request) -> web.Response:
-    return render(request, "login.html", name="", error=None)
+    return render(request, "login.html", error=None)
 
 
 async def login(request: web.Request) -> web.Response:
     form = await request.post()
-    token, operator = str(form.get("token", "")), str(form.get("operator", "")).strip()
-    error = None
-    if not hmac.compare_digest(token.encode(), request.app[TOKEN_KEY].encode()):
-        error = "wrong token: use the server's token (server.token in the data directory)"
-    elif not OPERATOR_NAME.fullmatch(operator):
-        error = "operator name: 1-64 letters, digits, '.', '_', '@' or '-'"
-    if error is not None:
-        return render(request, "login.html", status=401, name=operator, error=error)
+    token = str(form.get("token", "")).strip()
+    try:
+        principal = await _holder(request, token_sha256(token)) if token else None
+    except Starting:
+        return render(
+            request, "login.html", status=503, error="the service is still starting; try again"
+        )
+    if principal is None:
+        error = "wrong token: use your principal's token, or the server's token"
+        return render(request, "login.html", status=401, error=error)
     response = web.HTTPSeeOther("/ui/")
-    for name, value in (
-        (SESSION_COOKIE, session_value(request.app[TOKEN_KEY])),
-        (OPERATOR_COOKIE, operator),
-    ):
-        response.set_cookie(name, value, path="/ui", httponly=True, samesite="Strict")
+    value = issue(request.app[SESSION_KEY], token)
+    response.set_cookie(SESSION_COOKIE, value, path="/ui", httponly=True, samesite="Strict")
     raise response
 
 
 async def logout(_: web.Request) -> web.Response:
     response = web.HTTPSeeOther("/ui/login")
-    for name in (SESSION_COOKIE, OPERATOR_COOKIE):
-        response.del_cookie(name, path="/ui")
+    response.del_cookie(SESSION_COOKIE, path="/ui")
     raise response
 
 

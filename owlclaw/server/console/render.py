@@ -12,15 +12,16 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
+from owlclaw.access.authorize import Action, Principal, authorize
 from owlclaw.server.service import Service
 
 TEMPLATES = Path(__file__).parent / "templates"
 ENVIRONMENT = web.AppKey("console_environment", jinja2.Environment)
 SERVICE = web.AppKey("console_service", Service)
 CLOSING = web.AppKey("console_closing", asyncio.Event)
-OPERATOR_COOKIE = "owlclaw_operator"
-"""The name the operator signed in with, shown on every page."""
 """Set when the server shuts down: live pages stop streaming (else shutdown waits for them)."""
+PRINCIPAL = web.RequestKey("console_principal", Principal)
+"""Who the request's session is of (``owlclaw.server.console.auth``), shown on every page."""
 
 
 def environment() -> jinja2.Environment:
@@ -36,14 +37,21 @@ def environment() -> jinja2.Environment:
 def render(
     request: web.Request, template: str, *, status: int = 200, **context: Any
 ) -> web.Response:
-    """``template`` filled with ``context``, plus what base.html needs: the operator and the
-    agent the navigation links to (the page's ``agent``, else the first served one)."""
+    """``template`` filled with ``context``, plus what base.html needs: the principal and the
+    agent the navigation links to (the page's ``agent``, else the first served one it may
+    read)."""
     service = request.app[SERVICE]
-    context.setdefault("agent", next(iter(service.apps), None))
+    principal = request.get(PRINCIPAL)
+    readable = (
+        a
+        for a in service.apps
+        if principal is not None and authorize(principal, Action.READ_LEDGER, a) is None
+    )
+    context.setdefault("agent", next(readable, None))
     html = (
         request.app[ENVIRONMENT]
         .get_template(template)
-        .render(operator=request.cookies.get(OPERATOR_COOKIE), path=request.path, **context)
+        .render(principal=request.get(PRINCIPAL), path=request.path, **context)
     )
     return web.Response(text=html, status=status, content_type="text/html")
 

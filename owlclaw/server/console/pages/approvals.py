@@ -1,5 +1,6 @@
-"""The approvals page: the served agents' pending approvals, answered (approve or deny, with a
-note) by the logged-in operator through the agent's writer; the parked run resumes.
+"""The approvals page: the pending approvals of the served agents the logged-in principal may
+read or answer, answered (approve or deny, with a note) as that principal through the agent's
+writer; the parked run resumes.
 
 Each is named by its id with the unique prefix ``owlclaw approvals`` prints (enough for
 ``owlclaw approve``) marked, and its times read at a glance, the exact time on hover."""
@@ -13,11 +14,12 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from events.agent_state import ApprovalClosed
-from owlclaw.access.authorize import bootstrap
+from owlclaw.access.authorize import Action, Principal
 from owlclaw.messages import Decision
 from owlclaw.reports.relative_time import relative
 from owlclaw.runtime.approvals import PendingApproval, unique_prefixes
-from owlclaw.server.console.auth import operator_of
+from owlclaw.server.console.access import may
+from owlclaw.server.console.auth import principal_of
 from owlclaw.server.console.flash import redirect_with, shown, take_flash
 from owlclaw.server.console.render import render
 from owlclaw.server.service import Service
@@ -33,6 +35,8 @@ class Listed:
     """The shortest prefix no other approval of the served agents starts with."""
     requested: str
     expires: str
+    answerable: bool
+    """The principal has ``approver`` on its agent."""
 
 
 def expiry(expires_at: str, now: datetime) -> str:
@@ -40,22 +44,26 @@ def expiry(expires_at: str, now: datetime) -> str:
     return "expired" if datetime.fromisoformat(expires_at) <= now else relative(expires_at, now)
 
 
-def listing(service: Service) -> list[Listed]:
-    """The served agents' pending approvals, oldest first, with their prefixes and times."""
+def listing(service: Service, principal: Principal) -> list[Listed]:
+    """The pending approvals of the served agents ``principal`` may read (``viewer``) or answer
+    (``approver``), oldest first, with their prefixes and times."""
     assert service.ledger is not None
     pending = service.pending_approvals()
     known = [i for a in service.apps for i in service.ledger.load_agent(a).state.approvals]
     short = unique_prefixes([p.approval_id for p in pending], known)
     now = datetime.now(UTC)
-    return [
-        Listed(p, short[p.approval_id], relative(p.requested_at, now), expiry(p.expires_at, now))
-        for p in pending
-    ]
+    listed = []
+    for p in pending:
+        answerable = may(principal, Action.ANSWER_APPROVAL, p.agent_id)
+        if answerable or may(principal, Action.READ_APPROVALS, p.agent_id):
+            requested, expires = relative(p.requested_at, now), expiry(p.expires_at, now)
+            listed.append(Listed(p, short[p.approval_id], requested, expires, answerable))
+    return listed
 
 
 def routes(service: Service) -> list[web.RouteDef]:
     async def approvals(request: web.Request) -> web.Response:
-        pending = await asyncio.to_thread(listing, service)
+        pending = await asyncio.to_thread(listing, service, principal_of(request))
         flash = take_flash(request)
         response = render(
             request, "approvals.html", pending=pending, flash=flash, max_note=MAX_NOTE
@@ -74,11 +82,10 @@ def routes(service: Service) -> list[web.RouteDef]:
                 BACK, f"not answered: the note is over {MAX_NOTE} characters", ok=False
             )
         digest = str(form.get("digest", ""))  # of the arguments this page showed
-        decision = Decision(
-            approval_id, verdict == "approve", operator_of(request), note, None, digest
-        )
-        try:  # the console logs in with the server token
-            answered = await service.answer_approval(decision, bootstrap())
+        principal = principal_of(request)
+        decision = Decision(approval_id, verdict == "approve", principal.name, note, None, digest)
+        try:
+            answered = await service.answer_approval(decision, principal)
         except ApprovalClosed as e:  # also an unknown approval
             raise redirect_with(BACK, f"not answered: {e}", ok=False) from e
         raise redirect_with(

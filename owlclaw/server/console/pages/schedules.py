@@ -11,7 +11,7 @@ from aiohttp import web
 from events.agent_state import UnknownSchedule
 from owlclaw.messages import CancelSchedule
 from owlclaw.reports.inspection import schedules_of
-from owlclaw.server.console.auth import operator_of
+from owlclaw.server.console.auth import principal_of
 from owlclaw.server.console.flash import redirect_with, shown, take_flash
 from owlclaw.server.console.render import render
 from owlclaw.server.service import Service
@@ -47,7 +47,7 @@ def routes(service: Service) -> list[web.RouteDef]:
         service.served(agent)
         form = await request.post()
         reason = str(form.get("reason", "")).strip()
-        by = operator_of(request)
+        by = principal_of(request).name
         back = f"/ui/schedules/{quote(agent, safe='')}"
         if len(reason) > MAX_REASON:
             raise redirect_with(
