@@ -97,11 +97,15 @@ async def refuse_out_of_role(
     return served
 
 
-async def serve_in_role(clients: Clients, base: str, served: list[tuple[str, str, str]]) -> None:
+async def serve_in_role(
+    clients: Clients, base: str, served: list[tuple[str, str, str]], digests: dict[str, str]
+) -> None:
     for name, method, path in served:
         if "/api/" in path:
             continue  # the parked run's live feed would stream until it ends
-        form = {"decision": "deny", "note": "no"} if "approvals" in path else {}
+        form = {}
+        if "approvals/" in path:  # an answer names the digest of the arguments shown
+            form = {"decision": "deny", "note": "no", "digest": digests[path.rsplit("/", 1)[1]]}
         answer = await clients[name].request(
             method, path, data=form, headers={"Origin": base}, follow_redirects=False
         )
@@ -127,13 +131,14 @@ def test_each_role_on_each_console_page_in_and_out_of_scope(
     async def scenario(clients: Clients) -> None:
         ledger = service.ledger
         assert ledger is not None
-        runs, approvals = {}, {}
+        runs, approvals, digests = {}, {}, {}
         for agent in (IN, OUT):  # each parks at its order's approval
             runs[agent] = await service.ask(Submit(agent_id=agent, trigger="webhook"))
             parked = await service.ask(Result(agent_id=agent, run_id=runs[agent]))
             assert parked.status == "parked"
         for pending in await asyncio.to_thread(service.pending_approvals):
             approvals[pending.agent_id] = pending.approval_id
+            digests[pending.approval_id] = pending.digest
 
         listed = (await clients["viewer-acme"].get("/ui/")).text
         assert f'data-agent="{IN}"' in listed and f'data-agent="{OUT}"' not in listed
@@ -144,7 +149,7 @@ def test_each_role_on_each_console_page_in_and_out_of_scope(
         head = await asyncio.to_thread(ledger.log.head)
         served = await refuse_out_of_role(clients, base, runs, approvals)
         assert await asyncio.to_thread(ledger.log.head) == head  # nothing recorded
-        await serve_in_role(clients, base, served)
+        await serve_in_role(clients, base, served, digests)
         stream = ledger.stream(ledger.load_agent(IN).id)
         denied = [(e.approval_id, e.by) for e in stream if isinstance(e, ev.ApprovalDenied)]
         assert denied == [(approvals[IN], "approver-acme")]
