@@ -17,6 +17,7 @@ from events import Ledger
 from events import catalog as ev
 from events.codec import MsgspecMapper
 from events.streams import agent_stream_id
+from owlclaw.audit.explain import explain_run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Cancel, Receive, Result, Submit
@@ -70,7 +71,7 @@ def test_an_inbound_event_records_who_posted_it() -> None:
     assert [e.by for e in events if isinstance(e, ev.InboundReceived)] == ["bob"]
 
 
-def test_a_cancel_by_a_principal_records_it_on_the_run_terminated(
+def test_a_cancel_by_a_principal_records_it_and_explain_shows_who(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ledger = Ledger.in_memory()
@@ -99,6 +100,8 @@ def test_a_cancel_by_a_principal_records_it_on_the_run_terminated(
     ended = ledger.stream(uuid.UUID(run_id))[-1]
     assert isinstance(ended, ev.RunTerminated)
     assert (ended.reason, ended.by) == ("cancelled", "carol")
+    manifest = explain_run(ledger, "who", 1)  # what `owlclaw explain` shows
+    assert (manifest.triggered_by, manifest.ended) == ("alice", "terminated: cancelled by carol")
 
 
 def _without_by(event: ev.LedgerEvent) -> ev.LedgerEvent:
