@@ -145,6 +145,7 @@ class AgentHost:
                 focus=message.focus,
                 payload=message.payload,
                 context=message.context,
+                by=message.by,
             )
         )
         return await self._result(Result(agent_id=message.agent_id, run_id=run_id))
@@ -230,7 +231,7 @@ class AgentHost:
         """Cancel the agent's run — running, or parked (it ends with RunTerminated) — and the
         sub-agent runs it started that have not ended."""
         agent_id, run_id = message.agent_id, message.run_id
-        running = self.hosted.cancel_running(agent_id, run_id)
+        running = self.hosted.cancel_running(agent_id, run_id, message.by)
         cancelled = running is not None
         if running is not None:
             # Its end commits as the task stops, with what it recorded but had not committed
@@ -238,12 +239,16 @@ class AgentHost:
             await asyncio.wait([running])
         else:
             async with self._writer(agent_id) as hosted:
-                cancelled = await hosted.runtime.end_parked(uuid.UUID(run_id))
+                cancelled = await hosted.runtime.end_parked(uuid.UUID(run_id), message.by)
         if cancelled:
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
             for spawn in list(agent.state.spawns.values()):
                 if str(spawn.run_id) == run_id and not spawn.finished:
-                    child = Cancel(agent_id=spawn.child_agent_id, run_id=str(spawn.child_run_id))
+                    child = Cancel(
+                        agent_id=spawn.child_agent_id,
+                        run_id=str(spawn.child_run_id),
+                        by=message.by,
+                    )
                     await self.agents.ask(child)
         return cancelled
 

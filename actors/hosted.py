@@ -267,14 +267,19 @@ class HostedAgents:
         except Exception:
             log.exception("reporting the end of sub-agent run %s to %s", run_id, report.agent_id)
 
-    def cancel_running(self, agent_id: str, run_id: str) -> asyncio.Task[RunResult] | None:
-        """The agent's running task for ``run_id``, cancelled; None when it is not running (or
-        has just finished: parked, not yet collected, so ``end_parked`` ends it)."""
+    def cancel_running(
+        self, agent_id: str, run_id: str, by: str | None = None
+    ) -> asyncio.Task[RunResult] | None:
+        """The agent's running task for ``run_id``, cancelled by ``by``; None when it is not
+        running (or has just finished: parked, not yet collected, so ``end_parked`` ends it)."""
         hosted = self._agents.get(agent_id)
         if hosted is None or hosted.running != run_id or hosted.current is None:
             return None
         task = hosted.current
-        return task if task.cancel() else None
+        if not task.cancel():
+            return None
+        hosted.runtime.cancelling(uuid.UUID(run_id), by)
+        return task
 
     async def close(self) -> None:
         """Stop every hosted agent's consumer and release its runtime and the ledger threads."""

@@ -128,6 +128,7 @@ class Agent(Aggregate, AgentApprovals):
         context: dict[str, Any] | None = None,
         *,
         idempotency_key: str | None = None,
+        by: str | None = None,
     ) -> ev.RunQueued:
         """Accept a run (RunQueued, pending): its number and id are fixed from here, and what it
         needs to start is in the event, so a queued run survives a crash. A heartbeat with nothing
@@ -144,6 +145,7 @@ class Agent(Aggregate, AgentApprovals):
             idle=trigger == HEARTBEAT and self.state.pending_inbound == 0,
             idempotency_key=idempotency_key,
             inbound=list(self.state.inbound) if trigger == HEARTBEAT else [],
+            by=by,
         )
         assert isinstance(queued, ev.RunQueued)
         return queued

@@ -156,6 +156,9 @@ class RunQueued(_AgentEvent, frozen=True, kw_only=True):
     inbound: list[int] = []
     """A heartbeat's: the agent-stream versions of the InboundReceived since the agent's
     previous run (the newest kept); the run shows them to the model and so consumes them."""
+    by: str | None = None
+    """The principal whose request triggered it (webhook, MCP, A2A); None when no operator
+    did (a heartbeat, a timer, a sub-agent spawn), and in events recorded before it was kept."""
 
 
 MisfirePolicy = Literal["catch_up", "coalesce", "skip"]
@@ -272,6 +275,8 @@ class InboundReceived(_AgentKeyed, frozen=True, kw_only=True):
     sealed: ClassVar[tuple[str, ...]] = ("payload",)
     source: str
     payload: JSON = {}
+    by: str | None = None
+    """The principal who posted it; None in events recorded before it was kept."""
 
 
 class AgentWarning(_AgentEvent, frozen=True, kw_only=True):
@@ -677,6 +682,9 @@ class RunTimedOut(_RunEnded, frozen=True, kw_only=True):
 
 class RunTerminated(_RunEnded, frozen=True, kw_only=True):
     reason: str
+    by: str | None = None
+    """The principal who cancelled the run; None when no operator did (the runtime stopped
+    it, a limit), and in events recorded before it was kept."""
 
 
 class RunSkipped(_RunEnded, frozen=True, kw_only=True):

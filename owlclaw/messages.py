@@ -134,6 +134,9 @@ class Submit(Message[str], frozen=True, kw_only=True):
     traceparent: str | None = None
     """The caller's W3C traceparent: the run's trace continues the caller's (it is kept in the
     run's context, so that a resumption continues it too)."""
+    by: str | None = None
+    """The authenticated principal who triggered the run (RunQueued ``by``); None when no
+    operator did (a heartbeat, a sub-agent spawn, the demo)."""
 
 
 class SubmitAndWait(Message[RunResult], frozen=True, kw_only=True):
@@ -144,6 +147,8 @@ class SubmitAndWait(Message[RunResult], frozen=True, kw_only=True):
     focus: str | None = None
     payload: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
+    by: str | None = None
+    """As ``Submit.by``."""
 
 
 class Result(Message[RunResult], frozen=True, kw_only=True):
@@ -172,6 +177,8 @@ class Receive(Message[int], frozen=True, kw_only=True):
 
     source: str
     payload: dict[str, Any]
+    by: str | None = None
+    """The authenticated principal who posted it (InboundReceived ``by``)."""
 
 
 class ChangeTools(Message[ToolsChange], frozen=True, kw_only=True):
@@ -232,6 +239,9 @@ class Cancel(Message[bool], frozen=True, kw_only=True):
     the sub-agent runs it started; False when it was neither."""
 
     run_id: str
+    by: str | None = None
+    """The authenticated principal who cancels it (RunTerminated ``by``, the sub-agent runs'
+    too); None when no operator did."""
 
 
 class Activate(Message[float], frozen=True, kw_only=True):

@@ -53,6 +53,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.a2a.states import TERMINAL, state_name
 from owlclaw.a2a.tasks import CONTEXT_KEY, answer_artifact, run_task
+from owlclaw.access.caller import caller
 from owlclaw.messages import Cancel, Message, Result, Submit
 from projections.feed import afollow_run
 
@@ -125,6 +126,7 @@ class RunTasks(RequestHandler):
                 context={CONTEXT_KEY: {"context_id": context_id, "message_id": message.message_id}},
                 idempotency_key=key,
                 traceparent=traceparent(context),
+                by=caller().name,
             )
         )
         return await self._task(run_id, context_id)
@@ -201,7 +203,8 @@ class RunTasks(RequestHandler):
         if task.status.state in TERMINAL:
             state = state_name(task.status.state)
             raise TaskNotCancelableError(message=f"the task has ended ({state})")
-        if not await self.service.ask(Cancel(agent_id=self.agent_id, run_id=task.id)):
+        cancel = Cancel(agent_id=self.agent_id, run_id=task.id, by=caller().name)
+        if not await self.service.ask(cancel):
             raise TaskNotCancelableError(message="the run is neither running nor parked")
         return await self._task(task.id, task.context_id)
 

@@ -73,6 +73,8 @@ class Manifest:
     run_no: int
     run_id: UUID
     trigger: str
+    triggered_by: str | None
+    """The principal whose request queued the run; None when no operator did."""
     focus: str | None
     started_at: datetime | None
     ended: str
@@ -130,6 +132,10 @@ def explain_run(led: Ledger, agent_id: str, run_no: int, step: int | None = None
     decisions = [h.event for h in run if isinstance(h.event, ev.LLMResponded)]
     inputs = decisions[0].inputs if decisions else {}
     started = next((h.event for h in run if isinstance(h.event, ev.RunStarted)), None)
+    queued = next(
+        (e for h in history if isinstance(e := h.event, ev.RunQueued) and e.run_id == run_id),
+        None,
+    )
     end = next((h.event for h in run if isinstance(h.event, ev.RunEnded)), None)
     visible = next((h.event for h in run if isinstance(h.event, ev.VisibleToolsResolved)), None)
     governance = identity.governance if identity is not None else {}
@@ -138,6 +144,7 @@ def explain_run(led: Ledger, agent_id: str, run_no: int, step: int | None = None
         run_no=run_no,
         run_id=run_id,
         trigger=started.trigger if started else "",
+        triggered_by=queued.by if queued else None,
         focus=started.focus if started else None,
         started_at=started.timestamp if started else None,
         ended=_ended(end),
@@ -171,6 +178,8 @@ def _ended(end: ev.LedgerEvent | None) -> str:
             return "not ended"
         case ev.RunCompleted():
             return "completed"
+        case ev.RunTerminated(reason=why, by=str(by)):
+            return f"terminated: {why} by {by}"
         case ev.RunFailed(error=why) | ev.RunTerminated(reason=why) | ev.RunSkipped(reason=why):
             return f"{type(end).__name__.removeprefix('Run').lower()}: {why}"
         case ev.RunTimedOut(timeout_s=timeout):
@@ -223,10 +232,9 @@ def _steps(history: list[LoggedEvent], run: list[LoggedEvent], run_id: UUID) -> 
         elif isinstance(e, ev.ApprovalExpired) and e.approval_id in approvals:
             approvals[e.approval_id].append("approval expired (denied)")
     answers = [i for i, h in enumerate(run) if isinstance(h.event, ev.LLMResponded)]
+    stops = [*answers[1:], len(run)] if answers else []  # a run ended before any answer
     steps = []
-    for number, (start, stop) in enumerate(
-        zip(answers, [*answers[1:], len(run)], strict=True), start=1
-    ):
+    for number, (start, stop) in enumerate(zip(answers, stops, strict=True), start=1):
         answered = run[start].event
         assert isinstance(answered, ev.LLMResponded)
         calls = {

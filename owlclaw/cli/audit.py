@@ -204,6 +204,7 @@ def explain(
     m = manifest
     lines = [
         f"[bold]{escape(agent_id)} run {run_no}[/] ({m.trigger}"
+        + (f" by {escape(m.triggered_by)}" if m.triggered_by else "")
         + (f", focus {escape(m.focus)!r}" if m.focus else "")
         + f"): {escape(m.ended)}",
     ]

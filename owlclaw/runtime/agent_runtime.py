@@ -107,6 +107,8 @@ class AgentRuntime:
         self.briefing = Briefing(self.setup, memory)
         self.inbox = Inbox(self.setup, sink, self._io, subagents)
         self._sink = sink
+        self._cancels: dict[UUID, str] = {}
+        """Run id -> the principal cancelling it, told before its task is cancelled."""
         self._driver = RunDriver(
             ledger,
             self.setup,
@@ -118,6 +120,7 @@ class AgentRuntime:
             memory=memory,
             subagents=subagents,
             threads=HandlerThreads(name=f"tools-{agent_id}"),
+            cancels=self._cancels,
         )
         tracing.enable()
 
@@ -169,24 +172,31 @@ class AgentRuntime:
         state = RunProgress(agent, Run.start(self.agent_id, queued), started)
         return await self._execute_run(state, queued)
 
+    def cancelling(self, run_id: UUID, by: str | None) -> None:
+        """``by`` is cancelling the run in flight: its RunTerminated names them. Told as its
+        task is cancelled, before the task sees it."""
+        if by is not None:
+            self._cancels[run_id] = by
+
     async def end_cancelled(self, queued: ev.RunQueued) -> None:
         """A run cancelled before it recorded anything still ends once: RunStarted, then
         RunTerminated ("cancelled"). One that recorded steps ended itself when cancelled."""
+        by = self._cancels.pop(queued.run_id, None)
         if await self._io(self.ledger.stream, queued.run_id):
             return
         agent = await self._io(self.ledger.load_agent, self.agent_id)
         state = RunProgress(agent, Run.start(self.agent_id, queued), time.perf_counter())
-        state.run.end(ev.RunTerminated, reason="cancelled", **state.totals())
+        state.run.end(ev.RunTerminated, reason="cancelled", by=by, **state.totals())
         await self._sink.commit(state)
 
-    async def end_parked(self, run_id: UUID) -> bool:
-        """End a parked run (cancelled: RunTerminated); False when it is not parked."""
+    async def end_parked(self, run_id: UUID, by: str | None = None) -> bool:
+        """End a parked run (cancelled by ``by``: RunTerminated); False when it is not parked."""
         agent = await self._io(self.setup.head)
         run = await self._io(self.ledger.load_run, run_id)
         if run.state.status != "parked":
             return False
         state = RunProgress(agent, run, time.perf_counter())
-        run.end(ev.RunTerminated, reason="cancelled", **state.totals())
+        run.end(ev.RunTerminated, reason="cancelled", by=by, **state.totals())
         await self._sink.commit(state)
         return True
 

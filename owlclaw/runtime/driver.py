@@ -25,6 +25,7 @@ import json
 import time
 from functools import partial
 from typing import Any
+from uuid import UUID
 
 import msgspec
 
@@ -71,7 +72,9 @@ class RunDriver:
         memory: MemoryStore | None,
         subagents: SubAgents | None,
         threads: HandlerThreads,
+        cancels: dict[UUID, str],
     ):
+        """``cancels``: run id -> the principal cancelling it (``AgentRuntime.cancelling``)."""
         self.ledger = ledger
         self.setup = setup
         self.briefing = briefing
@@ -82,6 +85,7 @@ class RunDriver:
         self.memory = memory
         self.subagents = subagents
         self.threads = threads
+        self.cancels = cancels
 
     async def run_to_end(
         self, state: RunProgress, trigger: str, focus: str | None, payload: dict[str, Any]
@@ -116,7 +120,7 @@ class RunDriver:
         except TimeoutError:
             run.end(ev.RunTimedOut, timeout_s=limits.run_timeout_s, **state.totals())
         except asyncio.CancelledError:  # cancelled by its caller: still exactly one end event
-            run.end(ev.RunTerminated, reason="cancelled", **state.totals())
+            self._end_cancelled(state)
             await asyncio.shield(commit(state))
             raise
         except StreamConflict:
@@ -125,13 +129,18 @@ class RunDriver:
             try:
                 await commit(state)
             except asyncio.CancelledError:  # cancelled as it parked: it ends here after all
-                run.end(ev.RunTerminated, reason="cancelled", **state.totals())
+                self._end_cancelled(state)
                 await asyncio.shield(commit(state))
                 raise
             return
         except Exception as e:
             run.end(ev.RunFailed, error=f"{type(e).__name__}: {e}", **state.totals())
         await commit(state)
+
+    def _end_cancelled(self, state: RunProgress) -> None:
+        """RunTerminated "cancelled", naming who cancelled it (None: the runtime stopped it)."""
+        by = self.cancels.pop(state.run.id, None)
+        state.run.end(ev.RunTerminated, reason="cancelled", by=by, **state.totals())
 
     async def _decide(
         self, state: RunProgress, trigger: str, focus: str | None, payload: dict[str, Any]

@@ -60,7 +60,12 @@ class Inbox:
         if message.traceparent is not None:
             context = {**(context or {}), tracing.TRACEPARENT: message.traceparent}
         queued = agent.queue_run(
-            message.trigger, message.focus, message.payload, context, idempotency_key=key
+            message.trigger,
+            message.focus,
+            message.payload,
+            context,
+            idempotency_key=key,
+            by=message.by,
         )
         await self.sink.append(agent)
         return queued.run_id, queued
@@ -78,7 +83,9 @@ class Inbox:
     async def receive(self, message: Receive) -> int:
         """Record an inbound event for the next heartbeat; its log position."""
         agent = await self._head()
-        agent.record(ev.InboundReceived, source=message.source, payload=message.payload)
+        agent.record(
+            ev.InboundReceived, source=message.source, payload=message.payload, by=message.by
+        )
         return (await self.sink.append(agent))[1][-1]
 
     async def change_tools(self, message: ChangeTools) -> ToolsChange:

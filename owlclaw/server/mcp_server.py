@@ -167,13 +167,14 @@ def make_server(service: Service) -> MCPServer[Any]:
         request = ctx.request_context
         headers = None if request.request is None else request.request.headers
         with refused_as(ToolError):
-            allowed("trigger_run", agent_id)
+            principal = allowed("trigger_run", agent_id)
             message = Submit(
                 agent_id=agent_id,
                 trigger=TRIGGER,
                 focus=focus,
                 payload=payload,
                 traceparent=traceparent(request.meta, headers),
+                by=principal.name,
             )
             run_id = await service.ask(message)
         if not wait:

@@ -185,6 +185,7 @@ def make_app(service: Service, token: str) -> web.Application:
             payload=data.payload,
             idempotency_key=key,
             traceparent=_traceparent(request),
+            by=principal_of(request).name,
         )
         run_id = await service.ask(message)
         if not data.wait:
@@ -207,8 +208,9 @@ def make_app(service: Service, token: str) -> web.Application:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: EventBody = await _body(request, EventBody)
+        by = principal_of(request).name
         position = await service.ask(
-            Receive(agent_id=agent_id, source=data.source, payload=data.payload)
+            Receive(agent_id=agent_id, source=data.source, payload=data.payload, by=by)
         )
         return web.json_response({"agent_id": agent_id, "position": position}, status=202)
 

@@ -26,6 +26,7 @@ from a2a.utils.constants import VERSION_HEADER
 
 from events import Ledger
 from events import catalog as ev
+from owlclaw.access.authorize import BOOTSTRAP
 from owlclaw.access.roles import parse_grant
 from owlclaw.access.store import PrincipalStore
 from owlclaw.app import load_app
@@ -339,8 +340,24 @@ async def matrix(
         if isinstance(e, ev.ApprovalDenied)
     }
     assert [answers[a] for a in APPROVALS[IN]] == ["approver-acme", "approver-acme"]
+    recorded_by(ledger)
     card = await http.get(f"/a2a/{IN}/.well-known/agent-card.json")
     assert card.status_code == 200  # discovery stays open
+
+
+def recorded_by(ledger: Ledger) -> None:
+    """Each operator action served above names its principal: the trigger's RunQueued (webhook,
+    MCP, A2A), the inbound event, the A2A cancel's RunTerminated (the operator cancels first);
+    the server token's name ``server-token``."""
+    doors = ("webhook", "mcp", "a2a")
+    for agent, operator in ((IN, ["operator-acme"]), (OUT, [])):
+        stream = ledger.stream(ledger.load_agent(agent).id)
+        queued = {(e.trigger, e.by) for e in stream if isinstance(e, ev.RunQueued)}
+        assert queued == {(d, p) for d in doors for p in [*operator, BOOTSTRAP]}, agent
+        inbound = [e.by for e in stream if isinstance(e, ev.InboundReceived)]
+        assert inbound == [*operator, BOOTSTRAP], agent
+    cancelled = ledger.stream(uuid.UUID(RUNS[IN]))[-1]  # OUT's resumed when its approval was denied
+    assert isinstance(cancelled, ev.RunTerminated) and cancelled.by == "operator-acme"
 
 
 async def lists(config: OwlClawConfig, tokens: dict[str, str]) -> None:
