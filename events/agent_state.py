@@ -63,6 +63,9 @@ class Approval(msgspec.Struct):
     approvals_required: int = 1
     granted_by: list[str] = []
     """The principals whose grants stand for the arguments now shown (an edit starts anew)."""
+    granters: list[str] = []
+    """Who authenticated each of those grants (its principal, else its ``by``): two grants
+    through one token are one approver, whatever names they give."""
 
     def shown(self) -> tuple[dict[str, Any], str]:
         """The arguments an answer is given for now (an approver's edit, else the call's) and

@@ -77,13 +77,15 @@ class AgentApprovals:
         *,
         digest: str,
         related: Collection[str] = (),
+        principal: str | None = None,
     ) -> Approval:
         """Record ``by``'s answer for the arguments of ``digest``; the approval as answered.
         Nothing is recorded, and an ApprovalClosed says why, when there is nothing to answer
         (unknown, answered, expired), ``by`` may not answer it (not among its approvers; the
         agent itself, its parent, a sub-agent or ``related``, its spawn tree: SelfApproval), the
         digest is not that of the arguments it shows (DigestMismatch), or ``by``'s grant already
-        stands (SameApprover). A grant short of ``approvals_required`` leaves it pending."""
+        stands (SameApprover: one ``principal``, the token that authenticated it, counts once
+        whatever ``by`` says). A grant short of ``approvals_required`` leaves it pending."""
         approval = self.state.approvals.get(approval_id)
         if approval is None:
             raise UnknownApproval(f"no approval {approval_id!r} for agent {self.state.agent_id}")
@@ -108,9 +110,11 @@ class AgentApprovals:
                 " read it again (owlclaw approvals) and answer what it shows"
             )
         if approve:
-            self._grant(approval_id, approval, by, note, arguments)
+            self._grant(approval_id, approval, by, note, arguments, principal)
         else:
-            self.record(ev.ApprovalDenied, approval_id=approval_id, by=by, note=note)
+            self.record(
+                ev.ApprovalDenied, approval_id=approval_id, by=by, note=note, principal=principal
+            )
         return approval
 
     def _spawn_tree(self, related: Collection[str]) -> set[str]:
@@ -125,11 +129,12 @@ class AgentApprovals:
         by: str,
         note: str,
         arguments: dict[str, Any] | None,
+        principal: str | None,
     ) -> None:
         shown = approval.shown()[1]
         granted = shown if arguments is None else arguments_digest(arguments)
         edited = granted != shown
-        if not edited and by in approval.granted_by:
+        if not edited and (by in approval.granted_by or (principal or by) in approval.granters):
             raise SameApprover(
                 f"{by!r} already granted approval {approval_id}: it needs"
                 f" {approval.approvals_required} different approvers"
@@ -143,6 +148,7 @@ class AgentApprovals:
             arguments=arguments if edited else None,
             digest=granted,
             awaiting=max(0, approval.approvals_required - standing),
+            principal=principal,
         )
 
     def expire_approvals(self, at: datetime) -> list[UUID]:
@@ -191,7 +197,9 @@ class AgentApprovals:
             return
         if e.arguments is not None:  # an edit: grants for the arguments shown before lapse
             approval.edited_arguments, approval.granted_by = dict(e.arguments), []
+            approval.granters = []
         approval.granted_by.append(e.by)
+        approval.granters.append(e.principal or e.by)
         approval.by, approval.note = e.by, e.note
         if e.awaiting == 0:
             self._answered(e.approval_id, "granted", e)

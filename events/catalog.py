@@ -402,6 +402,9 @@ class ApprovalGranted(_AgentKeyed, frozen=True, kw_only=True):
     (version 1 had none)."""
     awaiting: int = 0
     """Grants from other principals still needed after this one."""
+    principal: str | None = None
+    """Who authenticated the answer: ``by`` for a principal's token, ``server-token`` for the
+    server's (whose caller names ``by``); None for an answer written without a server."""
 
     class_version: ClassVar[int] = 2
 
@@ -415,6 +418,8 @@ class ApprovalDenied(_AgentEvent, frozen=True, kw_only=True):
     approval_id: str
     by: str
     note: str = ""
+    principal: str | None = None
+    """As ApprovalGranted's."""
 
 
 class ApprovalExpired(_AgentEvent, frozen=True, kw_only=True):

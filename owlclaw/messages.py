@@ -111,6 +111,10 @@ class Decision(msgspec.Struct, frozen=True):
     note: str = ""
     arguments: dict[str, Any] | None = None
     digest: str = ""
+    principal: str | None = None
+    """Who authenticated the answer (the server sets it; None: written to the ledger directly
+    by the CLI, no server). Differs from ``by`` only for the server token, whose caller names
+    the person answering."""
 
 
 # --- messages --------------------------------------------------------------------------------

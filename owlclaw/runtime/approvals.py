@@ -170,7 +170,14 @@ def answer_directly(
 def record_decision(agent: Agent, d: Decision, kin: Collection[str] = ()) -> Approval:
     """Record the answer on the agent (nothing when refused); ``kin``: ``spawn_kin``'s."""
     return agent.answer_approval(
-        d.approval_id, d.approve, d.by, d.note, d.arguments, digest=d.digest, related=kin
+        d.approval_id,
+        d.approve,
+        d.by,
+        d.note,
+        d.arguments,
+        digest=d.digest,
+        related=kin,
+        principal=d.principal,
     )
 
 

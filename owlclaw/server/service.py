@@ -292,9 +292,11 @@ class Service:
     async def answer_approval(self, decision: Decision, principal: Principal) -> ApprovalAnswer:
         """Answer a served agent's approval through its writer as ``principal``, who must hold
         ``approver`` on that agent and answer as itself (the server token's may name who
-        answers); the parked run resumes. NotApprover, and nothing recorded, otherwise."""
+        answers; the record names the token too); the parked run resumes. NotApprover, and
+        nothing recorded, otherwise."""
         agent_id = await self.approval_agent(decision.approval_id)
         check_approver(principal, agent_id, decision)
+        decision = msgspec.structs.replace(decision, principal=principal.name)
         return await self.agents.ask(AnswerApproval(agent_id=agent_id, decision=decision))
 
     def pending_approvals(self) -> list[PendingApproval]:

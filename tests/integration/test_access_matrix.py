@@ -256,10 +256,10 @@ def trader(tmp_path: Path, agent_id: str) -> Path:
 
 
 def cli(config: OwlClawConfig, token: str, *args: str) -> tuple[int, str]:
-    """``owlclaw`` as a principal's user runs it: its token in OWLCLAW_SERVER_TOKEN."""
+    """``owlclaw`` as a principal's user runs it: its token in OWLCLAW_TOKEN."""
     env = os.environ | {
         "OWLCLAW_SERVER_PORT": str(config.server.port),
-        "OWLCLAW_SERVER_TOKEN": token,
+        "OWLCLAW_TOKEN": token,
         "OWLCLAW_DATA_DIR": config.data_dir,
     }
     done = subprocess.run(
@@ -335,11 +335,11 @@ async def matrix(
             assert got.kind == "allowed" and endpoint.ok(got), (endpoint.name, agent, got)
 
     answers = {
-        e.approval_id: e.by
+        e.approval_id: (e.by, e.principal)
         for e in ledger.stream(ledger.load_agent(IN).id)
         if isinstance(e, ev.ApprovalDenied)
     }
-    assert [answers[a] for a in APPROVALS[IN]] == ["approver-acme", "approver-acme"]
+    assert [answers[a] for a in APPROVALS[IN]] == [("approver-acme", "approver-acme")] * 2
     recorded_by(ledger)
     card = await http.get(f"/a2a/{IN}/.well-known/agent-card.json")
     assert card.status_code == 200  # discovery stays open

@@ -131,6 +131,21 @@ def test_two_approvers_the_first_grant_parks_the_same_one_again_is_refused(
         grant(agent, approval_id, "carol", digest)
 
 
+def test_two_names_through_one_token_are_one_approver(ledger: Ledger) -> None:
+    """The server token's caller names who answers; the record names the token too, and two
+    grants through it count once whatever names they give."""
+    agent, approval_id, digest = asked(ledger, required=2)
+    assert grant(agent, approval_id, "alice", digest, principal="server-token") == "pending"
+    with pytest.raises(SameApprover):
+        grant(agent, approval_id, "bob", digest, principal="server-token")
+    assert grant(agent, approval_id, "carol", digest, principal="carol") == "granted"
+    grants = [e for e in agent.pending_events if isinstance(e, ev.ApprovalGranted)]
+    assert [(g.by, g.principal) for g in grants] == [
+        ("alice", "server-token"),
+        ("carol", "carol"),
+    ]
+
+
 def test_a_denial_after_one_grant_denies(ledger: Ledger) -> None:
     agent, approval_id, digest = asked(ledger, required=2)
     grant(agent, approval_id, "alice", digest)
