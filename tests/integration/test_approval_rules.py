@@ -71,8 +71,8 @@ async def audited_approvers(service: Service, run_id: str) -> str:
     audit = service.view(AuditView)
 
     def answered() -> str | None:
-        [row] = audit.approval_answers(UUID(run_id)).values()
-        return row.by if row.status == "granted" else None
+        rows = list(audit.approval_answers(UUID(run_id)).values())  # none until it has the request
+        return rows[0].by if rows and rows[0].status == "granted" else None
 
     return await await_for(answered, "the audit view's answer")
 
