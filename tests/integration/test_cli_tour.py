@@ -247,7 +247,7 @@ def test_webhook_contract(tour: Tour) -> None:
     )
     assert event.status_code == 202
     [inbound] = [e for e in tour.ledger() if e["type"] == "InboundReceived"]
-    assert inbound["data"] == {"source": "webhook", "payload": {"ticket": 9}}
+    assert inbound["data"] == {"source": "webhook", "payload": {"ticket": 9}, "by": "server-token"}
 
 
 def test_cli_errors_against_the_running_server(tour: Tour) -> None:
