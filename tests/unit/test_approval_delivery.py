@@ -102,7 +102,12 @@ def test_a_grant_delivered_twice_and_resumed_twice_runs_the_call_once(tmp_path: 
     assert asyncio.run(resumed(ledger, "once", run_id)).status == "completed"  # a third
     assert orders.read_text() == "ACME 5000.0\n"  # executed once
     kinds = run_events(ledger, run_id)
-    assert kinds.count("ToolCallRequested") == 1 and kinds.count("ToolCallSucceeded") == 1
+    assert kinds.count("ToolCallRequested") == 1
+    # One outcome: the winner's success, or, when the loser's conflict interrupted the winner
+    # after the call ran but before its outcome was committed, the next resume's honest
+    # ToolOutcomeUnknown (the call is never made again).
+    outcomes = [k for k in kinds if k in ("ToolCallSucceeded", "ToolOutcomeUnknown")]
+    assert len(outcomes) == 1, kinds
     assert agent_events(ledger, "once").count("ApprovalGranted") == 1
 
 
