@@ -67,7 +67,7 @@ def _bearer(request: web.Request) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-def _route(request: web.Request) -> tuple[str, str] | None:
+def route_of(request: web.Request) -> tuple[str, str] | None:
     """(method, canonical route); None for an ASGI app's (MCP, A2A)."""
     route = request.match_info.route
     resource = None if route is None else route.resource
@@ -76,13 +76,13 @@ def _route(request: web.Request) -> tuple[str, str] | None:
     return ("GET" if request.method == "HEAD" else request.method, resource.canonical)
 
 
-async def _agent(service: Service, request: web.Request) -> str | None:
-    """The agent the request acts on (None: the whole server)."""
-    if "agent_id" in request.match_info:
-        return request.match_info["agent_id"]
-    if "approval_id" in request.match_info:
-        return await service.approval_agent(request.match_info["approval_id"])
-    return None
+async def agent_of(service: Service, request: web.Request) -> str | None:
+    """The agent the request acts on (None: the whole server): the route's ``agent_id`` (the
+    console's ``agent``), or its approval's agent (UnknownApproval)."""
+    info = request.match_info
+    if "approval_id" in info:
+        return await service.approval_agent(info["approval_id"])
+    return info.get("agent_id") or info.get("agent")
 
 
 def guard(service: Service, token: str) -> Middleware:
@@ -133,7 +133,7 @@ def guard(service: Service, token: str) -> Middleware:
 async def _refusal(
     service: Service, request: web.Request, principal: Principal
 ) -> web.Response | None:
-    route = _route(request)
+    route = route_of(request)
     action = None if route is None else ROUTES.get(route)
     if action is None:
         if principal == bootstrap() or request.match_info.http_exception is not None:
@@ -145,7 +145,7 @@ async def _refusal(
         refusal = authorize_some(principal, action)
     else:
         try:
-            agent_id = await _agent(service, request)
+            agent_id = await agent_of(service, request)
         except UnknownApproval as e:
             return json_error(404, "unknown_approval", str(e))
         refusal = authorize(principal, action, agent_id)

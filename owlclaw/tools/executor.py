@@ -223,31 +223,23 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
         )
         raise Parked(approval_id_for(scope.run.id, call_id))
     if approval.status == "granted":
-        if (unbound := unbound_grant(scope.run, call_id, approval, arguments)) is not None:
-            return refuse(
-                scope.run,
-                ev.ToolCallDenied,
-                unbound,
-                call_id=call_id,
-                tool=name,
-                reason=unbound.error,
-                error_code=unbound.error_code,
-            )
-        if approval.edited_arguments is None or tool is None:  # None: a replay's unknown tool
-            return params
-        edited = tool.spec.parse(approval.edited_arguments)
-        if isinstance(edited, ToolError):  # the tool's schema changed since the answer
-            return refuse(
-                scope.run,
-                ev.ToolCallRejected,
-                edited,
-                call_id=call_id,
-                tool=name,
-                error=edited.error,
-                arguments_text=printable(str(approval.edited_arguments)),
-            )
-        return edited
-    if approval.status == "denied":
+        told = unbound_grant(scope.run, call_id, approval, arguments)
+        if told is None:
+            if approval.edited_arguments is None or tool is None:  # a replay's unknown tool
+                return params
+            edited = tool.spec.parse(approval.edited_arguments)
+            if isinstance(edited, ToolError):  # the tool's schema changed since the answer
+                return refuse(
+                    scope.run,
+                    ev.ToolCallRejected,
+                    edited,
+                    call_id=call_id,
+                    tool=name,
+                    error=edited.error,
+                    arguments_text=printable(str(approval.edited_arguments)),
+                )
+            return edited
+    elif approval.status == "denied":
         told = ToolError(
             error=f"denied by {approval.by}" + (f": {approval.note}" if approval.note else ""),
             error_code="APPROVAL_DENIED",

@@ -14,6 +14,7 @@ from aiohttp import web
 from events.agent_state import UnknownApproval
 from owlclaw.access.authorize import Action, Principal, Refusal, authorize, bootstrap
 from owlclaw.server.console.render import SERVICE, render
+from owlclaw.server.guard import agent_of, route_of
 
 LISTED = None
 """A list page: every principal sees the agents in its scope on it."""
@@ -49,11 +50,9 @@ def _refused(request: web.Request, refusal: Refusal) -> web.Response:
 
 async def refusal(request: web.Request, principal: Principal) -> web.StreamResponse | None:
     """The answer refusing ``principal`` this request, or None when it may make it."""
-    route = request.match_info.route.resource
-    if route is None or request.match_info.http_exception is not None:
+    key = route_of(request)
+    if key is None or request.match_info.http_exception is not None:
         return None  # no such page: aiohttp's 404 / 405
-    method = "GET" if request.method == "HEAD" else request.method
-    key = (method, route.canonical)
     if key not in ROUTES:
         if principal == bootstrap():
             return None
@@ -61,12 +60,9 @@ async def refusal(request: web.Request, principal: Principal) -> web.StreamRespo
     action = ROUTES[key]
     if action is None:
         return None
-    info = request.match_info
-    agent_id = info.get("agent_id") or info.get("agent")
-    if "approval_id" in info:
-        try:
-            agent_id = await request.app[SERVICE].approval_agent(info["approval_id"])
-        except UnknownApproval as e:
-            raise web.HTTPNotFound(text=str(e)) from e
+    try:
+        agent_id = await agent_of(request.app[SERVICE], request)
+    except UnknownApproval as e:
+        raise web.HTTPNotFound(text=str(e)) from e
     refused = authorize(principal, action, agent_id)
     return None if refused is None else _refused(request, refused)
