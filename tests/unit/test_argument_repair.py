@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from events import Ledger
 from events import catalog as ev
+from owlclaw.audit.verify import replay_run
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.repair import repair_arguments
@@ -82,7 +83,7 @@ def test_a_repair_is_an_object_that_keeps_every_letter_and_digit(raw: str) -> No
         assert [c for c in repaired.casefold() if c.isalnum()] == words
 
 
-def forecast_runtime(ledger: Ledger, seen: list[dict[str, Any]]) -> AgentRuntime:
+def forecast_tool(seen: list[dict[str, Any]]) -> Registry:
     registry = Registry()
 
     @registry.capability("The forecast for a city.")
@@ -90,6 +91,10 @@ def forecast_runtime(ledger: Ledger, seen: list[dict[str, Any]]) -> AgentRuntime
         seen.append({"city": city, "days": days})
         return f"{city}: sun for {days} days"
 
+    return registry
+
+
+def forecast_runtime(ledger: Ledger, registry: Registry) -> AgentRuntime:
     return AgentRuntime(ledger, f"a{uuid.uuid4().hex[:8]}", models=["x"], registry=registry)
 
 
@@ -97,7 +102,8 @@ def test_the_tool_runs_with_repaired_arguments_and_the_ledger_keeps_both_texts(
     ledger: Ledger,
 ) -> None:
     seen: list[dict[str, Any]] = []
-    runtime = forecast_runtime(ledger, seen)
+    registry = forecast_tool(seen)
+    runtime = forecast_runtime(ledger, registry)
     raw = "{'city': 'Oslo', 'days': 3,}"
     steps = [{"tool_calls": [{"name": "forecast", "arguments": raw}]}, {"content": "done"}]
     result = play(runtime, steps)
@@ -108,13 +114,15 @@ def test_the_tool_runs_with_repaired_arguments_and_the_ledger_keeps_both_texts(
     assert requested.raw_arguments == raw
     assert json.loads(requested.repaired_arguments) == {"city": "Oslo", "days": 3}
     assert succeeded.result == "Oslo: sun for 3 days" and result.status == "completed"
+    report = replay_run(ledger, runtime.agent_id, 1, registry=registry)
+    assert report.matched, report.differences
 
 
 def test_valid_json_records_no_repair_and_garbage_stays_invalid_arguments(
     ledger: Ledger,
 ) -> None:
     seen: list[dict[str, Any]] = []
-    runtime = forecast_runtime(ledger, seen)
+    runtime = forecast_runtime(ledger, forecast_tool(seen))
     steps = [
         {"tool_calls": [{"name": "forecast", "arguments": '{"city": "Oslo", "days": 3}'}]},
         {"tool_calls": [{"name": "forecast", "arguments": "{'city': 'Oslo', junk}"}]},
