@@ -518,10 +518,15 @@ class LLMResponded(_RunEvent, frozen=True, kw_only=True):
 
 
 class ToolCallRequested(_RunEvent, frozen=True, kw_only=True, omit_defaults=True):
-    sealed: ClassVar[tuple[str, ...]] = ("arguments",)
+    sealed: ClassVar[tuple[str, ...]] = ("arguments", "raw_arguments", "repaired_arguments")
     call_id: str
     tool: str
     arguments: JSON
+    raw_arguments: str = ""
+    """When the model's arguments were almost JSON and repaired (``owlclaw.tools.repair``):
+    the text it sent, and the text they were repaired into (``arguments`` is that text parsed
+    and validated). Both omitted when empty, so a call sent as JSON is stored as before."""
+    repaired_arguments: str = ""
     schema_sha256: str = ""
     """For a tool from an MCP server: the hash of the tool as listed (name, description, input
     schema, annotations), so replay and audit know exactly which tool was called."""

@@ -1,8 +1,8 @@
 """The tool pipeline: every call the model makes goes through these stages, in this order.
 
-parse → govern → approve → rate-limit → (write-ahead ToolCallRequested) → execute with a
-timeout → classify errors → retry idempotent tools → make the result JSON-safe → truncate →
-record.
+repair (almost-JSON, ``owlclaw.tools.repair``) → parse → govern → approve → rate-limit →
+(write-ahead ToolCallRequested) → execute with a timeout → classify errors → retry idempotent
+tools → make the result JSON-safe → truncate → record.
 
 A call that needs a person's approval parks its run (``Parked``) until the answer is recorded;
 the run then resumes from its recorded steps and this call comes through again, answered.
@@ -33,6 +33,7 @@ from events.streams import approval_id_for
 from owlclaw import tracing
 from owlclaw.tools.encoding import REJECTED_TEXT_CHARS, encode_told, printable
 from owlclaw.tools.errors import Parked, ToolError, unknown_tool
+from owlclaw.tools.repair import repair_arguments
 from owlclaw.tools.tool import RunScope, Tool, ToolContext, idempotency_key
 
 log = logging.getLogger("owlclaw.tools")
@@ -111,7 +112,8 @@ class CallSite:
 async def call_tool(site: CallSite, call_id: str, name: str, arguments: str) -> Settled:
     """One call through the whole pipeline; never raises for anything the model sent."""
     tool = site.tools.get(name)
-    params = parse(site, tool, call_id, name, arguments)
+    repaired = repair_arguments(arguments) if tool is not None else None
+    params = parse(site, tool, call_id, name, arguments if repaired is None else repaired)
     if isinstance(params, ToolError):
         return refuse(
             site.run,
@@ -149,6 +151,7 @@ async def call_tool(site: CallSite, call_id: str, name: str, arguments: str) -> 
         tool=name,
         arguments=msgspec.to_builtins(params),
         **(source.recorded() if source is not None else {}),
+        **repair_record(arguments, repaired),
     )
     # Write-ahead: the request is durable before the tool acts. A tool whose only effect is
     # ledger events runs while the request commits: its events commit after it in any case.
@@ -185,6 +188,11 @@ def parse(
     if (recorded := site.execution.recorded_arguments(call_id)) is not None:
         return recorded
     return unknown_tool(printable(name)[:200], list(site.tools))
+
+
+def repair_record(arguments: str, repaired: str | None) -> dict[str, str]:
+    """ToolCallRequested's record of a repair: the model's text and what it was repaired into."""
+    return {} if repaired is None else {"raw_arguments": arguments, "repaired_arguments": repaired}
 
 
 def govern(site: CallSite, name: str) -> str | None:

@@ -1,5 +1,5 @@
-"""The tool pipeline against the real ledger: hostile arguments to every tool, and the
-idempotency key across a crash and resume."""
+"""The tool pipeline against the real ledger: hostile arguments to every tool, almost-JSON
+arguments repaired, and the idempotency key across a crash and resume."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from events import Ledger
 from events import catalog as ev
 from owlclaw import ToolContext
+from owlclaw.audit.verify import replay_run
 from owlclaw.config import RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
@@ -176,3 +177,33 @@ def test_the_idempotency_key_is_the_same_when_a_crashed_run_resumes(ledger: Ledg
     assert result.status == "completed" and "ToolOutcomeUnknown" in kinds
     assert len(keys) == 2 and keys[0] == keys[1]
     assert not math.isnan(result.duration_ms)
+
+
+def test_almost_json_arguments_are_repaired_recorded_and_replayed(ledger: Ledger) -> None:
+    placed: list[tuple[str, int]] = []
+    registry = Registry()
+
+    @registry.capability("Place an order.")
+    def place_order(symbol: str, quantity: int) -> str:
+        placed.append((symbol, quantity))
+        return f"{quantity} {symbol}"
+
+    raw = "{'symbol': 'ACME', 'quantity': 5,"
+    register_script(
+        "repair",
+        [{"tool_calls": [{"name": "place_order", "arguments": raw}]}, {"content": "placed"}],
+    )
+    runtime = AgentRuntime(ledger, "repairer", models=["scripted/repair"], registry=registry)
+    try:
+        result = asyncio.run(runtime.run("webhook"))
+    finally:
+        runtime.close()
+    events = ledger.stream(uuid.UUID(result.run_id))
+    [requested] = [e for e in events if isinstance(e, ev.ToolCallRequested)]
+    assert placed == [("ACME", 5)] and result.status == "completed"
+    assert requested.arguments == {"symbol": "ACME", "quantity": 5}
+    assert requested.raw_arguments == raw
+    assert json.loads(requested.repaired_arguments) == requested.arguments
+    report = replay_run(ledger, "repairer", 1, registry=registry)
+    assert report.matched, report.differences
+    assert placed == [("ACME", 5)]  # the replay served the recorded outcome

@@ -75,6 +75,14 @@ def _samples() -> list[LedgerEvent]:
         ev.InboundReceived(**_header(AGENT), source="s", payload={"who": "Alice"}),
         _schedule(owner_run_id=run),
         _schedule(owner_run_id=None),
+        ev.ToolCallRequested(
+            **_header(run),
+            call_id="c",
+            tool="t",
+            arguments={"who": "Alice"},
+            raw_arguments="{'who': 'Alice',}",
+            repaired_arguments='{"who": "Alice"}',
+        ),
     ]
 
 
