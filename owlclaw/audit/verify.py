@@ -32,6 +32,7 @@ from owlclaw.tools.governance import Governance
 
 EFFECTS = (
     ev.DecisionLogged,
+    ev.PlanUpdated,
     ev.MemoryRemembered,
     ev.MessageSent,
     ev.RunWarning,
