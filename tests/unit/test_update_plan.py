@@ -3,15 +3,25 @@ malformed plans are refused as the model's error, never recorded."""
 
 from __future__ import annotations
 
+import io
+import json
 import uuid
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from events import Ledger
 from events import catalog as ev
+from owlclaw.cli import audit
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from tests.scripted import call, play, run_events
+
+PLAN = [
+    {"text": "read [the] queue", "status": "done"},
+    {"text": "reply", "status": "in_progress"},
+]
 
 
 def plan(*items: Any) -> dict[str, Any]:
@@ -81,3 +91,19 @@ def test_a_run_without_a_plan_has_none(ledger: Ledger) -> None:
     runtime = AgentRuntime(ledger, "planner", models=["x"])
     result = play(runtime, [{"content": "ok"}])
     assert ledger.load_run(uuid.UUID(result.run_id)).state.plan == []
+
+
+def test_owlclaw_explain_shows_the_runs_current_plan(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime = AgentRuntime(ledger, "planner", models=["x"])
+    play(runtime, [plan({"text": "old step"}), plan(*PLAN), {"content": "ok"}])
+    monkeypatch.setattr(audit, "open_ledger", lambda: nullcontext((None, ledger)))
+    monkeypatch.setattr(audit, "out", shown := Console(file=io.StringIO(), width=100, record=True))
+    audit.explain("planner", 1)
+    lines = shown.export_text().splitlines()
+    at = lines.index("plan: ")
+    assert lines[at + 1 : at + 3] == ["  done        read [the] queue", "  in_progress reply"]
+    assert lines[at + 3].startswith("step 1 ")  # only the last plan: the steps follow
+    audit.explain("planner", 1, as_json=True)
+    assert json.loads(capsys.readouterr().out)["plan"] == PLAN
