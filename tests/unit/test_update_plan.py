@@ -14,6 +14,7 @@ from rich.console import Console
 
 from events import Ledger
 from events import catalog as ev
+from owlclaw.audit.verify import replay_run
 from owlclaw.cli import audit
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from tests.scripted import call, play, run_events
@@ -107,3 +108,10 @@ def test_owlclaw_explain_shows_the_runs_current_plan(
     assert lines[at + 3].startswith("step 1 ")  # only the last plan: the steps follow
     audit.explain("planner", 1, as_json=True)
     assert json.loads(capsys.readouterr().out)["plan"] == PLAN
+
+
+def test_a_run_that_planned_replays_as_recorded(ledger: Ledger) -> None:
+    runtime = AgentRuntime(ledger, "planner", models=["x"])
+    play(runtime, [plan(*PLAN), {"content": "ok"}])
+    runtime.close()
+    assert replay_run(ledger, "planner", 1).matched
