@@ -14,6 +14,8 @@ from rich.console import Console
 
 from events import Ledger
 from events import catalog as ev
+from events.erasure import erase
+from events.sealing import ERASED_VALUE
 from owlclaw.audit.verify import replay_run
 from owlclaw.cli import audit
 from owlclaw.runtime.agent_runtime import AgentRuntime
@@ -115,3 +117,13 @@ def test_a_run_that_planned_replays_as_recorded(ledger: Ledger) -> None:
     play(runtime, [plan(*PLAN), {"content": "ok"}])
     runtime.close()
     assert replay_run(ledger, "planner", 1).matched
+
+
+def test_an_erased_run_has_no_plan_left_to_read(ledger: Ledger) -> None:
+    runtime = AgentRuntime(ledger, "planner", models=["x"])
+    result = play(runtime, [plan(*PLAN), {"content": "ok"}])
+    run_id = uuid.UUID(result.run_id)
+    erase(ledger, "run", str(run_id), "asked", "dpo")
+    [updated] = [e for e in ledger.stream(run_id) if isinstance(e, ev.PlanUpdated)]
+    assert updated.items == ERASED_VALUE
+    assert ledger.load_run(run_id).state.plan == []
