@@ -597,6 +597,17 @@ class DecisionLogged(_RunEvent, frozen=True, kw_only=True):
     """The log_decision tool call that recorded it."""
 
 
+class PlanUpdated(_RunEvent, frozen=True, kw_only=True):
+    """The run's whole plan as the update_plan tool set it; it replaces the previous one."""
+
+    sealed: ClassVar[tuple[str, ...]] = ("items",)
+    items: Any
+    """``[{"text": ..., "status": "pending" | "in_progress" | "done"}, ...]``: plain values,
+    because a sealed field opens as JSON (and an erased one as the erased marker)."""
+    call_id: str | None = None
+    """The update_plan tool call that recorded it."""
+
+
 class RunWarning(_RunEvent, frozen=True, kw_only=True):
     """The run went on with less than it asked for (e.g. recall from a lagging index)."""
 

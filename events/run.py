@@ -40,6 +40,8 @@ class RunState(msgspec.Struct):
     requested: list[str] = []
     """Every requested call's id: a granted approval executes its call once."""
     tools_called: list[str] = []
+    plan: list[dict[str, str]] = []
+    """The run's current plan (its last PlanUpdated): items of text and status."""
     ended: bool = False
     duration_ms: float = 0.0
 
@@ -109,6 +111,10 @@ class Run(Aggregate):
         """A call refused before it was requested still counts toward the limit."""
         self.state.calls_made += 1
 
+    def _on_PlanUpdated(self, e: ev.PlanUpdated) -> None:
+        """An erased plan (its key destroyed) reads as no plan."""
+        self.state.plan = list(e.items) if isinstance(e.items, list) else []
+
     def _on_RunParked(self, e: ev.RunParked) -> None:
         self.state.status = "parked"
 
@@ -137,6 +143,7 @@ class Run(Aggregate):
         ev.ToolCallFailed: _close_call,
         ev.ToolCallTimedOut: _close_call,
         ev.ToolOutcomeUnknown: _close_call,
+        ev.PlanUpdated: _on_PlanUpdated,
         ev.RunParked: _on_RunParked,
         ev.SubAgentCharged: _on_SubAgentCharged,
         ev.RunInterrupted: _on_RunInterrupted,

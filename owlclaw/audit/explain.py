@@ -96,6 +96,8 @@ class Manifest:
     tokens: int
     cost_usd: float
     steps: list[Step] = field(default_factory=list)
+    plan: list[dict[str, str]] = field(default_factory=list)
+    """The run's current plan: the items of its last update_plan (empty: none, or erased)."""
 
 
 def _started_at(history: list[LoggedEvent], run_id: UUID) -> int | None:
@@ -138,6 +140,7 @@ def explain_run(led: Ledger, agent_id: str, run_no: int, step: int | None = None
     )
     end = next((h.event for h in run if isinstance(h.event, ev.RunEnded)), None)
     visible = next((h.event for h in run if isinstance(h.event, ev.VisibleToolsResolved)), None)
+    plans = [h.event.items for h in run if isinstance(h.event, ev.PlanUpdated)]
     governance = identity.governance if identity is not None else {}
     return Manifest(
         agent_id=agent_id,
@@ -169,6 +172,7 @@ def explain_run(led: Ledger, agent_id: str, run_no: int, step: int | None = None
         tokens=sum(d.usage.get("total_tokens", 0) for d in decisions),
         cost_usd=round(sum(d.cost_usd for d in decisions), 9),
         steps=steps,
+        plan=list(plans[-1]) if plans and isinstance(plans[-1], list) else [],
     )
 
 

@@ -27,11 +27,13 @@ from owlclaw.config import RuntimeConfig
 from owlclaw.mcp.pool import McpPool
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.recorded import RecordedRun
+from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 
 EFFECTS = (
     ev.DecisionLogged,
+    ev.PlanUpdated,
     ev.MemoryRemembered,
     ev.MessageSent,
     ev.RunWarning,
@@ -214,7 +216,8 @@ def compare(
 ) -> list[Difference]:
     """Where the replay's steps differ from the record's, aligned as a diff: a step one side
     inserted does not shift the rest into differences."""
-    expected, got = _steps(recorded), [s for _, s in _steps(replayed)]
+    expected = _steps(recorded)
+    got = [s for _, s in _steps(_without_newer_builtins(recorded, replayed))]
     keys = [
         [msgspec.json.encode(s.fingerprint, order="sorted", enc_hook=repr) for s in steps]
         for steps in ([s for _, s in expected], got)
@@ -233,6 +236,29 @@ def compare(
             else:
                 differences.append(Difference(after, None, got[j]))
     return differences
+
+
+def _without_newer_builtins(
+    recorded: Sequence[ev.LedgerEvent], replayed: Sequence[ev.LedgerEvent]
+) -> list[ev.LedgerEvent]:
+    """The replay with the built-in tools the recording code did not have (neither visible nor
+    hidden in the record) left out of its tool lists: a built-in added since (update_plan) is
+    no difference, as the recorded model could not have called it."""
+    listed = [e for e in recorded if isinstance(e, ev.VisibleToolsResolved)]
+    if not listed:
+        return list(replayed)
+    known = {t for e in listed for t in (*e.tools, *e.filtered)}
+    newer = BUILTINS.keys() - known
+    return [
+        msgspec.structs.replace(
+            e,
+            tools=[t for t in e.tools if t not in newer],
+            filtered={t: why for t, why in e.filtered.items() if t not in newer},
+        )
+        if isinstance(e, ev.VisibleToolsResolved)
+        else e
+        for e in replayed
+    ]
 
 
 def replay_run(

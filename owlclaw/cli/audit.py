@@ -190,7 +190,7 @@ def explain(
 ) -> None:
     """The decision manifest of a run's steps, from the recorded events alone: identity and
     skill versions, recalled memories, visible and hidden tools, governance decisions, model
-    path with fallbacks, tokens and cost."""
+    path with fallbacks, tokens and cost, and the run's current plan (update_plan)."""
     from owlclaw.audit.explain import NotRecorded, explain_run
 
     with open_ledger() as (_, led):
@@ -228,6 +228,8 @@ def explain(
         f"rate limits: {_rate_limits(m.rate_limits)}",
         f"budget: {_budget(m.budget)}",
         f"tokens {m.tokens}, cost ${m.cost_usd:.6f}",
+        "plan: " + ("" if m.plan else "-"),
+        *(f"  {item['status']:<11} {escape(item['text'])}" for item in m.plan),
     ]
     for s in m.steps:
         decided = (

@@ -186,3 +186,37 @@ def test_a_sent_message_shows_its_delivery_and_the_open_page_follows_the_outbox(
     shown = page.locator(".delivery").all_inner_texts()
     assert shown[0] == "delivered · HTTP 200 after 2 attempts"
     assert shown[1].startswith("failed · after 2 attempts")
+
+
+def test_the_run_page_shows_the_runs_current_plan_and_each_update_as_a_step(
+    console: Callable[..., Console], tmp_path: Path
+) -> None:
+    def plan(*items: dict[str, str]) -> dict[str, object]:
+        return {"tool_calls": [{"name": "update_plan", "arguments": {"items": list(items)}}]}
+
+    steps = [
+        plan({"text": "read the queue"}, {"text": f"reply {XSS}"}),
+        plan(
+            {"text": "read the queue", "status": "done"},
+            {"text": f"reply {XSS}", "status": "in_progress"},
+        ),
+        {"content": "planned"},
+    ]
+    served = console(scripted_app(tmp_path / "planner", "planner", steps))
+    page = logged_in(served.page, served.url, served.token)
+    run_id = served.call(served.service.ask(Submit(agent_id="planner", trigger="webhook")))
+    assert served.call(served.service.ask(Result(agent_id="planner", run_id=run_id))).status == (
+        "completed"
+    )
+    page.goto(f"{served.url}/ui/agents/planner/runs/{run_id}")
+    assert page.locator(".plan li").all_inner_texts() == [
+        "done read the queue",
+        f"in progress reply {XSS}",
+    ]
+    assert page.locator(".plan li.done").inner_text() == "done read the queue"
+    page.locator("ol.timeline[data-ended=true]").wait_for()
+    updates = page.locator(".step", has_text="Plan updated")
+    assert updates.count() == 2
+    assert "1 of 2" in updates.nth(1).inner_text()
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.locator("img").count() == 0

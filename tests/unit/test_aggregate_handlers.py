@@ -97,6 +97,7 @@ RUN_STORY: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
     ],
     (ev.ToolCallDenied, {"call_id": "c5", "tool": "t", "reason": "deny"}),
     (ev.ToolCallRejected, {"call_id": "c6", "tool": "t", "error": "bad arguments"}),
+    (ev.PlanUpdated, {"items": [{"text": "step", "status": "pending"}]}),
     (ev.RunParked, {"call_id": "c7"}),
     (
         ev.SubAgentCharged,

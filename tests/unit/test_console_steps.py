@@ -99,3 +99,12 @@ def test_an_approval_past_its_expiry_reads_expired() -> None:
     assert expiry((now + timedelta(hours=23, minutes=59)).isoformat(), now) == "in 23 h"
     assert expiry((now - timedelta(seconds=1)).isoformat(), now) == "expired"
     assert expiry(now.isoformat(), now) == "expired"
+
+
+def test_a_plan_update_shows_its_progress_and_items_and_an_erased_plan_says_so() -> None:
+    items = [{"text": "read", "status": "done"}, {"text": "reply", "status": "pending"}]
+    step = step_of(ev.PlanUpdated(items=items, call_id="c1", **HEADER))
+    assert (step.kind, step.title, step.facts) == ("decision", "Plan updated", [("done", "1 of 2")])
+    assert step.blocks == [("plan", "done        read\npending     reply")]
+    erased = step_of(ev.PlanUpdated(items={"erased": True}, **HEADER))
+    assert erased.facts == [("plan", "erased")] and erased.blocks == []

@@ -130,3 +130,13 @@ def test_a_sub_agent_s_charge_is_an_effect_of_spawn_agent_not_a_compared_step() 
     recorded = stream(START, VISIBLE, calls("spawn_agent"), spawn, charged, answered, ANSWER, DONE)
     replayed = stream(START, VISIBLE, calls("spawn_agent"), spawn, answered, ANSWER, DONE)
     assert compare(recorded, replayed) == []
+
+
+def test_a_built_in_added_since_the_recording_is_no_difference_but_a_lost_tool_is() -> None:
+    recorded = stream(START, (ev.VisibleToolsResolved, {"tools": ["quote", "recall"]}))
+    newer = stream(START, (ev.VisibleToolsResolved, {"tools": ["quote", "recall", "update_plan"]}))
+    assert compare(recorded, newer) == []
+    hidden = (ev.VisibleToolsResolved, {"tools": ["quote"], "filtered": {"update_plan": "deny"}})
+    assert compare(stream(START, VISIBLE), stream(START, hidden)) == []
+    [lost] = compare(recorded, stream(START, VISIBLE))
+    assert lost.step == 2 and lost.recorded is not None and "recall" in lost.recorded.text

@@ -212,6 +212,8 @@ def step_of(e: ev.LedgerEvent) -> Step:  # noqa: PLR0911, PLR0912 - one case per
                 [],
                 [("reasoning", e.reasoning)],
             )
+        case ev.PlanUpdated():
+            return plan_step(version, at, e.items)
         case ev.RunParked():
             waits = f"sub-agent spawn {e.spawn_id}" if e.spawn_id else f"approval {e.approval_id}"
             return Step(
@@ -242,6 +244,22 @@ def step_of(e: ev.LedgerEvent) -> Step:  # noqa: PLR0911, PLR0912 - one case per
     fields = event_fields(e)
     return Step(
         version, at, "note", type(e).__name__, [], [("data", text(fields))] if fields else []
+    )
+
+
+def plan_step(version: int, at: datetime, items: Any) -> Step:
+    """A plan update: how far it is, and each item with its status (an erased plan as such)."""
+    if not isinstance(items, list):
+        return Step(version, at, "decision", "Plan updated", [("plan", "erased")])
+    done = sum(item.get("status") == "done" for item in items)
+    lines = "\n".join(f"{item.get('status', ''):<11} {item.get('text', '')}" for item in items)
+    return Step(
+        version,
+        at,
+        "decision",
+        "Plan updated",
+        [("done", f"{done} of {len(items)}")],
+        [("plan", lines)],
     )
 
 

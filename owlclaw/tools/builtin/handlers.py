@@ -1,5 +1,5 @@
 """The built-in tools: schedule_once, schedule_cron, cancel_schedule, list_schedules,
-load_skill, remember, recall, forget, query_state, log_decision.
+load_skill, remember, recall, forget, query_state, log_decision, update_plan.
 
 A tool whose effect *is* a ledger fact (a memory, a decision, a schedule request) records that
 event on the run or agent aggregate; the executor commits it with the tool's result. Each is a
@@ -121,6 +121,13 @@ async def _log_decision(params: p.LogDecision, ctx: RunScope, call_id: str) -> A
         "decision_id": f"{ctx.run.id}:{event.originator_version}",
         "timestamp": event.timestamp.isoformat(),
     }
+
+
+async def _update_plan(params: p.UpdatePlan, ctx: RunScope, call_id: str) -> Any:
+    items = [msgspec.to_builtins(item) for item in params.items]
+    ctx.run.record(ev.PlanUpdated, items=items, call_id=call_id)
+    done = sum(item.status == "done" for item in params.items)
+    return {"items": len(items), "done": done}
 
 
 async def _remember(params: p.Remember, ctx: RunScope, call_id: str) -> Any:
@@ -297,6 +304,15 @@ BUILTINS: dict[str, BuiltinTool] = dict(
             "Record why you chose an action, or chose not to act.",
             p.LogDecision,
             _log_decision,
+            category="decision",
+        ),
+        _builtin(
+            "update_plan",
+            "Write down your plan for this run as a list of steps with their status "
+            "(pending, in_progress, done); each call replaces the whole plan, which the "
+            "operator sees.",
+            p.UpdatePlan,
+            _update_plan,
             category="decision",
         ),
     )

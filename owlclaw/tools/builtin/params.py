@@ -112,3 +112,27 @@ class LogDecision(Params):
         str, msgspec.Meta(min_length=1, max_length=1000, description="Why you decided this")
     ]
     decision_type: DecisionType = "other"
+
+
+MAX_PLAN_ITEMS = 20
+PlanStatus = Literal["pending", "in_progress", "done"]
+
+
+class PlanItem(msgspec.Struct, forbid_unknown_fields=True):
+    text: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=200, description="One step of the plan")
+    ]
+    status: Annotated[PlanStatus, msgspec.Meta(description="pending, in_progress or done")] = (
+        "pending"
+    )
+
+
+class UpdatePlan(Params):
+    items: Annotated[
+        list[PlanItem],
+        msgspec.Meta(
+            min_length=1,
+            max_length=MAX_PLAN_ITEMS,
+            description="The whole plan, in order (1 to 20 items); replaces the previous one",
+        ),
+    ]

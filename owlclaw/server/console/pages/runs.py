@@ -62,8 +62,12 @@ def routes(service: Service) -> list[web.RouteDef]:
     async def run(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         run_id = await asyncio.to_thread(run_of, service, agent_id, request.match_info["run_id"])
+        assert service.ledger is not None
+        state = (await asyncio.to_thread(service.ledger.load_run, run_id)).state
         trace = await trace_link(run_id)
-        return render(request, "run.html", agent=agent_id, run_id=str(run_id), trace=trace)
+        return render(
+            request, "run.html", agent=agent_id, run_id=str(run_id), trace=trace, plan=state.plan
+        )
 
     return [
         web.get("/agents/{agent_id}/runs", runs),
