@@ -20,7 +20,7 @@ import msgspec
 from owlclaw.app import AppError
 from owlclaw.tools.conditions import Condition, ConditionError
 from owlclaw.tools.spec import ToolSpec
-from owlclaw.tools.states import Handler, StateProvider, States
+from owlclaw.tools.states import STATE_TIMEOUT_SECONDS, Handler, StateProvider, States
 from owlclaw.tools.tool import ToolContext
 
 
@@ -89,11 +89,14 @@ class Registry:
 
         return register
 
-    def state(self, name: str, *, ttl_seconds: float = 0.0) -> Callable[[Handler], Handler]:
-        """Register a provider for ``query_state(name)``, cached for ``ttl_seconds``."""
+    def state(
+        self, name: str, *, ttl_seconds: float = 0.0, timeout_s: float = STATE_TIMEOUT_SECONDS
+    ) -> Callable[[Handler], Handler]:
+        """Register a provider for ``query_state(name)``, cached for ``ttl_seconds``; a read
+        taking longer than ``timeout_s`` (at most 300 s) is a STATE_TIMEOUT."""
 
         def register(handler: Handler) -> Handler:
-            self.states[name] = StateProvider(handler, ttl_seconds)
+            self.states[name] = StateProvider(handler, ttl_seconds, timeout_s)
             return handler
 
         return register

@@ -25,7 +25,7 @@ from owlclaw.tools.builtin import params as p
 from owlclaw.tools.builtin.schedule_order import soonest_first
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.spec import ToolSpec
-from owlclaw.tools.states import UnknownState
+from owlclaw.tools.states import MAX_STATE_TIMEOUT_SECONDS, StateTimedOut, UnknownState
 from owlclaw.tools.tool import RunScope, ToolContext
 
 MAX_ACTIVE_SCHEDULES = 100
@@ -97,17 +97,15 @@ def _schedule_entry(
 
 
 async def _query_state(params: p.QueryState, ctx: RunScope, call_id: str) -> Any:
+    """A slow provider is a timeout (not retried here; the model may ask again)."""
     try:
-        return await ctx.states.read_state(params.state_name, ctx.threads)
+        return await ctx.states.read_state(
+            params.state_name, ctx.threads, ctx.limits.tool_timeout_s
+        )
     except UnknownState as e:
         return _error(str(e), "UNKNOWN_STATE")
-    except TimeoutError:
-        return _error(
-            f"state provider {params.state_name!r} timed out",
-            "STATE_TIMEOUT",
-            kind="system",
-            retryable=True,
-        )
+    except StateTimedOut as e:
+        return _error(str(e), "STATE_TIMEOUT", kind="timeout", retryable=True)
 
 
 async def _log_decision(params: p.LogDecision, ctx: RunScope, call_id: str) -> Any:
@@ -298,6 +296,7 @@ BUILTINS: dict[str, BuiltinTool] = dict(
             _query_state,
             category="state",
             idempotent=True,
+            timeout_s=MAX_STATE_TIMEOUT_SECONDS + 5,  # the provider's own limit fires first
         ),
         _builtin(
             "log_decision",
