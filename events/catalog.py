@@ -9,6 +9,8 @@ module never orphans a stored event; renaming a class needs an alias in ``EVENT_
 
 Evolving an event: bump ``class_version`` and add a static ``upcast_vN_vN+1(state: dict)`` that
 rewrites the stored dict of version N into version N+1 (see ``events.codec``).
+A field added with a default that means "not used" needs no bump (old records read
+with the default; see docs/ledger-lifecycle.md).
 """
 
 from __future__ import annotations
