@@ -39,6 +39,7 @@ from owlclaw.compose.write import (
 )
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
+from owlclaw.heartbeat.config import heartbeat_sources
 from owlclaw.messages import (
     Activate,
     AnswerApproval,
@@ -170,7 +171,9 @@ class Service:
             self.supervisor.start("archive-retention", retention)
         for agent_id, app in self.apps.items():
             if app.settings.heartbeat_s > 0:
-                beat = functools.partial(heartbeat, self.ask, agent_id, app.settings.heartbeat_s)
+                sources = heartbeat_sources(app.config, app.settings, str(app.root))
+                every_s = app.settings.heartbeat_s
+                beat = functools.partial(heartbeat, self.ask, agent_id, every_s, sources=sources)
                 self.supervisor.start(f"heartbeat:{agent_id}", beat)
         await self._warming
         self.ready = True

@@ -1,0 +1,186 @@
+"""Heartbeat sources (seed 001: the heartbeat checks its sources before deciding to wake): the
+[heartbeat] table refused when malformed, the wake decision given the sources' answers
+(failures and timeouts wake nothing and are recorded), and the run it wakes shown why."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import owlclaw.heartbeat.checks as checks_module
+from events import Ledger
+from events import catalog as ev
+from events.agent_state import WOKEN_BY
+from owlclaw.app import AgentSettings, AppError, load_app
+from owlclaw.heartbeat.checks import SourceChecks
+from owlclaw.heartbeat.config import check_urls, heartbeat_sources
+from owlclaw.heartbeat.wake import (
+    FAILED,
+    PAYLOAD_CHARS,
+    PAYLOADS_KEPT,
+    SourceResult,
+    failures,
+    wake_payload,
+)
+from owlclaw.llm.scripted import register_script
+from owlclaw.runtime.agent_runtime import AgentRuntime
+from owlclaw.runtime.secrets import implicit
+from tests.apps import make_app
+from tests.scripted import run_events
+
+BEATING = AgentSettings(heartbeat_s=30)
+DATABASES = {"orders": {"url_env": "ORDERS_DATABASE_URL"}}
+SQL = {"kind": "sql", "database": "orders", "query": "SELECT count(*) FROM orders"}
+LISTEN = {"kind": "listen", "database": "orders", "channel": "order_events", "timeout_s": 2}
+
+
+def table(**sources: dict[str, object]) -> dict[str, object]:
+    return {"heartbeat": {"timeout_s": 3, "databases": DATABASES, "sources": sources}}
+
+
+def refused(config: dict[str, object], settings: AgentSettings = BEATING) -> str:
+    with pytest.raises(AppError) as e:
+        heartbeat_sources(config, settings, "app/owlclaw.toml")
+    return str(e.value)
+
+
+def test_sources_parse_with_their_database_and_time_limit() -> None:
+    sources = heartbeat_sources(table(new_orders=SQL, events=LISTEN), BEATING)
+    assert list(sources.sources) == ["new_orders", "events"]
+    assert sources.url_envs == {
+        "new_orders": "ORDERS_DATABASE_URL",
+        "events": "ORDERS_DATABASE_URL",
+    }
+    assert sources.timeouts == {"new_orders": 3, "events": 2}
+    assert not heartbeat_sources({}, AgentSettings())  # no table: no sources, heartbeat or not
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (table(x={**SQL, "kind": "redis"}), "unknown source kind 'redis'; known: listen, sql"),
+        (table(x={"database": "orders"}), "[heartbeat.sources.x] kind is missing"),
+        (
+            table(x={**SQL, "database": "order"}),
+            "unknown database 'order' (did you mean 'orders'?)",
+        ),
+        (table(x={**LISTEN, "channel": "no-dashes"}), "[heartbeat.sources.x] channel"),
+        (table(x={**SQL, "querry": "x"}), "querry"),
+        (table(x={**SQL, "timeout_s": 0}), "timeout_s"),
+        (
+            {"heartbeat": {"sources": {}, "timeout": 1}},
+            "unknown key 'timeout' (did you mean 'timeout_s'?)",
+        ),
+        ({"heartbeat": {"databases": {"a": {"url": "postgresql://"}}}}, "url"),
+    ],
+)
+def test_malformed_sources_are_refused_naming_the_key(
+    config: dict[str, object], expected: str
+) -> None:
+    message = refused(config)
+    assert message.startswith("app/owlclaw.toml: ") and expected in message
+
+
+def test_sources_without_a_heartbeat_are_refused() -> None:
+    assert "set [agent] heartbeat_s above 0" in refused(table(x=SQL), AgentSettings())
+
+
+def test_an_unset_database_url_is_refused_and_the_url_is_a_secret() -> None:
+    sources = heartbeat_sources(table(x=SQL), BEATING)
+    with pytest.raises(AppError, match="url_env names ORDERS_DATABASE_URL, not set"):
+        check_urls(sources, "app/owlclaw.toml", {})
+    check_urls(sources, "app/owlclaw.toml", {"ORDERS_DATABASE_URL": "postgresql:///orders"})
+    assert implicit(table(x=SQL))["ORDERS_DATABASE_URL"] == "[heartbeat.databases.orders] url_env"
+
+
+def test_an_app_may_have_a_heartbeat_table(tmp_path: Path) -> None:
+    toml = (
+        '[agent]\nheartbeat_s = 5\n[heartbeat.databases.orders]\nurl_env = "ORDERS_DATABASE_URL"\n'
+    )
+    app = load_app(make_app(tmp_path / "app", config=toml))
+    assert app.config["heartbeat"]["databases"] == DATABASES
+
+
+results = st.builds(
+    SourceResult,
+    source=st.text(min_size=1, max_size=8),
+    kind=st.sampled_from(["sql", "listen"]),
+    count=st.integers(min_value=0, max_value=10**9),
+    payloads=st.lists(st.text(max_size=3 * PAYLOAD_CHARS), max_size=3 * PAYLOADS_KEPT),
+    error=st.none() | st.text(min_size=1, max_size=50),
+)
+
+
+@given(st.lists(results, max_size=6))
+def test_only_sources_that_answered_a_count_wake_and_every_failure_is_listed(
+    answers: list[SourceResult],
+) -> None:
+    payload = wake_payload(answers)
+    woke = [a for a in answers if a.error is None and a.count > 0]
+    assert [w["source"] for w in payload.get(WOKEN_BY, [])] == [a.source for a in woke]
+    assert [w["count"] for w in payload.get(WOKEN_BY, [])] == [a.count for a in woke]
+    assert [f["error"] for f in payload.get(FAILED, [])] == [a.error for a in answers if a.error]
+    for shown in payload.get(WOKEN_BY, []):  # bounded, whatever arrived
+        assert len(shown.get("payloads", [])) <= PAYLOADS_KEPT
+        assert all(len(p) <= PAYLOAD_CHARS for p in shown.get("payloads", []))
+    assert bool(payload) == any(a.woke or a.error for a in answers)
+
+
+def test_a_source_that_fails_or_times_out_does_not_hold_up_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sources = heartbeat_sources(
+        table(down=SQL, deaf={**LISTEN, "timeout_s": 5}, slow={**SQL, "timeout_s": 0.05}), BEATING
+    )
+    real = checks_module.count_rows
+
+    async def count_rows(url: str, query: str, timeout_s: float) -> int:
+        if timeout_s < 1:  # the slow source's query never answers
+            await asyncio.Event().wait()
+        return await real(url, query, timeout_s)
+
+    monkeypatch.setattr(checks_module, "count_rows", count_rows)
+    checks = SourceChecks(sources, {"ORDERS_DATABASE_URL": "postgresql://127.0.0.1:1/nowhere"})
+
+    async def beat() -> list[SourceResult]:
+        try:
+            return await checks.check()
+        finally:
+            await checks.close()
+
+    down, deaf, slow = asyncio.run(beat())
+    assert down.error is not None and down.error.startswith("OperationalError") and not down.woke
+    assert deaf.error is not None and deaf.error.startswith("OperationalError") and not deaf.woke
+    assert slow.error == "timed out after 0.05 s" and not slow.woke
+    assert failures(wake_payload([slow])) == "source 'slow' failed: timed out after 0.05 s"
+
+
+def test_a_heartbeat_woken_by_a_source_runs_and_is_shown_why(ledger: Ledger) -> None:
+    register_script(
+        "orders", {"cases": [{"when": "new_orders", "steps": [{"content": "Handled."}]}]}
+    )
+    runtime = AgentRuntime(ledger, "clerk", models=["scripted/orders"])
+    payload = wake_payload([SourceResult(source="new_orders", kind="sql", count=3)])
+    woke = asyncio.run(runtime.run("heartbeat", payload=payload))
+    assert woke.status == "completed"
+    [started] = [e for e in run_events(ledger, woke) if isinstance(e, ev.RunStarted)]
+    assert started.payload[WOKEN_BY] == [{"source": "new_orders", "kind": "sql", "count": 3}]
+    [completed] = [e for e in run_events(ledger, woke) if isinstance(e, ev.RunCompleted)]
+    assert completed.answer == "Handled."  # the case its payload chose: the model saw why
+
+
+def test_a_heartbeat_whose_sources_failed_is_skipped_and_says_so(ledger: Ledger) -> None:
+    runtime = AgentRuntime(ledger, "clerk", models=["scripted/orders"])
+    failed = SourceResult.failed("slow", "sql", "timed out after 2 s")
+    skipped = asyncio.run(runtime.run("heartbeat", payload=wake_payload([failed])))
+    assert skipped.status == "skipped"
+    events = run_events(ledger, skipped)
+    assert not any(isinstance(e, ev.LLMResponded) for e in events)
+    [end] = [e for e in events if isinstance(e, ev.RunSkipped)]
+    assert end.reason == "heartbeat: no pending events; source 'slow' failed: timed out after 2 s"
+    [started] = [e for e in events if isinstance(e, ev.RunStarted)]
+    assert started.payload == {FAILED: [{"source": "slow", "kind": "sql", "error": failed.error}]}
