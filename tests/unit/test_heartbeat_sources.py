@@ -29,6 +29,7 @@ from owlclaw.heartbeat.wake import (
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.secrets import implicit
+from owlclaw.server.validation import validate_app
 from tests.apps import make_app
 from tests.scripted import run_events
 
@@ -95,6 +96,26 @@ def test_an_unset_database_url_is_refused_and_the_url_is_a_secret() -> None:
         check_urls(sources, "app/owlclaw.toml", {})
     check_urls(sources, "app/owlclaw.toml", {"ORDERS_DATABASE_URL": "postgresql:///orders"})
     assert implicit(table(x=SQL))["ORDERS_DATABASE_URL"] == "[heartbeat.databases.orders] url_env"
+
+
+def test_owlclaw_run_refuses_an_app_with_a_malformed_heartbeat_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORDERS_DATABASE_URL", raising=False)
+    toml = (
+        "[agent]\nheartbeat_s = 5\n"
+        '[heartbeat.databases.orders]\nurl_env = "ORDERS_DATABASE_URL"\n'
+        '[heartbeat.sources.x]\nkind = "kafka"\n'
+    )
+    root = make_app(tmp_path / "app", config=toml)
+    with pytest.raises(AppError, match=r"\[heartbeat.sources.x\] unknown source kind 'kafka'"):
+        validate_app(root, load_timeout_s=30)
+    listen = toml.replace('"kafka"', '"listen"\ndatabase = "orders"\nchannel = "c"')
+    (root / "owlclaw.toml").write_text(listen)
+    with pytest.raises(AppError, match="url_env names ORDERS_DATABASE_URL, not set"):
+        validate_app(root, load_timeout_s=30)
+    monkeypatch.setenv("ORDERS_DATABASE_URL", "postgresql://127.0.0.1:1/orders")
+    assert validate_app(root, load_timeout_s=30).agent_id == "app"
 
 
 def test_an_app_may_have_a_heartbeat_table(tmp_path: Path) -> None:
