@@ -126,6 +126,9 @@ def test_sources_wake_the_agent_and_a_slow_one_is_reported(
                 assert isinstance(end, ev.RunSkipped)
                 assert f"source 'slow' failed: {failed['error']}" in end.reason
             assert not completed(ledger, "Handled the new orders.")
+            last = service.status()["agents"]["clerk"]["heartbeat_sources"]  # owlclaw status
+            assert last["new_orders"] == {"kind": "sql", "count": 0, "error": None}
+            assert last["slow"]["error"] in SLOW_ERRORS
 
             with psycopg.connect(orders.url, autocommit=True) as conn:
                 conn.execute("INSERT INTO orders VALUES (1, 'new'), (2, 'new'), (3, 'done')")

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.console import Console
 
 import owlclaw.heartbeat.checks as checks_module
 from events import Ledger
 from events import catalog as ev
 from events.agent_state import WOKEN_BY
 from owlclaw.app import AgentSettings, AppError, load_app
+from owlclaw.cli import status
 from owlclaw.heartbeat.checks import SourceChecks
 from owlclaw.heartbeat.config import check_urls, heartbeat_sources
 from owlclaw.heartbeat.wake import (
@@ -205,3 +207,32 @@ def test_a_heartbeat_whose_sources_failed_is_skipped_and_says_so(ledger: Ledger)
     assert end.reason == "heartbeat: no pending events; source 'slow' failed: timed out after 2 s"
     [started] = [e for e in events if isinstance(e, ev.RunStarted)]
     assert started.payload == {FAILED: [{"source": "slow", "kind": "sql", "error": failed.error}]}
+
+
+def test_owlclaw_status_shows_each_source_as_its_last_beat_found_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    served = {
+        "clerk": {
+            "heartbeat_sources": {
+                "new_orders": {"kind": "sql", "count": 2, "error": None},
+                "slow": {"kind": "sql", "count": 0, "error": "timed out after 0.5 s [x]"},
+            }
+        }
+    }
+    report = {
+        "server": {"url": "http://127.0.0.1:8765", "placement": "local", "timer_backend": "b"},
+        "database": {"head": 1},
+        "pending_timers": 0,
+        "registered_agents": 1,
+        "agents": [
+            {**row, "runs_today": 0, "next_timer": None} for row in status._with_served([], served)
+        ],
+        "projections": [],
+    }
+    console = Console(record=True, width=200)
+    monkeypatch.setattr(status, "out", console)
+    status._print_status(report)
+    text = console.export_text()
+    assert "heartbeat clerk new_orders (sql): 2" in text
+    assert "heartbeat clerk slow (sql): failed: timed out after 0.5 s [x]" in text
