@@ -118,7 +118,11 @@ class SourceChecks:
         """Start listening, so that the first beat counts what arrived since; a listener that
         cannot connect now tries again at the beat, which reports its error."""
         await asyncio.gather(
-            *(self._bounded(name, listener.take()) for name, listener in self.listeners.items())
+            *(
+                self._bounded(name, listener.take())
+                for name, listener in self.listeners.items()
+                if self.urls[name]
+            )
         )
 
     async def check(self) -> list[SourceResult]:
@@ -131,6 +135,8 @@ class SourceChecks:
 
     async def _check(self, name: str) -> SourceResult:
         source = self.sources.sources[name]
+        if not self.urls[name]:  # libpq would take an empty URL for its defaults: refused
+            return SourceResult.failed(name, source.kind, f"{self.sources.url_envs[name]} is unset")
         if isinstance(source, SqlSource):
             timeout_s = self.sources.timeouts[name]
             counted = await self._bounded(

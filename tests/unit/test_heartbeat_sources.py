@@ -182,6 +182,12 @@ def test_a_source_that_fails_or_times_out_does_not_hold_up_the_others(
     assert failures(wake_payload([slow])) == "source 'slow' failed: timed out after 0.05 s"
 
 
+def test_a_source_whose_database_url_is_unset_fails_instead_of_reading_the_default() -> None:
+    checks = SourceChecks(heartbeat_sources(table(sql=SQL, listen=LISTEN), BEATING), {})
+    results = asyncio.run(checks.check())
+    assert [r.error for r in results] == ["ORDERS_DATABASE_URL is unset"] * 2
+
+
 def test_a_heartbeat_woken_by_a_source_runs_and_is_shown_why(ledger: Ledger) -> None:
     register_script(
         "orders", {"cases": [{"when": "new_orders", "steps": [{"content": "Handled."}]}]}
