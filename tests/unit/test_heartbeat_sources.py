@@ -15,7 +15,9 @@ from rich.console import Console
 import owlclaw.heartbeat.checks as checks_module
 from events import Ledger
 from events import catalog as ev
+from events.agent import Agent
 from events.agent_state import WOKEN_BY
+from events.streams import agent_stream_id
 from owlclaw.app import AgentSettings, AppError, load_app
 from owlclaw.cli import status
 from owlclaw.heartbeat.checks import SourceChecks
@@ -242,3 +244,16 @@ def test_owlclaw_status_shows_each_source_as_its_last_beat_found_it(
     text = console.export_text()
     assert "heartbeat clerk new_orders (sql): 2" in text
     assert "heartbeat clerk slow (sql): failed: timed out after 0.5 s [x]" in text
+
+
+@given(st.lists(results, max_size=4), st.booleans(), st.sampled_from(["heartbeat", "webhook"]))
+def test_a_beat_is_idle_only_with_nothing_inbound_and_no_source_waking_it(
+    answers: list[SourceResult], inbound: bool, trigger: str
+) -> None:
+    agent = Agent.blank(agent_stream_id("clerk"))
+    agent.record(ev.AgentRegistered, agent_id="clerk")
+    if inbound:
+        agent.record(ev.InboundReceived, source="webhook")
+    queued = agent.queue_run(trigger, payload=wake_payload(answers))
+    woke = any(a.woke for a in answers)
+    assert queued.idle == (trigger == "heartbeat" and not inbound and not woke)
