@@ -23,6 +23,7 @@ from events.agent_state import (
     IDEMPOTENCY_KEYS_KEPT,
     INBOUND_KEPT,
     PREVIOUS_APP_KEPT,
+    WOKEN_BY,
     ActiveSchedule,
     AgentState,
     FireVerdict,
@@ -132,7 +133,8 @@ class Agent(Aggregate, AgentApprovals):
     ) -> ev.RunQueued:
         """Accept a run (RunQueued, pending): its number and id are fixed from here, and what it
         needs to start is in the event, so a queued run survives a crash. A heartbeat with nothing
-        pending is queued ``idle`` (skipped without a model call)."""
+        pending (no inbound event, no source in its payload's ``woken_by``) is queued ``idle``
+        (skipped without a model call)."""
         run_no = self.state.run_count + 1
         queued = self.record(
             ev.RunQueued,
@@ -142,7 +144,9 @@ class Agent(Aggregate, AgentApprovals):
             focus=focus,
             payload=payload or {},
             context=context or {},
-            idle=trigger == HEARTBEAT and self.state.pending_inbound == 0,
+            idle=trigger == HEARTBEAT
+            and self.state.pending_inbound == 0
+            and not (payload or {}).get(WOKEN_BY),
             idempotency_key=idempotency_key,
             inbound=list(self.state.inbound) if trigger == HEARTBEAT else [],
             by=by,

@@ -24,6 +24,9 @@ PREVIOUS_APP_KEPT = "identity"
 """The AgentWarning source of an app change that does not load: the previous version serves."""
 HEARTBEAT = "heartbeat"
 """The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
+WOKEN_BY = "woken_by"
+"""The key of a heartbeat's payload listing the heartbeat sources that found something: a
+heartbeat with any is not idle, even with no inbound event pending."""
 FireVerdict = Literal["fire", "duplicate", "missed"]
 ENDED_REASONS = {
     "cancelled": "the schedule was cancelled",

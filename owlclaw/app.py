@@ -30,7 +30,7 @@ CAPABILITY_HEADINGS = ("## My Capabilities", "## 我的能力")
 HANDLERS_FILE = "handlers.py"
 """The app's code: a module-level ``registry`` (``from owlclaw import Registry``)."""
 SCRIPTS_DIR = "scripts"
-APP_TABLES = ("agent", "governance", "tools", "mcp", "a2a", "secrets")
+APP_TABLES = ("agent", "governance", "tools", "mcp", "a2a", "secrets", "heartbeat")
 """The tables of an app's owlclaw.toml; any other refuses the app, so that a misspelled
 ``[governence]`` cannot leave the agent ungoverned."""
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -89,7 +89,8 @@ class AgentSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """litellm model strings tried in order (default: runtime.models of the configuration)."""
     heartbeat_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     """``owlclaw run`` queues a heartbeat run this often (0: never); one with nothing pending
-    is skipped without a model call."""
+    (no inbound event, no ``[heartbeat]`` source finding anything) is skipped without a model
+    call."""
     tool_result_bytes: Annotated[int, msgspec.Meta(ge=256)] | None = None
     """Tool results above this are cut before the model sees them (default: the runtime's
     ``tool_result_bytes``); a tool's own ``max_result_bytes`` wins."""

@@ -84,6 +84,7 @@ def _with_served(
         )
         row["app_error"] = info.get("app_error")
         row["app_warning"] = info.get("app_warning")
+        row["heartbeat_sources"] = info.get("heartbeat_sources") or {}
         if "unreadable" in info:
             row["unreadable"] = info["unreadable"]
     return sorted(rows.values(), key=lambda a: str(a["agent_id"]))
@@ -139,6 +140,12 @@ def _print_status(report: dict[str, Any]) -> None:
     for name, state in sorted((server.get("mcp_servers") or {}).items()):
         colour = "red" if state.startswith("unavailable") else "green"
         out.print(f"mcp      {escape(name)}: [{colour}]{escape(state)}[/]", highlight=False)
+    for a in report["agents"]:
+        for name, last in sorted((a.get("heartbeat_sources") or {}).items()):
+            found = f"[red]failed[/]: {escape(last['error'])}" if last["error"] else last["count"]
+            out.print(
+                f"heartbeat {a['agent_id']} {name} ({last['kind']}): {found}", highlight=False
+            )
     if server.get("workers"):
         out.print(_workers_table(server["workers"]))
 

@@ -22,6 +22,7 @@ from owlclaw import tracing
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
 from owlclaw.config import RuntimeConfig
+from owlclaw.heartbeat.wake import failures
 from owlclaw.mcp.pool import McpPool
 from owlclaw.messages import RunResult
 from owlclaw.runtime.agent_setup import AgentSetup
@@ -224,7 +225,9 @@ class AgentRuntime:
     async def _execute_run(self, state: RunProgress, queued: ev.RunQueued) -> RunResult:
         run = state.run
         if queued.idle:  # heartbeat with nothing new: no LLM call, no cost
-            run.end(ev.RunSkipped, reason="heartbeat: no pending events", **state.totals())
+            failed = failures(queued.payload)  # a source that could not say is never silent
+            reason = "heartbeat: no pending events" + (f"; {failed}" if failed else "")
+            run.end(ev.RunSkipped, reason=reason, **state.totals())
             await self._sink.commit(state)
             return RunResult.of(run)
         if self.setup.app_error is not None:  # recorded, and the agent goes on serving

@@ -2,10 +2,11 @@
 and the traces redact (``events.redaction``).
 
 An app names them in ``[secrets] env``, and implicitly: the variables its channels, MCP servers
-and A2A peers read headers from (``headers_env``), its web search key (``search_key_env``), the
-entries of an MCP server's ``env`` whose name looks like a secret's, and any variable of the
-process with such a name (the provider keys litellm reads: ``OPENAI_API_KEY``,
-``AWS_SECRET_ACCESS_KEY``, ``LANGFUSE_SECRET_KEY``...).
+and A2A peers read headers from (``headers_env``), its heartbeat databases' URLs
+(``url_env``), its web search key (``search_key_env``), the entries of an MCP server's ``env``
+whose name looks like a secret's, and any variable of the process with such a name (the
+provider keys litellm reads: ``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``,
+``LANGFUSE_SECRET_KEY``...).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import msgspec
 from events.redaction import MIN_SECRET_CHARS
 from owlclaw.a2a.peers import a2a_peers
 from owlclaw.app import AgentApp, AppError
+from owlclaw.heartbeat.config import url_variables
 from owlclaw.mcp.config import mcp_servers
 from owlclaw.struct_errors import describe
 from owlclaw.tools.pack.config import ToolsConfig
@@ -64,6 +66,8 @@ def implicit(config: Mapping[str, Any], source: str = "owlclaw.toml") -> dict[st
     for peer, remote in a2a_peers(config, source).items():
         for var in remote.headers_env.values():
             names.setdefault(var, f"[a2a.peers.{peer}] headers_env")
+    for var, where in url_variables(config).items():
+        names.setdefault(var, where)
     return names
 
 

@@ -17,6 +17,9 @@ from typing import Any
 
 from events import Ledger
 from owlclaw.agents import Agents
+from owlclaw.heartbeat.checks import SourceChecks
+from owlclaw.heartbeat.config import HeartbeatSources
+from owlclaw.heartbeat.wake import SourceResult, failures, wake_payload
 from owlclaw.messages import ExpireApprovals, Message, Submit
 from owlclaw.runtime.approvals import overdue
 from owlclaw.server.serving_locks import ServingLocks
@@ -50,14 +53,31 @@ async def heartbeat(
     agent_id: str,
     every_s: float,
     stop: asyncio.Event,
+    sources: HeartbeatSources | None = None,
+    seen: Callable[[list[SourceResult]], None] = lambda _: None,
 ) -> None:
     """Queue a heartbeat run every ``every_s`` until stopped (a failure to queue one is
-    raised: the supervisor reports it and starts the beat again)."""
-    while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every_s)
-            return
-        await ask(Submit(agent_id=agent_id, trigger="heartbeat"))
+    raised: the supervisor reports it and starts the beat again). With ``sources``, each beat
+    checks them first: the run's payload names those that found something (so it wakes) and
+    those that failed (logged, and recorded on the run even when it is skipped); ``seen`` is
+    told each beat's answers (``owlclaw status`` shows the last)."""
+    checks = SourceChecks(sources) if sources else None
+    try:
+        if checks is not None:
+            await checks.start()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+                return
+            found = await checks.check() if checks is not None else []
+            seen(found)
+            payload = wake_payload(found)
+            if failed := failures(payload):
+                log.warning("heartbeat of %s: %s", agent_id, failed)
+            await ask(Submit(agent_id=agent_id, trigger="heartbeat", payload=payload or None))
+    finally:
+        if checks is not None:
+            await checks.close()
 
 
 async def approval_expiry(

@@ -39,6 +39,8 @@ from owlclaw.compose.write import (
 )
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
+from owlclaw.heartbeat.config import heartbeat_sources
+from owlclaw.heartbeat.wake import SourceResult
 from owlclaw.messages import (
     Activate,
     AnswerApproval,
@@ -110,6 +112,8 @@ class Service:
         """The projections' views this service keeps current (read by the console)."""
         self.principals: PrincipalStore | None = None
         """Who may use the webhook besides the server token (``owlclaw.server.guard``)."""
+        self.last_beats: dict[str, list[SourceResult]] = {}
+        """Each agent's heartbeat sources as its last beat found them (``owlclaw status``)."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -168,12 +172,21 @@ class Service:
 
             retention = functools.partial(archive_retention, self.ledger, served, days_ago)
             self.supervisor.start("archive-retention", retention)
-        for agent_id, app in self.apps.items():
-            if app.settings.heartbeat_s > 0:
-                beat = functools.partial(heartbeat, self.ask, agent_id, app.settings.heartbeat_s)
-                self.supervisor.start(f"heartbeat:{agent_id}", beat)
+        self._start_heartbeats()
         await self._warming
         self.ready = True
+
+    def _start_heartbeats(self) -> None:
+        """A supervised heartbeat for each agent with ``heartbeat_s``, checking its sources."""
+        for agent_id, app in self.apps.items():
+            if app.settings.heartbeat_s > 0:
+                sources = heartbeat_sources(app.config, app.settings, str(app.root))
+                every_s = app.settings.heartbeat_s
+                seen = functools.partial(self.last_beats.__setitem__, agent_id)
+                beat = functools.partial(
+                    heartbeat, self.ask, agent_id, every_s, sources=sources, seen=seen
+                )
+                self.supervisor.start(f"heartbeat:{agent_id}", beat)
 
     async def _open_ledger(self, database: Database) -> Ledger:
         """The ledger, redacting the apps' secrets from what it records, and its principals."""
@@ -325,6 +338,10 @@ class Service:
                 "pending_events": state.pending_inbound,
                 "schedules": len(state.schedules),
                 "heartbeat_s": app.settings.heartbeat_s,
+                "heartbeat_sources": {
+                    r.source: {"kind": r.kind, "count": r.count, "error": r.error}
+                    for r in self.last_beats.get(agent_id, [])
+                },
                 "app_error": state.app_error,
                 "app_warning": state.app_warning,
             }

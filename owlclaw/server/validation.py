@@ -1,8 +1,9 @@
 """Start-up validation of the apps ``owlclaw run`` is given, before the service starts anything.
 
 An app is checked the way its host will load it: its files and limits (``load_app``: SOUL.md,
-IDENTITY.md, owlclaw.toml's tables, sizes), its ``[governance]``, ``[tools]``, ``[mcp]`` and
-``[secrets]`` tables (each secret it names set, long enough to redact), its handlers.py (the
+IDENTITY.md, owlclaw.toml's tables, sizes), its ``[governance]``, ``[tools]``, ``[mcp]``,
+``[heartbeat]`` and ``[secrets]`` tables (each secret and heartbeat database URL it names set,
+each secret long enough to redact), its handlers.py (the
 time-limited child-process probe of ``AppCode``, nothing imported here) and its tools' names
 (none twice; every name governance gives is a tool of the app, or of one of its MCP servers,
 which list their tools only once they run). An invalid app is refused at start with its file
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from owlclaw.a2a.peers import peer_tools
 from owlclaw.app import AgentApp, AppError, AppNotFound, load_app
+from owlclaw.heartbeat.config import check_urls, heartbeat_sources
 from owlclaw.mcp.config import mcp_servers
 from owlclaw.runtime.app_code import probe
 from owlclaw.runtime.secrets import check_declared
@@ -48,6 +50,7 @@ def validate_app(root: Path, load_timeout_s: float) -> AgentApp:
     except ValueError as e:
         raise AppError(str(e)) from e
     servers = mcp_servers(app.config, source)
+    check_urls(heartbeat_sources(app.config, app.settings, source), source)
     check_declared(app)
     capabilities: list[str] = []
     if app.handlers is not None:
