@@ -113,7 +113,7 @@ def answers_while_rebuilding(service: Service) -> None:
     assert FRESH in [m.content for m in fresh.memories]
     assert "quiet" in service.status()["agents"]  # what `owlclaw status` shows
     status = memory_status(service)
-    assert (status.version, status.code_version) == (1, 3)
+    assert (status.version, status.code_version) == (1, 4)
     progress = status.rebuilding
     assert progress is not None and 0 < progress.position < progress.head
 
@@ -137,7 +137,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
     fresh_db: Database, tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built_by_version_1(fresh_db, local_embedder)
-    assert MemoryView.version == 3  # the code now: its content sealed as in the ledger
+    assert MemoryView.version == 4  # the code now: each memory's last recall and archive kept
     gate = hold_the_rebuild(monkeypatch)
     config = config_for(fresh_db, tmp_path)
     app = load_app(served_app(tmp_path))
@@ -152,7 +152,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
             assert upgrade.state == "running"
             gate.release.set()
             await await_for(
-                lambda: memory_status(service).version == 3, "the switch-over to record version 3"
+                lambda: memory_status(service).version == 4, "the switch-over to record version 4"
             )
             await await_for(lambda: upgrade.state == "done", "the upgrade job to be done")
             await switched_over(service, fresh_db)
@@ -164,7 +164,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
         try:
             await second.start()
             assert "upgrade:memory" not in [w.name for w in second.supervisor.status()]
-            assert memory_status(second).version == 3
+            assert memory_status(second).version == 4
         finally:
             await second.stop()
 
