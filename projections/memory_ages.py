@@ -26,6 +26,7 @@ from events.erasure import live_memory_keys
 from events.errors import StreamConflict
 from events.ledger import Ledger
 from projections.memory import MemoryAge, MemoryView
+from projections.recall import MemoryStore
 
 BY = "memory age policy"
 """Who destroys an expired memory's key (the ``ledger_keys`` row says so)."""
@@ -36,6 +37,9 @@ MEMORY_CHANGES: tuple[type[ev.LedgerEvent], ...] = (
     ev.DataErased,
 )
 """Agent-stream events that change which memories are active or archived."""
+
+WAIT_S = 60.0
+"""How long a pass waits for the memory view to absorb what was committed before it."""
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +92,32 @@ class Applied:
 
 
 def apply_age_policy(
-    view: MemoryView, policy: AgePolicy, now: datetime, agents: Collection[str] | None = None
+    view: MemoryView,
+    policy: AgePolicy,
+    now: datetime,
+    agents: Collection[str] | None = None,
+    *,
+    wait_s: float = WAIT_S,
 ) -> list[Applied]:
     """Record on each agent's stream (of ``agents``; None: every agent) the archives and
     deletions due as of ``now``, then erase the deleted memories' content; what was recorded.
-    An agent another writer changed meanwhile is left for the next pass."""
+
+    The view must first absorb everything committed so far (waiting at most ``wait_s``), so
+    that no recall recorded before the pass is missed (after a restart, the view catches up);
+    otherwise the pass does nothing. An agent another writer changed meanwhile is left for the
+    next pass."""
     if policy.off:
         return []
+    target = view.ledger.log.last_committed()
+    if not MemoryStore(view).wait_for(target, wait_s):
+        log.info("memory ages: the memory view is behind log position %d: no pass", target)
+        return []
+    return _apply(view, policy, now, agents)
+
+
+def _apply(
+    view: MemoryView, policy: AgePolicy, now: datetime, agents: Collection[str] | None
+) -> list[Applied]:
     ledger = view.ledger
     position = view.max_tracking_id(view.tracking_name) or 0
     by_agent: dict[str, list[MemoryAge]] = {}

@@ -24,7 +24,8 @@ from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
 from projections.embedders import Embedder
-from projections.memory_ages import AgePolicy, apply_age_policy
+from projections.memory import MemoryAge
+from projections.memory_ages import AgePolicy, Applied, apply_age_policy
 from tests.scripted import agent_events, call, play, run_events
 
 pytestmark = pytest.mark.integration
@@ -88,7 +89,7 @@ def test_unrecalled_memories_are_archived_then_deleted_with_recorded_events(
 
     [applied] = apply_age_policy(view, POLICY, clock.advance(1))
     assert (applied.archived, applied.deleted) == ([broker], [])
-    assert apply_age_policy(view, POLICY, clock.now) == []  # the view is behind: left alone
+    assert apply_age_policy(view, POLICY, clock.now, wait_s=0) == []  # the view is behind
     runner.catch_up()
     assert apply_age_policy(view, POLICY, clock.now) == []  # already archived
     [archived] = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.MemoryArchived)]
@@ -175,3 +176,29 @@ def test_owlclaw_memory_archived_lists_each_with_its_last_recall_and_deletion_da
     text = " ".join(printed.stdout.split())
     assert broker in text and "recalled never" in text and "deleted 2027-04-11" in text
     assert "not recalled for 90 days" in text
+
+
+def test_two_passes_at_once_archive_a_memory_once(
+    ledger: Ledger, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch, clock: Clock
+) -> None:
+    """Two processes read the view at the same moment; one appends first. The other, loading
+    the agent after that append, finds a memory event the view it read had not absorbed and
+    leaves the agent alone (loading before it, its append would conflict)."""
+    view = MemoryView(ledger, embedder=local_embedder)
+    view.create_table()
+    runtime = AgentRuntime(ledger, "trader", models=["x"], memory=MemoryStore(view))
+    one_call(runtime, ledger, "remember", content=BROKER)
+    ProjectionRunner(ledger, view).catch_up()
+    other = MemoryView(ledger, embedder=local_embedder)  # the second process's
+    first: list[Applied] = []
+
+    def read_then_the_first_appends() -> Iterator[MemoryAge]:
+        rows = list(MemoryView.memory_ages(other))
+        first.extend(apply_age_policy(view, POLICY, clock.now))
+        return iter(rows)
+
+    monkeypatch.setattr(other, "memory_ages", read_then_the_first_appends)
+    second = apply_age_policy(other, POLICY, clock.advance(100))
+    assert [len(a.archived) for a in first] == [1] and second == []
+    archives = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.MemoryArchived)]
+    assert len(archives) == 1
