@@ -154,11 +154,10 @@ def _changed_after(ledger: Ledger, position: int) -> set[UUID]:
 
 
 def _record(ledger: Ledger, agent: Agent, d: Due, policy: AgePolicy) -> Applied | None:
-    archive = [m for m in d.archive if m in agent.state.memories]
-    if archive:
+    if d.archive:
         agent.record(
             ev.MemoryArchived,
-            memory_ids=archive,
+            memory_ids=d.archive,
             reason=f"not recalled for {policy.archive_after_days} days",
             age_days=policy.archive_after_days,
         )
@@ -179,4 +178,4 @@ def _record(ledger: Ledger, agent: Agent, d: Due, policy: AgePolicy) -> Applied 
         return None
     if keys:
         ledger.sealer.keys.destroy(keys, BY, reason)
-    return Applied(agent.agent_id, archive, list(d.delete))
+    return Applied(agent.agent_id, list(d.archive), list(d.delete))
