@@ -55,7 +55,10 @@ def memory(
     from owlclaw.reports.inspection import memory_of
 
     if archived and (as_of is not None or recall is not None):
-        raise typer.BadParameter("--archived lists the archived memories now: no --as-of, --recall")
+        raise typer.BadParameter(
+            "--archived lists the archived memories as they are now: it takes no --as-of or"
+            " --recall"
+        )
     if as_of is not None:
         from owlclaw.cli.audit import memory_as_of
 

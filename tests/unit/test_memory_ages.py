@@ -12,7 +12,9 @@ from uuid import UUID, uuid4
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from owlclaw.cli import app
 from owlclaw.config import ConfigError, load_config
 from projections.memory import MemoryAge
 from projections.memory_ages import AgePolicy, Due, due
@@ -150,3 +152,12 @@ def test_the_configuration_defaults_to_90_and_365_days(tmp_path: Path) -> None:
 def test_invalid_ages_are_refused_naming_the_setting(tmp_path: Path, value: str) -> None:
     with pytest.raises(ConfigError, match="archive_after_days"):
         load_config(tmp_path / "none.toml", environ={"OWLCLAW_MEMORY_ARCHIVE_AFTER_DAYS": value})
+
+
+@pytest.mark.parametrize("other", [["--recall", "x"], ["--as-of", "@1"]])
+def test_owlclaw_memory_archived_refuses_recall_and_as_of(other: list[str]) -> None:
+    result = CliRunner().invoke(
+        app, ["memory", "trader", "--archived", *other], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 2
+    assert "it takes no --as-of or --recall" in " ".join(result.output.split())
