@@ -80,6 +80,7 @@ def test_unrecalled_memories_are_archived_then_deleted_with_recorded_events(
     runtime = AgentRuntime(ledger, "trader", models=["x"], memory=store, limits=limits)
     broker = UUID(one_call(runtime, ledger, "remember", content=BROKER)["memory_id"])
     lesson = UUID(one_call(runtime, ledger, "remember", content=LESSON)["memory_id"])
+    runner.catch_up()
 
     clock.advance(60)
     found = one_call(runtime, ledger, "recall", query="market crash recovery", limit=1)
