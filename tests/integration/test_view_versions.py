@@ -177,7 +177,7 @@ def test_a_view_a_newer_owlclaw_built_is_refused_before_anything_touches_it(
 ) -> None:
     with psycopg.connect(fresh_db.url, autocommit=True) as conn:
         conn.execute("CREATE TABLE projection_versions (name text PRIMARY KEY, version int)")
-        conn.execute("INSERT INTO projection_versions VALUES ('memory', 4)")
+        conn.execute("INSERT INTO projection_versions VALUES ('memory', 5)")
     config = config_for(fresh_db, tmp_path)
     app = load_app(served_app(tmp_path))
 
@@ -201,7 +201,7 @@ def test_a_view_a_newer_owlclaw_built_is_refused_before_anything_touches_it(
     )
     served = owlclaw(env, "run", str(served_app(tmp_path)), cwd=tmp_path)
     assert served.returncode == 1, served.stderr
-    assert "the memory view's tables were built by a newer OwlClaw (view version 4;" in (
+    assert "the memory view's tables were built by a newer OwlClaw (view version 5;" in (
         served.stderr
     )
     assert "owlclaw projections rebuild" in served.stderr and "Traceback" not in served.stderr
