@@ -38,7 +38,7 @@ MEMORY_CHANGES: tuple[type[ev.LedgerEvent], ...] = (
 )
 """Agent-stream events that change which memories are active or archived."""
 
-WAIT_S = 60.0
+WAIT_S = 10.0
 """How long a pass waits for the memory view to absorb what was committed before it."""
 
 log = logging.getLogger(__name__)
