@@ -403,5 +403,5 @@ class Agent(Aggregate, AgentApprovals):
         ev.BudgetExceeded: _on_BudgetExceeded,
     }
     ignored: ClassVar[frozenset[type[LedgerEvent]]] = frozenset(
-        {ev.TimerDeduplicated, ev.RunSealed, ev.ArchiveSealed, ev.DataErased}
+        {ev.TimerDeduplicated, ev.RunSealed, ev.ArchiveSealed, ev.DataErased, ev.MemoryExpired}
     )

@@ -320,12 +320,28 @@ class MemoryAdded(_AgentEvent, frozen=True, kw_only=True):
     run_id: UUID
 
 
-class MemoryArchived(_AgentEvent, frozen=True, kw_only=True):
-    """The agent's oldest active memories left recall to make room under the memory limit
-    (recorded in the commit of the memory that reached it); MEMORY.archive.md keeps them."""
+class MemoryArchived(_AgentEvent, frozen=True, kw_only=True, omit_defaults=True):
+    """Active memories left recall and MEMORY.md for MEMORY.archive.md: the agent's oldest, to
+    make room under the memory limit (recorded in the commit of the memory that reached it), or
+    those not recalled for ``[memory] archive_after_days`` (``projections.memory_ages``)."""
 
     memory_ids: list[UUID]
     reason: str
+    age_days: int = 0
+    """The age that archived them: not recalled for this many days (0: at the memory limit;
+    omitted then, so a limit's archive is stored as before)."""
+
+
+class MemoryExpired(_AgentEvent, frozen=True, kw_only=True):
+    """Archived memories deleted by the age policy (``[memory] delete_after_days``): they
+    leave the memory view and MEMORY.archive.md, and their content is erased as ``owlclaw
+    erase`` does it: recorded first, then ``keys`` (their data keys) destroyed."""
+
+    memory_ids: list[UUID]
+    reason: str
+    age_days: int
+    """The age that deleted them: archived for this many days."""
+    keys: list[UUID]
 
 
 class MemoryForgotten(_AgentEvent, frozen=True, kw_only=True):

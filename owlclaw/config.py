@@ -46,6 +46,11 @@ class MemoryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Recall weighs a memory by 0.5 ** (age / half-life)."""
     memory_md_limit_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 10 * 1024 * 1024
     """Beyond this size, an agent's oldest memories move to MEMORY.archive.md."""
+    archive_after_days: Annotated[int, msgspec.Meta(ge=0, le=36_500)] = 90
+    """Archive active memories not recalled (nor remembered) for this many days (0: never)."""
+    delete_after_days: Annotated[int, msgspec.Meta(ge=0, le=36_500)] = 365
+    """Delete archived memories this many days after they were archived, their content erased
+    (0: never)."""
 
 
 class ApprovalsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -247,6 +252,8 @@ ENV_FIELDS = {
     "EMBEDDING_DIMENSIONS": ("memory", "embedding_dimensions"),
     "MEMORY_HALF_LIFE_DAYS": ("memory", "half_life_days"),
     "MEMORY_MD_LIMIT_BYTES": ("memory", "memory_md_limit_bytes"),
+    "MEMORY_ARCHIVE_AFTER_DAYS": ("memory", "archive_after_days"),
+    "MEMORY_DELETE_AFTER_DAYS": ("memory", "delete_after_days"),
     "MAX_FUNCTION_CALLS": ("runtime", "max_function_calls"),
     "LLM_TIMEOUT_S": ("runtime", "llm_timeout_s"),
     "RUN_TIMEOUT_S": ("runtime", "run_timeout_s"),

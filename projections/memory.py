@@ -6,6 +6,12 @@ and when the agent's active memories exceed the MEMORY.md size limit (its oldest
 memories move to MEMORY.archive.md. A forgotten memory (MemoryForgotten) leaves the view; the
 ledger keeps it. Every decision depends only on the ledger, so a rebuild gives the same rows.
 
+For the age policy (projections.memory_ages) each row keeps when it was last recalled (the
+memories a ``recall`` call returned, ToolCallSucceeded, and those recalled into a run's prompt,
+its first LLMResponded's ``inputs``; a recall recorded after the memory was archived does not
+count) and when and why it was archived. MemoryExpired (the policy's deletion) leaves the view
+like a forgotten memory.
+
 Each row keeps its provenance (projections.provenance): the run, the step whose ``remember``
 call recorded it, the event's stream version and its hash as stored, traced in ``prepare``.
 Rows projected before these columns existed show none until ``owlclaw projections rebuild
@@ -26,7 +32,9 @@ files are rendered by projections.memory_files.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 from uuid import UUID
@@ -47,8 +55,36 @@ from projections.sqlvalues import text
 from projections.view import View
 
 MEMORY_MD_LIMIT_BYTES = 10 * 1024 * 1024
+RECALLS = (ev.ToolCallSucceeded, ev.LLMResponded)
+"""The events that may record recalls (a ``recall`` call's result, a prompt's memories)."""
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MemoryAge:
+    """What the age policy reads of one memory."""
+
+    agent_id: str
+    memory_id: UUID
+    last_used: datetime
+    """When it was remembered or last recalled, whichever is later."""
+    archived_at: datetime | None
+    """When it left recall (None: active)."""
+
+
+@dataclass(frozen=True)
+class ArchivedMemory:
+    """An archived memory as ``owlclaw memory --archived`` lists it."""
+
+    memory_id: UUID
+    content: str
+    tags: list[str]
+    created_at: datetime
+    last_recalled: datetime | None
+    archived_at: datetime | None
+    """None in rows archived before the view kept it (version 3), until it is rebuilt."""
+    reason: str
 
 
 def vector_literal(values: Sequence[float]) -> str:
@@ -58,16 +94,19 @@ def vector_literal(values: Sequence[float]) -> str:
 
 class MemoryView(View):
     name: ClassVar[str] = "memory"
-    version: ClassVar[int] = 3
+    version: ClassVar[int] = 4
     """2: each memory carries its provenance (run, step, call, version, hash); 3: its content
-    sealed as in the ledger."""
+    sealed as in the ledger; 4: when it was last recalled, archived and why (the age policy)."""
     tables: ClassVar[tuple[str, ...]] = ("memories", "memory_agents", "memory_index_meta")
     indexes: ClassVar[tuple[str, ...]] = ("memories_agent",)
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
         ev.MemoryRemembered,
         ev.MemoryArchived,
         ev.MemoryForgotten,
+        ev.MemoryExpired,
         ev.DataErased,
+        ev.ToolCallSucceeded,
+        ev.LLMResponded,
     )
     ddl: ClassVar[tuple[str, ...]] = (
         "CREATE EXTENSION IF NOT EXISTS vector",
@@ -87,6 +126,9 @@ class MemoryView(View):
         " ADD COLUMN IF NOT EXISTS call_id text NOT NULL DEFAULT '',"
         " ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0,"
         " ADD COLUMN IF NOT EXISTS event_hash bytea",
+        "ALTER TABLE {memories} ADD COLUMN IF NOT EXISTS last_recalled timestamptz,"
+        " ADD COLUMN IF NOT EXISTS archived_at timestamptz,"
+        " ADD COLUMN IF NOT EXISTS archive_reason text NOT NULL DEFAULT ''",
         "CREATE TABLE IF NOT EXISTS {memory_agents} ("
         " agent_id text PRIMARY KEY, active_bytes bigint NOT NULL)",
         # changed: the log position of the agent's last change; rendered: the change its
@@ -122,9 +164,10 @@ class MemoryView(View):
         return {"dim": Literal(self.embedder.dimensions), "model": Literal(self.embedder.model)}
 
     def committed(self, batch: list[LoggedEvent]) -> None:
-        """Rewrite the files of the agents changed so far, after a batch of memory events (a
-        batch of none: other events moved the log on; nothing to write)."""
-        if batch and self.memory_dir is not None and not self.rebuilding:
+        """Rewrite the files of the agents changed so far, after a batch with memory events (a
+        batch of none, or of recalls only: nothing in the files changed)."""
+        changes = any(not isinstance(e.event, RECALLS) for e in batch)
+        if changes and self.memory_dir is not None and not self.rebuilding:
             self.render_changed(self.memory_dir)
 
     def switched_over(self) -> None:
@@ -204,23 +247,41 @@ class MemoryView(View):
         if isinstance(e, ev.MemoryRemembered):
             self._remembered(curs, e, logged.position)
         elif isinstance(e, ev.MemoryArchived):
-            self._archived(curs, e.memory_ids, logged.position)
+            self._archived(curs, e, logged.position)
         elif isinstance(e, ev.MemoryForgotten):
             self._forgotten(curs, [e.memory_id], logged.position)
+        elif isinstance(e, ev.MemoryExpired):
+            self._forgotten(curs, e.memory_ids, logged.position)
+        elif isinstance(e, ev.ToolCallSucceeded) and e.tool == "recall":
+            self._recalled(curs, _returned(e.result), e.timestamp)
+        elif isinstance(e, ev.LLMResponded) and isinstance(e.inputs.get("memories"), dict):
+            self._recalled(curs, _uuids(e.inputs["memories"]), e.timestamp)
         elif isinstance(e, ev.DataErased) and e.memory_ids:
             self._forgotten(curs, e.memory_ids, logged.position)
 
-    def _archived(self, curs: Cursor[Any], memory_ids: list[UUID], position: int) -> None:
+    def _recalled(self, curs: Cursor[Any], memory_ids: list[UUID], at: datetime) -> None:
+        """Recalled at ``at``: archived memories are not revived by a recall recorded late."""
+        if memory_ids:
+            curs.execute(
+                self.sql(
+                    "UPDATE {memories} SET last_recalled = greatest(last_recalled, %s)"
+                    " WHERE memory_id = ANY(%s) AND NOT archived"
+                ),
+                (at, memory_ids),
+            )
+
+    def _archived(self, curs: Cursor[Any], e: ev.MemoryArchived, position: int) -> None:
         curs.execute(
             self.sql(
-                "WITH gone AS (UPDATE {memories} SET archived = true"
+                "WITH gone AS (UPDATE {memories} SET archived = true, archived_at = %(at)s,"
+                "   archive_reason = %(reason)s"
                 "   WHERE memory_id = ANY(%(ids)s) AND NOT archived RETURNING agent_id, bytes)"
                 " UPDATE {memory_agents} a SET active_bytes = a.active_bytes - g.bytes,"
                 "   changed = %(p)s"
                 " FROM (SELECT agent_id, sum(bytes) AS bytes FROM gone GROUP BY agent_id) g"
                 " WHERE a.agent_id = g.agent_id"
             ),
-            {"ids": memory_ids, "p": position},
+            {"ids": e.memory_ids, "p": position, "at": e.timestamp, "reason": e.reason},
         )
 
     def _forgotten(self, curs: Cursor[Any], memory_ids: list[UUID], position: int) -> None:
@@ -282,11 +343,75 @@ class MemoryView(View):
                 " newest_first AS (SELECT memory_id, sum(bytes) OVER"
                 "   (ORDER BY created_at DESC, position DESC) AS cumulative FROM {memories}"
                 "   WHERE agent_id = %(a)s AND NOT archived AND EXISTS (SELECT 1 FROM over)),"
-                " archived AS (UPDATE {memories} m SET archived = true FROM newest_first n"
+                " archived AS (UPDATE {memories} m SET archived = true, archived_at = %(at)s,"
+                "   archive_reason = %(reason)s FROM newest_first n"
                 "   WHERE m.memory_id = n.memory_id AND n.cumulative > %(limit)s"
                 "   RETURNING m.bytes)"
                 " UPDATE {memory_agents} SET active_bytes = active_bytes"
                 "   - (SELECT coalesce(sum(bytes), 0) FROM archived) WHERE agent_id = %(a)s"
             ),
-            {"a": text(e.agent_id), "limit": self.size_limit},
+            {
+                "a": text(e.agent_id),
+                "limit": self.size_limit,
+                "at": e.timestamp,
+                "reason": f"MEMORY.md over its limit of {self.size_limit} bytes",
+            },
         )
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def memory_ages(self) -> Iterator[MemoryAge]:
+        """Every memory's last use and archive time, for the age policy."""
+        with self.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT agent_id, memory_id, greatest(created_at, last_recalled) AS used,"
+                    " CASE WHEN archived THEN archived_at END AS at"
+                    " FROM {memories} WHERE NOT archived OR archived_at IS NOT NULL"
+                    " ORDER BY agent_id, created_at, position"
+                )
+            ).fetchall()
+        for r in rows:
+            yield MemoryAge(r["agent_id"], r["memory_id"], r["used"], r["at"])
+
+    def archived_memories(self, agent_id: str) -> list[ArchivedMemory]:
+        """The agent's archived memories, oldest first, their content opened."""
+        with self.transaction(commit=False) as curs:
+            rows = curs.execute(
+                self.sql(
+                    "SELECT memory_id, content, tags, created_at, last_recalled, archived_at,"
+                    " archive_reason FROM {memories} WHERE agent_id = %s AND archived"
+                    " ORDER BY created_at, position"
+                ),
+                (agent_id,),
+            ).fetchall()
+        return [
+            ArchivedMemory(
+                r["memory_id"],
+                self.ledger.sealer.open(r["content"]),
+                list(r["tags"]),
+                r["created_at"],
+                r["last_recalled"],
+                r["archived_at"],
+                r["archive_reason"],
+            )
+            for r in rows
+        ]
+
+
+def _returned(result: Any) -> list[UUID]:
+    """The memory ids a recall call returned (none from a result cut to a text, or erased)."""
+    memories = result.get("memories") if isinstance(result, dict) else None
+    if not isinstance(memories, list):
+        return []
+    return _uuids(m.get("memory_id") for m in memories if isinstance(m, dict))
+
+
+def _uuids(values: Any) -> list[UUID]:
+    ids = []
+    for v in values:
+        try:
+            ids.append(UUID(str(v)))
+        except ValueError:
+            continue
+    return ids

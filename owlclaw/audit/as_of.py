@@ -253,7 +253,8 @@ class PastMemory:
 
 def memories_at(history: History, default_model: str) -> list[PastMemory]:
     """The agent's memories at the moment, oldest first: remembered by then, and neither
-    forgotten nor archived (MemoryArchived, at the memory limit) by then. ``default_model``
+    forgotten nor archived (MemoryArchived: at the memory limit, or not recalled for
+    ``memory.archive_after_days``) by then. ``default_model``
     stands for the embedding model of memories whose event does not record it.
 
     The memory view also moves an agent's oldest memories out of recall when its MEMORY.md

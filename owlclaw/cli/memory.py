@@ -3,7 +3,8 @@ a past moment). Its own module: the one reading command that brings up the embed
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,8 +17,11 @@ from owlclaw.cli.common import (
     out,
     print_json,
 )
-from owlclaw.cli.tables import recall_table
+from owlclaw.cli.tables import archived_table, recall_table
 from owlclaw.config import load_config
+
+if TYPE_CHECKING:
+    from projections.memory import ArchivedMemory
 
 
 @app.command()
@@ -34,13 +38,27 @@ def memory(
             " (UTC unless it names an offset) or a log position (@1234).",
         ),
     ] = None,
+    archived: Annotated[
+        bool,
+        typer.Option(
+            "--archived",
+            help="List the archived memories instead: when each was last recalled, archived"
+            " and will be deleted ([memory] delete_after_days).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories;
-    with --as-of, list or recall the memories of a past moment from the ledger instead."""
+    """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories
+    (--archived: the archived ones); with --as-of, list or recall the memories of a past moment
+    from the ledger instead."""
     from owlclaw.compose.memory import open_memory_view
     from owlclaw.reports.inspection import memory_of
 
+    if archived and (as_of is not None or recall is not None):
+        raise typer.BadParameter(
+            "--archived lists the archived memories as they are now: it takes no --as-of or"
+            " --recall"
+        )
     if as_of is not None:
         from owlclaw.cli.audit import memory_as_of
 
@@ -49,7 +67,13 @@ def memory(
 
     config = load_config()
     with open_ledger(config) as (_, led), err.status("updating the memory view…"):
-        reading = memory_of(led, open_memory_view(led, config), config, agent, recall, limit)
+        view = open_memory_view(led, config)
+        reading = memory_of(led, view, config, agent, recall, limit)
+        if archived:
+            kept = view.archived_memories(agent)
+    if archived:
+        _print_archived(agent, kept, config.memory.delete_after_days, reading.behind, as_json)
+        return
     memory_md, archive, behind, result = (
         reading.memory_md,
         reading.archive,
@@ -82,3 +106,44 @@ def memory(
     else:
         out.print(memory_md.read_text(encoding="utf-8"), markup=False, highlight=False)
     out.print(f"[dim]MEMORY.md: {memory_md}\narchive:   {archive}[/]")
+
+
+def _print_archived(
+    agent: str,
+    memories: list[ArchivedMemory],
+    delete_after_days: int,
+    behind: str | None,
+    as_json: bool,
+) -> None:
+    def deletes_on(m: ArchivedMemory) -> datetime | None:
+        if not delete_after_days or m.archived_at is None:
+            return None
+        return m.archived_at + timedelta(days=delete_after_days)
+
+    if as_json:
+        print_json(
+            {
+                "agent": agent,
+                "warning": behind,
+                "archived": [
+                    {
+                        "memory_id": str(m.memory_id),
+                        "content": m.content,
+                        "tags": m.tags,
+                        "created_at": m.created_at.isoformat(),
+                        "last_recalled": m.last_recalled.isoformat() if m.last_recalled else None,
+                        "archived_at": m.archived_at.isoformat() if m.archived_at else None,
+                        "reason": m.reason,
+                        "deletes_at": d.isoformat() if (d := deletes_on(m)) else None,
+                    }
+                    for m in memories
+                ],
+            }
+        )
+        return
+    if behind:
+        err.print(f"[yellow]warning:[/] {behind}")
+    if not memories:
+        out.print(f"{agent} has no archived memories")
+        return
+    out.print(archived_table(f"{agent}: {len(memories)} archived memories", memories, deletes_on))

@@ -8,12 +8,15 @@ details printed under the table)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from rich.table import Column, Table
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from projections.memory import ArchivedMemory
     from projections.relevance import Memory
 
 
@@ -50,3 +53,30 @@ def recall_table(title: str, memories: list[Memory]) -> Table:
             stacked(m.content, Text(f"tags: {', '.join(m.tags)}", "dim") if m.tags else None),
         )
     return table
+
+
+def archived_table(
+    title: str,
+    memories: list[ArchivedMemory],
+    deletes_on: Callable[[ArchivedMemory], datetime | None],
+) -> Table:
+    """Archived memories, oldest first: when each was remembered, last recalled, archived and
+    will be deleted (``deletes_on``: None when never), its content and why it was archived."""
+    table = Table(whole("memory"), whole("dates"), text("content"), title=title)
+    for m in memories:
+        deleted = deletes_on(m)
+        table.add_row(
+            str(m.memory_id),
+            stacked(
+                f"remembered {_day(m.created_at)}",
+                f"recalled   {_day(m.last_recalled) if m.last_recalled else 'never'}",
+                f"archived   {_day(m.archived_at) if m.archived_at else '?'}",
+                f"deleted    {_day(deleted) if deleted else 'never'}",
+            ),
+            stacked(m.content, Text(m.reason, "dim") if m.reason else None),
+        )
+    return table
+
+
+def _day(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")

@@ -27,8 +27,11 @@ FOREIGN_FACTS: tuple[type[ev.LedgerEvent], ...] = (
     ev.ApprovalDenied,
     ev.ApprovalExpired,
     ev.ArchiveSealed,
+    ev.MemoryArchived,
+    ev.MemoryExpired,
 )
-"""Agent-stream events other writers append that the runtime's own facts commute with."""
+"""Agent-stream events other writers append that the runtime's own facts commute with (the
+memory age policy archives and deletes memories beside the agent's runs)."""
 OWN_COMMITS_KEPT = 1000
 """How many of its own agent-stream versions a runtime remembers: far more than one run spans."""
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from events import Ledger
+from events.streams import now
 from owlclaw.agents import Agents
 from owlclaw.heartbeat.checks import SourceChecks
 from owlclaw.heartbeat.config import HeartbeatSources
@@ -24,8 +25,9 @@ from owlclaw.messages import ExpireApprovals, Message, Submit
 from owlclaw.runtime.approvals import overdue
 from owlclaw.server.serving_locks import ServingLocks
 from owlclaw.tools.subagents import watch_subagents
-from projections import VIEWS
+from projections import VIEWS, MemoryView
 from projections.absorbed import absorbed
+from projections.memory_ages import AgePolicy, apply_age_policy
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,9 @@ LOCK_CHECK_S = 5.0
 """How often the serving locks' connection is checked (and the locks taken again)."""
 ARCHIVE_EVERY_S = 86_400.0
 """How often ``[ledger] archive_after_days`` is applied: daily, first at start."""
+MEMORY_AGES_EVERY_S = 3600.0
+"""How often the memory age policy (``[memory] archive_after_days``, ``delete_after_days``)
+is applied: hourly, first at start."""
 
 
 async def hold_locks(locks: ServingLocks, stop: asyncio.Event) -> None:
@@ -132,6 +137,31 @@ async def archive_retention(
                     caught.view,
                     caught.position,
                 )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+            return
+
+
+async def memory_ages(
+    view: MemoryView,
+    policy: AgePolicy,
+    served: Sequence[str],
+    stop: asyncio.Event,
+    clock: Callable[[], datetime] = now,
+    every_s: float = MEMORY_AGES_EVERY_S,
+) -> None:
+    """At start and then every ``every_s``, archive and delete the served agents' memories
+    the age policy says are due (``projections.memory_ages``); a failure is raised, so the
+    supervisor reports it and tries again."""
+    while True:
+        applied = await asyncio.to_thread(apply_age_policy, view, policy, clock(), served)
+        for done in applied:
+            log.info(
+                "memory ages: %s: %d memory(ies) archived, %d deleted",
+                done.agent_id,
+                len(done.archived),
+                len(done.deleted),
+            )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)
             return

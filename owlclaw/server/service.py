@@ -55,6 +55,7 @@ from owlclaw.server.duties import (
     archive_retention,
     heartbeat,
     hold_locks,
+    memory_ages,
     subagent_watch,
 )
 from owlclaw.server.hatchet import HatchetParts
@@ -64,6 +65,7 @@ from owlclaw.supervisor import Supervisor
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
 from projections import MemoryView, ProjectionRunner, View
+from projections.memory_ages import AgePolicy
 from projections.rebuild import upgrade
 
 V = TypeVar("V", bound=View)
@@ -172,9 +174,18 @@ class Service:
 
             retention = functools.partial(archive_retention, self.ledger, served, days_ago)
             self.supervisor.start("archive-retention", retention)
+        self._start_memory_ages(served)
         self._start_heartbeats()
         await self._warming
         self.ready = True
+
+    def _start_memory_ages(self, served: Sequence[str]) -> None:
+        """Apply the memory age policy to the served agents, unless both its steps are off."""
+        memory = self.config.memory
+        policy = AgePolicy(memory.archive_after_days, memory.delete_after_days)
+        if not policy.off:
+            ages = functools.partial(memory_ages, self.view(MemoryView), policy, served)
+            self.supervisor.start("memory-ages", ages)
 
     def _start_heartbeats(self) -> None:
         """A supervised heartbeat for each agent with ``heartbeat_s``, checking its sources."""

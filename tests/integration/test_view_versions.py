@@ -113,7 +113,7 @@ def answers_while_rebuilding(service: Service) -> None:
     assert FRESH in [m.content for m in fresh.memories]
     assert "quiet" in service.status()["agents"]  # what `owlclaw status` shows
     status = memory_status(service)
-    assert (status.version, status.code_version) == (1, 3)
+    assert (status.version, status.code_version) == (1, 4)
     progress = status.rebuilding
     assert progress is not None and 0 < progress.position < progress.head
 
@@ -137,7 +137,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
     fresh_db: Database, tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built_by_version_1(fresh_db, local_embedder)
-    assert MemoryView.version == 3  # the code now: its content sealed as in the ledger
+    assert MemoryView.version == 4  # the code now: each memory's last recall and archive kept
     gate = hold_the_rebuild(monkeypatch)
     config = config_for(fresh_db, tmp_path)
     app = load_app(served_app(tmp_path))
@@ -152,7 +152,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
             assert upgrade.state == "running"
             gate.release.set()
             await await_for(
-                lambda: memory_status(service).version == 3, "the switch-over to record version 3"
+                lambda: memory_status(service).version == 4, "the switch-over to record version 4"
             )
             await await_for(lambda: upgrade.state == "done", "the upgrade job to be done")
             await switched_over(service, fresh_db)
@@ -164,7 +164,7 @@ def test_a_view_whose_version_went_up_rebuilds_live_and_switches_over_once_caugh
         try:
             await second.start()
             assert "upgrade:memory" not in [w.name for w in second.supervisor.status()]
-            assert memory_status(second).version == 3
+            assert memory_status(second).version == 4
         finally:
             await second.stop()
 
@@ -177,7 +177,7 @@ def test_a_view_a_newer_owlclaw_built_is_refused_before_anything_touches_it(
 ) -> None:
     with psycopg.connect(fresh_db.url, autocommit=True) as conn:
         conn.execute("CREATE TABLE projection_versions (name text PRIMARY KEY, version int)")
-        conn.execute("INSERT INTO projection_versions VALUES ('memory', 4)")
+        conn.execute("INSERT INTO projection_versions VALUES ('memory', 5)")
     config = config_for(fresh_db, tmp_path)
     app = load_app(served_app(tmp_path))
 
@@ -201,7 +201,7 @@ def test_a_view_a_newer_owlclaw_built_is_refused_before_anything_touches_it(
     )
     served = owlclaw(env, "run", str(served_app(tmp_path)), cwd=tmp_path)
     assert served.returncode == 1, served.stderr
-    assert "the memory view's tables were built by a newer OwlClaw (view version 4;" in (
+    assert "the memory view's tables were built by a newer OwlClaw (view version 5;" in (
         served.stderr
     )
     assert "owlclaw projections rebuild" in served.stderr and "Traceback" not in served.stderr

@@ -132,6 +132,10 @@ IGNORED_SAMPLES: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
         ev.DataErased,
         {"kind": "run", "target": str(RUN_ID), "keys": [MEMORY], "reason": "r", "by": "op"},
     ),
+    (
+        ev.MemoryExpired,
+        {"memory_ids": [MEMORY], "reason": "archived", "age_days": 365, "keys": [MEMORY]},
+    ),
     (ev.VisibleToolsResolved, {"tools": ["t"]}),
     (ev.DecisionLogged, {"decision_type": "other", "reasoning": "why"}),
     (ev.RunWarning, {"source": "recall", "message": "lagging"}),

@@ -24,6 +24,7 @@ from owlclaw.cli import ledger as ledger_commands
 from owlclaw.cli import schedules as schedules_commands
 from owlclaw.reports.relative_time import relative
 from owlclaw.tools.stats import ToolStats
+from projections.memory import ArchivedMemory
 from projections.relevance import Memory
 from tests.sample_run import AGENT_ID, record_sample_run
 
@@ -264,3 +265,25 @@ def test_recalled_memories_and_re_decided_steps_fold_only_their_text() -> None:
     )
     assert line_with(lines, "0.731", "0.812", "0.900", NOW.strftime("%Y-%m-%d"))
     assert line_with(lines, "12 (branch)", "different")
+
+
+def test_archived_memories_keep_their_id_and_dates_whole() -> None:
+    archived = ArchivedMemory(
+        memory_id=UUID(int=7),
+        content=FOCUS,
+        tags=["ops"],
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        last_recalled=None,
+        archived_at=datetime(2026, 4, 1, tzinfo=UTC),
+        reason="not recalled for 90 days",
+    )
+    lines = rendered(
+        tables.archived_table(
+            "demo-trader: 1 archived memories",
+            [archived],
+            lambda m: (m.archived_at or NOW) + timedelta(days=365),
+        )
+    )
+    assert line_with(lines, str(UUID(int=7)), "remembered 2026-01-01")
+    assert line_with(lines, "recalled   never")
+    assert line_with(lines, "deleted    2027-04-01")
