@@ -70,10 +70,18 @@ def fit(
     core: Sequence[str], parts: Sequence[Part], budget: int, count: TokenCount, what: str = ""
 ) -> Fitted:
     """The core then the parts (in the order given), trimmed in ``ORDER`` until the text's
-    ``count`` is within ``budget``. Each step is taken once the sum of the parts' counts says
-    the prompt is over; the whole text's count has the last word. PromptTooLarge (naming
+    ``count`` is within ``budget``. A prompt within it is counted once; one over it is trimmed
+    step by step while the sum of its parts' counts (each counted once) says it is over, then
+    while the whole text's count, which has the last word, does. PromptTooLarge (naming
     ``what``) when even the core does not fit."""
     keep = {p.name: len(p.items) for p in parts}
+
+    def whole() -> str:
+        return SEPARATOR.join([*core, *(t for p in parts if (t := p.render(keep)))])
+
+    text = whole()
+    if (tokens := count(text)) <= budget:
+        return Fitted(text, tokens, {})
     counted: dict[tuple[Any, ...], int] = {}
 
     def tokens_of(p: Part) -> int:
@@ -93,7 +101,7 @@ def fit(
     while estimate() > budget and (step := next(steps, None)) is not None:
         keep[step[0]] = step[1]
     while True:
-        text = SEPARATOR.join([*core, *(t for p in parts if (t := p.render(keep)))])
+        text = whole()
         if (tokens := count(text)) <= budget:
             break
         step = next(steps, None)
