@@ -111,14 +111,15 @@ async def system_prompt(
         count,
     )
     fitted = fit(core, parts, limits.prompt_tokens, count)
-    kept = {p.name: len(p.items) - len(fitted.trimmed.get(p.name, ())) for p in parts}
+    listed = {p.name: list(p.items) for p in parts}
+    kept = {name: len(items) - len(fitted.trimmed.get(name, ())) for name, items in listed.items()}
     if shown := inbound_section(inbound, kept["inbound"])[1]:
         inputs["inbound"] = shown
     if kept["schedules"]:
-        inputs["schedules"] = list(parts[1].items)
+        inputs["schedules"] = listed["schedules"]
     if app is not None:
-        if parts[4].items:
-            inputs["skill_index"] = list(parts[4].items)
+        if listed["skill_descriptions"]:
+            inputs["skill_index"] = listed["skill_descriptions"]
         inputs["skills"] = [s.meta.name for s in skills[: kept["skill_bodies"]]]
     inputs["prompt_tokens"] = fitted.tokens
     if fitted.trimmed:
