@@ -14,17 +14,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from events import Ledger
 from events import catalog as ev
 from events.agent_state import ActiveSchedule
 from owlclaw.app import AppError
 from owlclaw.config import RuntimeConfig
 from owlclaw.llm.tokens import token_counter
+from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.prompt import system_prompt
 from owlclaw.runtime.prompt_budget import ORDER, SEPARATOR, Part, PromptTooLarge, fit
 from owlclaw.server.validation import validate_app
 from projections.recall import RecallResult
 from projections.relevance import Memory
 from tests.apps import make_app, skill
+from tests.scripted import agent_events, play, run_events
 
 NAMES = (
     "inbound",
@@ -181,3 +184,19 @@ def test_an_app_whose_core_exceeds_the_budget_is_refused_at_load(tmp_path: Path)
 def test_a_nonsense_budget_is_refused(value: int) -> None:
     with pytest.raises(msgspec.ValidationError, match="prompt_tokens"):
         msgspec.convert({"prompt_tokens": value}, RuntimeConfig)
+
+
+def test_a_reloaded_core_over_the_budget_keeps_the_previous_identity(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    root = make_app(tmp_path / "app", soul="# Soul\nBrief.\n")
+    limits = RuntimeConfig(prompt_tokens=1000)
+    runtime = AgentRuntime(ledger, "growing", models=["x"], app_dir=root, limits=limits)
+    play(runtime, [{"content": "hi"}])
+    (root / "SOUL.md").write_text("Be careful and thorough. " * 350)  # ~1,750 tokens
+    result = play(runtime, [{"content": "hi"}])
+    [warning] = [e for e in agent_events(ledger, "growing") if isinstance(e, ev.AgentWarning)]
+    assert "kept the previous identity" in warning.message
+    assert "runtime.prompt_tokens" in warning.message
+    [response] = [e for e in run_events(ledger, result) if isinstance(e, ev.LLMResponded)]
+    assert response.inputs["prompt_tokens"] <= 1000
