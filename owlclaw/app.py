@@ -14,6 +14,7 @@ import hashlib
 import re
 import tomllib
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -34,13 +35,6 @@ APP_TABLES = ("agent", "governance", "tools", "mcp", "a2a", "secrets", "heartbea
 """The tables of an app's owlclaw.toml; any other refuses the app, so that a misspelled
 ``[governence]`` cannot leave the agent ungoverned."""
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-CHARS_PER_TOKEN = 4
-"""Token estimate for the skills budget (the seeds' rule of thumb; no tokenizer import)."""
-
-
-def estimate_tokens(text: str) -> int:
-    """The token estimate of every prompt budget: ceil(chars / CHARS_PER_TOKEN)."""
-    return -(-len(text) // CHARS_PER_TOKEN)
 
 
 class AppError(ValueError):
@@ -246,14 +240,17 @@ def load_app(root: Path) -> AgentApp:
     )
 
 
-def select_skills(app: AgentApp, focus: str | None, budget_tokens: int = 4000) -> list[Skill]:
-    """Skills for a run: those named in the focus, else all; bodies within the token budget."""
+def select_skills(
+    app: AgentApp, focus: str | None, budget_tokens: int, count: Callable[[str], int]
+) -> list[Skill]:
+    """Skills for a run: those named in the focus, else all; bodies within the budget of
+    tokens as ``count`` counts them (the model's tokenizer)."""
     focus_text = (focus or "").lower()
     named = [s for name, s in sorted(app.skills.items()) if name.lower() in focus_text]
     chosen: list[Skill] = []
     used = 0
     for skill in named or [s for _, s in sorted(app.skills.items())]:
-        cost = estimate_tokens(skill.body())
+        cost = count(skill.body())
         if used + cost > budget_tokens:
             continue
         chosen.append(skill)

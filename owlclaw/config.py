@@ -81,6 +81,10 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     set no ``max_result_bytes`` and agents whose ``[agent] tool_result_bytes`` sets none."""
     tool_result_ledger_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1024 * 1024
     """The ledger keeps a result whole up to this size; above, its JSON text cut."""
+    prompt_tokens: Annotated[int, msgspec.Meta(ge=1000, le=1_000_000)] = 8000
+    """Budget of the whole system prompt, in the (first) model's tokens: over it, its parts
+    are trimmed in a fixed order (docs/limits.md); an app whose SOUL.md, IDENTITY.md and skill
+    names alone exceed it is refused."""
     context_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 2000
     """Budget of the short-term context (recent activity) in the system prompt."""
     skills_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 4000
@@ -257,6 +261,7 @@ ENV_FIELDS = {
     "MAX_FUNCTION_CALLS": ("runtime", "max_function_calls"),
     "LLM_TIMEOUT_S": ("runtime", "llm_timeout_s"),
     "RUN_TIMEOUT_S": ("runtime", "run_timeout_s"),
+    "PROMPT_TOKENS": ("runtime", "prompt_tokens"),
     "CONTEXT_TOKENS": ("runtime", "context_tokens"),
     "SKILLS_TOKENS": ("runtime", "skills_tokens"),
     "RECALL_IN_PROMPT": ("runtime", "recall_in_prompt"),

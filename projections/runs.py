@@ -1,4 +1,5 @@
-"""Runs view: one row per run — status, trigger, focus, iterations, tool calls, tokens, cost —
+"""Runs view: one row per run — status, trigger, focus, iterations, tool calls, tokens, cost,
+its plan's progress —
 and what they add up to per agent and day. The focus is kept sealed as the ledger stores it
 (``events.sealing``) and opened on read: an erased run's reads ``[erased]``."""
 
@@ -29,8 +30,8 @@ _TERMINAL: dict[type[LedgerEvent], str] = {
 
 class RunsView(View):
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 2
-    """2: the focus sealed as in the ledger."""
+    version: ClassVar[int] = 3
+    """2: the focus sealed as in the ledger; 3: the plan's progress (items done, items)."""
     tables: ClassVar[tuple[str, ...]] = ("runs",)
     indexes: ClassVar[tuple[str, ...]] = ("runs_agent", "runs_started")
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
@@ -39,6 +40,7 @@ class RunsView(View):
         ev.ToolCallRequested,
         ev.RunInterrupted,
         ev.RunResumed,
+        ev.PlanUpdated,
         *_TERMINAL,
     )
     ddl: ClassVar[tuple[str, ...]] = (
@@ -48,7 +50,7 @@ class RunsView(View):
         " iterations integer NOT NULL DEFAULT 0, tool_calls integer NOT NULL DEFAULT 0,"
         " tokens integer NOT NULL DEFAULT 0, cost_usd double precision NOT NULL DEFAULT 0,"
         " started_at timestamptz NOT NULL, ended_at timestamptz, duration_ms double precision,"
-        " error text, position bigint NOT NULL)",
+        " error text, position bigint NOT NULL, plan_done integer, plan_items integer)",
         "CREATE INDEX IF NOT EXISTS {runs_agent} ON {runs} (agent_id, started_at)",
         "CREATE INDEX IF NOT EXISTS {runs_started} ON {runs} (started_at)",
     )
@@ -88,6 +90,15 @@ class RunsView(View):
                 ),
                 (pos, run),
             )
+        elif isinstance(e, ev.PlanUpdated):
+            done, items = _progress(e.items)
+            curs.execute(
+                self.sql(
+                    "UPDATE {runs} SET plan_done = %s, plan_items = %s, position = %s"
+                    " WHERE run_id = %s"
+                ),
+                (done, items, pos, run),
+            )
         elif isinstance(e, ev.RunInterrupted | ev.RunResumed):
             status = "interrupted" if isinstance(e, ev.RunInterrupted) else "running"
             curs.execute(
@@ -110,8 +121,9 @@ class RunsView(View):
         with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
-                    "SELECT run_id, run_no, trigger, focus, status, started_at, duration_ms,"
-                    " iterations, tool_calls, tokens, cost_usd, error FROM {runs}"
+                    "SELECT run_id, run_no, trigger, focus, status, started_at, ended_at,"
+                    " duration_ms, iterations, tool_calls, tokens, cost_usd, error, plan_done,"
+                    " plan_items FROM {runs}"
                     " WHERE agent_id = %s AND run_no < %s ORDER BY run_no DESC LIMIT %s"
                 ),
                 (agent_id, before if before is not None else 2**31 - 1, limit),
@@ -194,6 +206,14 @@ class RunsView(View):
         return [msgspec.convert(row, RunCost) for row in rows]
 
 
+def _progress(items: Any) -> tuple[int | None, int | None]:
+    """(items done, items) of a plan; (None, None) when it reads erased (not a list)."""
+    if not isinstance(items, list):
+        return None, None
+    done = sum(1 for i in items if isinstance(i, dict) and i.get("status") == "done")
+    return done, len(items)
+
+
 class RunCost(msgspec.Struct, frozen=True):
     """The cost of an agent's runs (``run_id`` None: its ended runs together) or of one run."""
 
@@ -224,3 +244,7 @@ class RunRow(msgspec.Struct, frozen=True):
     tokens: int
     cost_usd: float
     error: str | None
+    ended_at: datetime | None = None
+    plan_done: int | None = None
+    """Items of the run's current plan that are done (None: no plan, or erased)."""
+    plan_items: int | None = None

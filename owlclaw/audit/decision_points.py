@@ -249,6 +249,7 @@ class AgentRecord:
             inbound=[e for e in self.events if e.originator_version in inbound],
             recalled=recalled,
             at=start.timestamp,
+            model=next(iter(recorded_inputs.get("model_path", [])), None),
         )
         user = f"Trigger: {start.trigger}" + (f"\nFocus: {start.focus}" if start.focus else "")
         if start.payload:

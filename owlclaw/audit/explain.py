@@ -98,6 +98,10 @@ class Manifest:
     steps: list[Step] = field(default_factory=list)
     plan: list[dict[str, str]] = field(default_factory=list)
     """The run's current plan: the items of its last update_plan (empty: none, or erased)."""
+    prompt_tokens: int | None = None
+    """The system prompt's tokens as the run counted them (None: recorded before they were)."""
+    prompt_trimmed: dict[str, list[Any]] = field(default_factory=dict)
+    """Part -> what the prompt's token budget left out of it (docs/limits.md)."""
 
 
 def _started_at(history: list[LoggedEvent], run_id: UUID) -> int | None:
@@ -173,6 +177,8 @@ def explain_run(led: Ledger, agent_id: str, run_no: int, step: int | None = None
         cost_usd=round(sum(d.cost_usd for d in decisions), 9),
         steps=steps,
         plan=list(plans[-1]) if plans and isinstance(plans[-1], list) else [],
+        prompt_tokens=inputs.get("prompt_tokens"),
+        prompt_trimmed=dict(inputs.get("trimmed", {})),
     )
 
 

@@ -4,7 +4,7 @@
 # isort: off
 from owlclaw.cli import apps, trigger, status, demo
 from owlclaw.cli import approvals, audit, bench, evals, evidence
-from owlclaw.cli import ledger, archive, erase, blob, replay, schedules, memory, why
+from owlclaw.cli import ledger, archive, erase, blob, replay, runs, schedules, memory, why
 from owlclaw.cli import projections, timers, tools, principals
 
 # isort: on
@@ -28,6 +28,7 @@ __all__ = [
     "principals",
     "projections",
     "replay",
+    "runs",
     "schedules",
     "status",
     "timers",

@@ -74,7 +74,8 @@ def run(
 
     config = _with_placement(load_config(), placement)
     try:
-        loaded = validate_apps(apps, config.runtime.app_load_timeout_s)  # before anything starts
+        # before anything starts
+        loaded = validate_apps(apps, config.runtime.app_load_timeout_s, config.runtime)
     except InvalidApps as e:
         for problem in e.problems[:-1]:
             err.print(f"[bold red]error:[/] {escape(problem)}", highlight=False, soft_wrap=True)

@@ -220,6 +220,12 @@ def explain(
         ]
     lines += [
         f"skills in the prompt: {', '.join(m.skills_in_prompt) or '-'}",
+        f"system prompt: {m.prompt_tokens if m.prompt_tokens is not None else '?'} tokens"
+        + (", trimmed:" if m.prompt_trimmed else ""),
+        *(
+            f"  {part}: {escape(', '.join(map(str, left)))}"
+            for part, left in m.prompt_trimmed.items()
+        ),
         f"visible tools: {', '.join(m.visible_tools) or '-'}",
         *(f"  hidden {escape(t)}: {escape(why)}" for t, why in m.hidden_tools.items()),
         "memories recalled: " + ("" if m.memories else "-"),

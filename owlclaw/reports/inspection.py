@@ -1,5 +1,6 @@
-"""What the CLI and the console read: schedules, projections' status and an agent's memory,
-brought up to date with the log first, so both show the same thing from the same code."""
+"""What the CLI and the console read: schedules, an agent's runs, projections' status and an
+agent's memory, brought up to date with the log first, so both show the same thing from the
+same code."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 
 from events import Ledger
 from owlclaw.config import OwlClawConfig
-from projections import MemoryStore, MemoryView, SchedulesView
+from projections import MemoryStore, MemoryView, RunsView, SchedulesView
 from projections.memory_files import render_memory_files
 from projections.recall import RecallResult
+from projections.runs import RunRow
 from projections.status import ProjectionStatus, projection_status
 from projections.view import View
 
@@ -51,6 +53,28 @@ def schedules_of(led: Ledger, view: SchedulesView, agent: str | None, every: boo
         led.load_agent(agent)
     behind = bring_up_to_date(led, view)
     return Schedules(view.listing(agent, every), behind)
+
+
+@dataclass(frozen=True)
+class Runs:
+    rows: list[RunRow]
+    """The agent's latest runs, newest first."""
+    behind: str | None
+    """The warning when the view could not be brought up to date."""
+
+
+def open_runs(led: Ledger) -> RunsView:
+    """The runs view with its tables created (a served process has its own already)."""
+    view = RunsView(led)
+    view.create_table()
+    return view
+
+
+def runs_of(led: Ledger, view: RunsView, agent: str, limit: int) -> Runs:
+    """The agent's latest ``limit`` runs (UnknownAgent when there is no such agent)."""
+    led.load_agent(agent)
+    behind = bring_up_to_date(led, view)
+    return Runs(view.of_agent(agent, limit), behind)
 
 
 def projections_status(led: Ledger, views: Sequence[View]) -> list[ProjectionStatus]:

@@ -24,6 +24,7 @@ from owlclaw.mcp.pool import McpPool
 from owlclaw.runtime.context import RECENT_RUNS, describe_run
 from owlclaw.runtime.fencing import AgentWriter
 from owlclaw.runtime.progress import RunProgress, Stop
+from owlclaw.runtime.prompt import check_core
 from owlclaw.runtime.reloader import AppReloader
 from owlclaw.runtime.secrets import declared, secret_values, too_short
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
@@ -139,8 +140,9 @@ class AgentSetup:
         self, app: AgentApp, governance: Governance, tools: ToolsConfig, registry: Registry | None
     ) -> None:
         """The app reloader switched to ``app``: use its governance, rate limits, pack tools and
-        models; an AppError, and nothing switched, when its tools clash or its governance names
-        a tool it does not have."""
+        models; an AppError, and nothing switched, when its tools clash, its governance names
+        a tool it does not have or its core does not fit the system prompt's budget."""
+        check_core(app, self.limits, self.models)
         source = str(app.root / "owlclaw.toml")
         pack = {**pack_tools(tools, self.workspaces, app.root), **peer_tools(app.config, source)}
         capabilities = (registry or self.registry).capabilities

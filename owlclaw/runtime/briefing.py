@@ -64,6 +64,7 @@ class Briefing:
             schedules=schedules,
             inbound=inbound,
             active_memories=active_memories,
+            model=setup.models[0] if setup.models else None,
         )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from events import catalog as ev
-from owlclaw.app import estimate_tokens as tokens
+from owlclaw.llm.tokens import TokenCount
 
 RECENT_RUNS = 5
 IMPORTANCE = {"decision": 3, "outcome": 2, "tool": 1}
@@ -28,8 +28,9 @@ class ContextItem:
 HEADER = "## Recent activity"
 
 
-def build_context(items: Sequence[ContextItem], budget_tokens: int) -> str:
-    """The context text, never more than ``budget_tokens`` tokens (empty if nothing fits)."""
+def build_context(items: Sequence[ContextItem], budget_tokens: int, tokens: TokenCount) -> str:
+    """The context text, never more than ``budget_tokens`` tokens as ``tokens`` counts them
+    (empty if nothing fits)."""
     if not items:
         return ""
     ranked = sorted(items, key=lambda i: (-i.importance, -i.order))

@@ -14,17 +14,19 @@ INBOUND_BYTES = 8_000
 EVENT_CHARS = 2_000
 
 
-def inbound_section(events: Sequence[ev.LedgerEvent]) -> tuple[str | None, list[int]]:
-    """The section (None without events) and the agent-stream versions it shows. Each event is
-    one line, its payload as JSON (newlines and quotes escaped), so that none can end its line or
-    open a heading."""
+def inbound_section(
+    events: Sequence[ev.LedgerEvent], newest: int | None = None
+) -> tuple[str | None, list[int]]:
+    """The section (None without events) and the agent-stream versions it shows: at most the
+    ``newest`` events (None: as many as fit its bytes). Each event is one line, its payload as
+    JSON (newlines and quotes escaped), so that none can end its line or open a heading."""
     lines: list[tuple[int, str]] = []
     used = 0
     for e in reversed(events):  # newest first into the budget, shown oldest first
         line = _line(e)
         if line is None:
             continue
-        if used + len(line) > INBOUND_BYTES:
+        if used + len(line) > INBOUND_BYTES or len(lines) == newest:
             break
         lines.append((e.originator_version, line))
         used += len(line)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from owlclaw.app import Skill, estimate_tokens
+from owlclaw.app import Skill
+from owlclaw.llm.tokens import TokenCount
 
 INDEX_TOKENS = 1000
 """Budget of the index itself (~40 one-line entries)."""
@@ -14,16 +15,22 @@ DESCRIPTION_CHARS = 200
 
 
 def skills_index(
-    skills: Mapping[str, Skill], in_full: Collection[str], budget_tokens: int = INDEX_TOKENS
+    skills: Mapping[str, Skill],
+    in_full: Collection[str],
+    count: TokenCount,
+    budget_tokens: int = INDEX_TOKENS,
+    names_only: bool = False,
 ) -> tuple[str, list[str]]:
-    """The section (empty without skills) and the names it lists, in name order."""
+    """The section (empty without skills) and the names it lists, in name order;
+    ``names_only``: without their descriptions (what the prompt's budget never trims)."""
     if not skills:
         return "", []
     lines, listed, used = [], [], 0
     for name, skill in sorted(skills.items()):
         description = " ".join(skill.meta.description.split())[:DESCRIPTION_CHARS]
-        line = f"- {name}: {description}" + (" (in full below)" if name in in_full else "")
-        cost = estimate_tokens(line)
+        line = f"- {name}" if names_only else f"- {name}: {description}"
+        line += " (in full below)" if name in in_full else ""
+        cost = count(line)
         if used + cost > budget_tokens:
             break
         lines.append(line)

@@ -25,7 +25,7 @@ def assert_one_clear_line(stderr: str, starts: str) -> None:
 
 def test_database_unreachable(env: dict[str, str], tmp_path: Path) -> None:
     down = env | {"OWLCLAW_DATABASE_URL": f"postgresql://owlclaw@127.0.0.1:{free_port()}/x"}
-    for args in (("status",), ("ledger", "trader"), ("verify",)):
+    for args in (("status",), ("ledger", "trader"), ("runs", "trader"), ("verify",)):
         result = owlclaw(down, *args, cwd=tmp_path)
         assert result.returncode == 4, (args, result.stderr)
         assert_one_clear_line(result.stderr, "PostgreSQL at")

@@ -23,10 +23,11 @@ from hypothesis import strategies as st
 from events import Ledger
 from events import catalog as ev
 from events.streams import run_stream_id
-from owlclaw.app import AppError, estimate_tokens, load_app, sanitize, select_skills
+from owlclaw.app import AppError, load_app, sanitize, select_skills
 from owlclaw.config import ConfigError, RuntimeConfig, load_config
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
+from owlclaw.llm.tokens import token_counter
 from owlclaw.messages import RunResult
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.context import HEADER, ContextItem, build_context
@@ -151,6 +152,8 @@ def test_property_3_hot_reload_uses_the_new_identity(ledger: Ledger, versions: l
 
 # --- short-term context ----------------------------------------------------------------------
 
+tokens = token_counter("scripted/demo")
+
 items_strategy = st.lists(
     st.tuples(st.text(max_size=400), st.integers(min_value=1, max_value=3)), max_size=40
 ).map(lambda xs: [ContextItem(f"#{i} {t}", imp, i) for i, (t, imp) in enumerate(xs)])
@@ -161,7 +164,7 @@ items_strategy = st.lists(
 def test_property_4_short_term_context_stays_within_its_token_budget(
     items: list[ContextItem], budget: int
 ) -> None:
-    assert estimate_tokens(build_context(items, budget)) <= budget
+    assert tokens(build_context(items, budget, tokens)) <= budget
 
 
 @EXAMPLES
@@ -169,10 +172,10 @@ def test_property_4_short_term_context_stays_within_its_token_budget(
 def test_property_5_compression_keeps_the_most_important_recent_items(
     items: list[ContextItem], data: st.DataObject
 ) -> None:
-    needed = estimate_tokens(build_context(items, 10**9))
+    needed = tokens(build_context(items, 10**9, tokens))
     budget = data.draw(st.integers(min_value=0, max_value=needed - 1), label="budget")
-    text = build_context(items, budget)
-    assert estimate_tokens(text) <= budget
+    text = build_context(items, budget, tokens)
+    assert tokens(text) <= budget
     kept_ids = {int(m) for m in re.findall(r"^- #(\d+) ", text, flags=re.MULTILINE)}
     kept = [i for i in items if i.order in kept_ids]
     dropped = [i for i in items if i.order not in kept_ids]
@@ -352,9 +355,9 @@ def test_property_10_skills_in_the_prompt_stay_within_the_token_budget(
     with tempfile.TemporaryDirectory() as tmp:
         skills = {f"s{i}": skill(f"s{i}", body="b" * n) for i, n in enumerate(bodies)}
         app = load_app(make_app(Path(tmp), skills))
-        chosen = select_skills(app, None, budget)
-        assert sum(estimate_tokens(s.body()) for s in chosen) <= budget
-        fitting = [s for s in app.skills.values() if estimate_tokens(s.body()) <= budget]
+        chosen = select_skills(app, None, budget, tokens)
+        assert sum(tokens(s.body()) for s in chosen) <= budget
+        fitting = [s for s in app.skills.values() if tokens(s.body()) <= budget]
         assert bool(chosen) == bool(fitting)
 
 

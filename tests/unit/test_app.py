@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from owlclaw.app import AppError, load_app, sanitize, select_skills
+from owlclaw.llm.tokens import token_counter
 from tests.apps import SOUL, make_app, skill
 
 
@@ -100,10 +101,12 @@ def test_skill_selection_by_focus_within_the_token_budget(tmp_path: Path) -> Non
         },
     )
     app = load_app(root)
-    assert [s.meta.name for s in select_skills(app, "run the risk-check now")] == ["risk-check"]
-    chosen = [s.meta.name for s in select_skills(app, None, budget_tokens=4000)]
-    assert chosen == ["entry-monitor", "risk-check"]  # giant alone is 10,000 tokens
-    assert select_skills(app, None, budget_tokens=50) == []
+    tokens = token_counter("scripted/demo")
+    named = select_skills(app, "run the risk-check now", 4000, tokens)
+    assert [s.meta.name for s in named] == ["risk-check"]
+    chosen = [s.meta.name for s in select_skills(app, None, 4000, tokens)]
+    assert chosen == ["entry-monitor", "risk-check"]  # giant alone is 20,000 tokens
+    assert select_skills(app, None, 50, tokens) == []
 
 
 @given(st.text())

@@ -64,6 +64,24 @@ def test_a_decision_shows_its_recorded_inputs_with_memory_scores() -> None:
     assert '"entry"' in blocks["skills"]
 
 
+def test_a_decision_shows_what_the_prompt_budget_trimmed() -> None:
+    inputs = {"prompt_tokens": 7990, "trimmed": {"memories": ["m4", "m5"], "recent_activity": [12]}}
+    step = step_of(
+        ev.LLMResponded(
+            model="scripted/a",
+            message={"content": "ok"},
+            usage={},
+            cost_usd=0.0,
+            latency_ms=1.0,
+            inputs=inputs,
+            **HEADER,
+        )
+    )
+    blocks = dict(step.blocks)
+    assert blocks["system prompt tokens"] == "7990"
+    assert blocks["trimmed from the prompt"] == "memories: m4, m5\nrecent_activity: 12"
+
+
 def test_a_parked_run_names_what_it_waits_for() -> None:
     on_approval = step_of(ev.RunParked(approval_id="ap-1", call_id="c1", **HEADER))
     on_spawn = step_of(ev.RunParked(spawn_id="sp-1", call_id="c2", **HEADER))

@@ -11,11 +11,13 @@ from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.audit.verify import replay_run
 from owlclaw.config import RuntimeConfig
+from owlclaw.llm.tokens import token_counter
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.skills_prompt import skills_index
 from tests.apps import make_app, skill
 from tests.scripted import run_events, run_script
 
+tokens = token_counter("scripted/demo")
 LONG = "Step by step, how to size a hedge. " * 60  # ~500 tokens
 
 
@@ -36,13 +38,13 @@ def skilled_app(root: Path) -> Path:
 
 def test_the_index_lists_every_skill_within_its_own_budget(tmp_path: Path) -> None:
     app = load_app(skilled_app(tmp_path / "app"))
-    section, listed = skills_index(app.skills, {"alpha"})
+    section, listed = skills_index(app.skills, {"alpha"}, tokens)
     assert listed == ["alpha", "beta", "gamma"]
     assert "- alpha: alpha skill (in full below)" in section
     assert "- beta: beta skill\n" in section + "\n"
-    tight, shown = skills_index(app.skills, set(), budget_tokens=8)
+    tight, shown = skills_index(app.skills, set(), tokens, budget_tokens=8)
     assert shown == ["alpha"] and "… and 2 more" in tight
-    assert skills_index({}, set()) == ("", [])
+    assert skills_index({}, set(), tokens) == ("", [])
 
 
 def test_a_skill_outside_the_budget_is_indexed_and_loaded_on_demand(

@@ -87,7 +87,8 @@ def text(value: Any, limit: int | None = None) -> str:
 
 
 def _inputs(inputs: dict[str, Any]) -> list[tuple[str, str]]:
-    """The recorded inputs of a decision: identity hashes, memories with scores, skills."""
+    """The recorded inputs of a decision: identity hashes, memories with scores, skills, the
+    system prompt's tokens and what its budget trimmed."""
     shown = []
     for key in ("soul_sha256", "identity_sha256"):
         if key in inputs:
@@ -103,9 +104,17 @@ def _inputs(inputs: dict[str, Any]) -> list[tuple[str, str]]:
         ("schedules", "schedules shown"),
         ("inbound", "inbound events"),
         ("model_path", "model path"),
+        ("prompt_tokens", "system prompt tokens"),
     ):
         if inputs.get(key):
             shown.append((label, text(inputs[key])))
+    if trimmed := inputs.get("trimmed"):
+        shown.append(
+            (
+                "trimmed from the prompt",
+                "\n".join(f"{p}: {', '.join(map(str, left))}" for p, left in trimmed.items()),
+            )
+        )
     return shown
 
 
