@@ -18,12 +18,19 @@ ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
 ANSWERED_APPROVALS_KEPT = 1000
 FINISHED_SPAWNS_KEPT = 1000
+ANSWERED_REPLIES_KEPT = 1000
 INBOUND_KEPT = 20
 """Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
 PREVIOUS_APP_KEPT = "identity"
 """The AgentWarning source of an app change that does not load: the previous version serves."""
 HEARTBEAT = "heartbeat"
 """The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
+AGENT_MESSAGE = "agent_message"
+"""The trigger of a run another agent's message started (send_to_agent)."""
+INBOUND_TRIGGERS = (HEARTBEAT, AGENT_MESSAGE)
+"""Runs given the inbound events that arrived since the agent's last run."""
+NO_REPLY = "no_reply"
+"""The status of an awaited reply whose deadline passed."""
 FireVerdict = Literal["fire", "duplicate", "missed"]
 ENDED_REASONS = {
     "cancelled": "the schedule was cancelled",
@@ -93,6 +100,22 @@ class Spawn(msgspec.Struct):
         return self.status != "running"
 
 
+class AwaitedReply(msgspec.Struct):
+    """A message one of this agent's runs sent expecting a reply, and the reply once it came
+    (its text is in the AgentReplyReceived at ``reply_version``)."""
+
+    run_id: UUID
+    call_id: str
+    to_agent_id: str
+    reply_by: datetime | None = None
+    status: str = "waiting"
+    reply_version: int = 0
+
+    @property
+    def answered(self) -> bool:
+        return self.status != "waiting"
+
+
 class ApprovalClosed(ValueError):
     """An answer to an approval that is already answered or expired, or that this person may
     not give (nothing recorded)."""
@@ -158,6 +181,9 @@ class AgentState(msgspec.Struct):
     """Tools a sub-agent does not get, whatever its app says."""
     spawns: dict[str, Spawn] = {}
     """Sub-agent runs this agent's runs started: running ones, and the latest finished."""
+    replies: dict[str, AwaitedReply] = {}
+    """Message id -> the reply a run awaits (send_to_agent with expect_reply): awaited ones,
+    and the latest answered."""
 
 
 class UnknownTools(ValueError):

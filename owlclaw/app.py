@@ -16,7 +16,7 @@ import tomllib
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import yaml
@@ -90,6 +90,10 @@ class AgentSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     heartbeat_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     """``owlclaw run`` queues a heartbeat run this often (0: never); one with nothing pending
     is skipped without a model call."""
+    on_message: Literal["run", "heartbeat"] = "run"
+    """What another agent's message does (send_to_agent): start a run at once, or wait for the
+    next heartbeat (a message that expects a reply always starts a run: its answer is the
+    reply)."""
     tool_result_bytes: Annotated[int, msgspec.Meta(ge=256)] | None = None
     """Tool results above this are cut before the model sees them (default: the runtime's
     ``tool_result_bytes``); a tool's own ``max_result_bytes`` wins."""
