@@ -21,7 +21,9 @@ from events.agent import Agent
 from events.agent_state import NO_REPLY
 from events.aggregate import projector
 from events.streams import agent_stream_id
+from owlclaw.app import load_app
 from owlclaw.audit.conversations import check_links, conversation
+from owlclaw.audit.verify import replay_run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import AgentMessage, Submit
@@ -168,3 +170,5 @@ def test_a_reply_round_trip_on_the_in_memory_ledger_links_both_ways(tmp_path: Pa
         ("message", "forged", "BROKEN"),
     ]
     assert ledger.load_agent("u-teller").state.run_count == 2
+    replayed = replay_run(ledger, "u-asker", 1, app=load_app(tmp_path / "u-asker"))
+    assert replayed.matched, replayed.differences  # the audit replay decides the same steps
