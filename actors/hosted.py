@@ -154,7 +154,13 @@ class HostedAgents:
             self.resume(hosted, interrupted)
         expired = await runtime.inbox.expire_approvals(ExpireApprovals(agent_id=agent_id))
         open_spawns = any(not spawn.finished for spawn in agent.state.spawns.values())
-        if expired or (open_spawns and await runtime.inbox.reconcile_spawns()):
+        awaits = any(not reply.answered for reply in agent.state.replies.values())
+        changed = bool(expired)
+        if open_spawns:
+            changed |= bool(await runtime.inbox.reconcile_spawns())
+        if awaits:
+            changed |= bool(await runtime.inbox.reconcile_replies())
+        if changed:
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
         for answered in await asyncio.to_thread(self.ledger.resumable.answered_parked_runs, agent):
             self.resume(hosted, answered)

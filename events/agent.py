@@ -308,7 +308,7 @@ class Agent(Aggregate, AgentApprovals):
     def _on_AgentMessageSent(self, e: ev.AgentMessageSent) -> None:
         if e.expect_reply and e.message_id not in self.state.replies:  # else: answered first
             self.state.replies[e.message_id] = AwaitedReply(
-                e.run_id, e.call_id, e.to_agent_id, e.reply_by
+                e.run_id, e.call_id, e.to_agent_id, e.reply_by, e.to_run_id
             )
 
     def _on_AgentReplyReceived(self, e: ev.AgentReplyReceived) -> None:

@@ -108,6 +108,8 @@ class AwaitedReply(msgspec.Struct):
     call_id: str
     to_agent_id: str
     reply_by: datetime | None = None
+    to_run_id: UUID | None = None
+    """The target's run whose answer is the reply."""
     status: str = "waiting"
     reply_version: int = 0
 

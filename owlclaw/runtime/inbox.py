@@ -35,7 +35,7 @@ from owlclaw.runtime.agent_setup import AgentSetup
 from owlclaw.runtime.approvals import checked_edit, record_decision, spawn_kin
 from owlclaw.runtime.commits import Sink
 from owlclaw.runtime.serial import LedgerCalls
-from owlclaw.tools.agent_mail import CONTEXT_KEY, SOURCE_PREFIX
+from owlclaw.tools.agent_mail import CONTEXT_KEY, SOURCE_PREFIX, reply_of
 from owlclaw.tools.subagents import SubAgents
 
 
@@ -199,6 +199,19 @@ class Inbox:
             report = await self.subagents.ended(spawn.child_run_id)
             if report is not None:
                 resume += await self.subagent_finished(report)
+        return resume
+
+    async def reconcile_replies(self) -> list[UUID]:
+        """Record the replies to this agent's messages whose answering run ended without the
+        reply reaching this agent (the target's host died in between); runs to resume."""
+        agent = await self._head()
+        resume: list[UUID] = []
+        for awaited in list(agent.state.replies.values()):
+            if awaited.answered or awaited.to_run_id is None:
+                continue
+            reply = await self.io(reply_of, self.setup.ledger, awaited.to_run_id)
+            if reply is not None:
+                resume += await self.agent_replied(reply)
         return resume
 
     async def load(self, loaded: Agent | None = None) -> None:

@@ -26,7 +26,7 @@ from owlclaw.audit.conversations import check_links, conversation
 from owlclaw.audit.verify import replay_run
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
-from owlclaw.messages import AgentMessage, Submit
+from owlclaw.messages import Activate, AgentMessage, AgentReply, Submit
 from owlclaw.tools.builtin.send_to_agent import agent_message_tools
 from owlclaw.tools.governance import Governance
 from tests.apps import make_app
@@ -172,3 +172,64 @@ def test_a_reply_round_trip_on_the_in_memory_ledger_links_both_ways(tmp_path: Pa
     assert ledger.load_agent("u-teller").state.run_count == 2
     replayed = replay_run(ledger, "u-asker", 1, app=load_app(tmp_path / "u-asker"))
     assert replayed.matched, replayed.differences  # the audit replay decides the same steps
+
+
+def test_a_reply_lost_on_its_way_is_found_in_the_ledger_when_the_sender_comes_back(
+    tmp_path: Path,
+) -> None:
+    register_script(
+        "l-asker",
+        [
+            {
+                "tool_calls": [
+                    call("send_to_agent", agent_id="l-teller", message="q", expect_reply=True)
+                ]
+            },
+            {"content": "got it"},
+        ],
+    )
+    register_script("l-teller", [{"content": "the answer"}])
+    ledger = Ledger.in_memory()
+    for agent_id, rules in (("l-asker", 'message_agents = ["l-teller"]'), ("l-teller", "")):
+        config = f'[agent]\nmodels = ["scripted/{agent_id}"]\n[governance]\n{rules}\n'
+        ledger.attach_app(agent_id, str(make_app(tmp_path / agent_id, config=config)))
+    config = OwlClawConfig(runtime=RuntimeConfig(models=("x",)))
+
+    async def lost(self: AgentHost, reply: AgentReply) -> None:
+        raise ConnectionError("the sender's host is gone")
+
+    def teller_ended() -> bool:
+        agent = ledger.load_agent("l-teller")
+        return bool(agent.state.run_count) and any(
+            isinstance(e, ev.RunEnded) for e in ledger.stream(agent.run_ids()[0])
+        )
+
+    async def first() -> None:
+        host = AgentHost(ledger, config)
+        host._handlers[AgentReply] = lambda reply: lost(host, reply)  # the reply never arrives
+        try:
+            await host.ask(Submit(agent_id="l-asker", trigger="webhook"))
+            deadline = time.monotonic() + 60
+            while not teller_ended():
+                assert time.monotonic() < deadline, "the teller's run did not end"
+                await asyncio.sleep(0.05)
+        finally:
+            await host.close()
+
+    asyncio.run(first())
+    asker = ledger.load_agent("l-asker")
+    assert ledger.load_run(asker.run_ids()[0]).state.status == "parked"
+
+    async def again() -> None:
+        host = AgentHost(ledger, config)
+        try:
+            await host.ask(Activate(agent_id="l-asker"))
+            await asyncio.to_thread(wait_ended, ledger, "l-asker")
+        finally:
+            await host.close()
+
+    asyncio.run(again())
+    done = wait_ended(ledger, "l-asker")
+    assert isinstance(done[-1], ev.RunCompleted) and done[-1].answer == "got it"
+    (told,) = [e for e in done if isinstance(e, ev.ToolCallSucceeded)]
+    assert told.result["reply"] == "the answer"
