@@ -22,6 +22,8 @@ from owlclaw.tools.agent_mail import SOURCE_PREFIX
 
 Claim = tuple[str, str, UUID, int, str]
 """(where it is recorded, the agent whose row it names, that row's stream, version, hash)."""
+_NOWHERE = UUID(int=0)
+"""The stream a message that names no row claims (no stream has this id)."""
 
 
 @dataclass(frozen=True)
@@ -40,16 +42,20 @@ class Said:
 
 
 def _claims(agent_id: str, events: Iterable[ev.LedgerEvent]) -> list[Claim]:
+    """The links the agent's stream claims. An inbound event from ``agent:...`` that is not
+    what send_to_agent records (posted to the webhook under that source) claims a link to no
+    row, so it is reported."""
     claims: list[Claim] = []
     for e in events:
         where = f"agent {agent_id} version {e.originator_version}"
         if isinstance(e, ev.InboundReceived) and e.source.startswith(SOURCE_PREFIX):
             p: dict[str, Any] = e.payload
-            if "request_hash" in p:
-                stream = UUID(p["from_run_id"])
-                claims.append(
-                    (where, p["from_agent_id"], stream, p["request_version"], p["request_hash"])
-                )
+            try:
+                stream, version = UUID(str(p["from_run_id"])), int(p["request_version"])
+                claim = (where, str(p["from_agent_id"]), stream, version, str(p["request_hash"]))
+            except (KeyError, TypeError, ValueError):
+                claim = (where, e.source.removeprefix(SOURCE_PREFIX), _NOWHERE, 0, "")
+            claims.append(claim)
         elif isinstance(e, ev.AgentReplyReceived) and e.from_run_id is not None:
             claims.append((where, e.from_agent_id, e.from_run_id, e.reply_version, e.reply_hash))
     return claims
@@ -97,7 +103,8 @@ def conversation(ledger: Ledger, agent_id: str) -> list[Said]:
                 sent[e.message_id] = (current, e)
                 todo.append(e.to_agent_id)
             elif isinstance(e, ev.InboundReceived) and e.source.startswith(SOURCE_PREFIX):
-                sender, message_id = e.source.removeprefix(SOURCE_PREFIX), e.payload["message_id"]
+                sender = e.source.removeprefix(SOURCE_PREFIX)
+                message_id = str(e.payload.get("message_id", ""))
                 text = str(e.payload.get("text", ""))
                 received[message_id] = Said(
                     e.timestamp, "message", sender, current, text, message_id, link
