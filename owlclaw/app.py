@@ -98,6 +98,13 @@ class AgentSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Tool results above this are cut before the model sees them (default: the runtime's
     ``tool_result_bytes``); a tool's own ``max_result_bytes`` wins."""
 
+    def __post_init__(self) -> None:
+        if self.on_message == "heartbeat" and self.heartbeat_s == 0:
+            raise ValueError(
+                'on_message = "heartbeat" needs a heartbeat: set heartbeat_s (messages would '
+                "wait forever)"
+            )
+
 
 @dataclass
 class Skill:

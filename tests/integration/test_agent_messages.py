@@ -218,13 +218,20 @@ def test_governance_refuses_targets_it_does_not_name_and_agents_that_do_not_exis
     )
     apps = {
         "scout": app(tmp_path, "scout", 'message_agents = ["base-*"]'),
-        "base-camp": app(tmp_path, "base-camp", agent='on_message = "heartbeat"'),
+        "base-camp": app(
+            tmp_path, "base-camp", agent='on_message = "heartbeat"\nheartbeat_s = 3600'
+        ),
         "stranger": app(tmp_path, "stranger"),
     }
+
+    register_script("base-camp", [{"content": "noted the hawk"}])
 
     async def body(host: AgentHost) -> None:
         await host.ask(Submit(agent_id="scout", trigger="webhook"))
         await asyncio.to_thread(ended, ledger, "scout")
+        assert ledger.load_agent("base-camp").state.run_count == 0  # left for its heartbeat
+        await host.ask(Submit(agent_id="base-camp", trigger="heartbeat"))
+        await asyncio.to_thread(ended, ledger, "base-camp")
 
     serve(ledger, apps, body)
     refused, unknown, sent = outcomes(ended(ledger, "scout"))
@@ -233,8 +240,11 @@ def test_governance_refuses_targets_it_does_not_name_and_agents_that_do_not_exis
     assert isinstance(unknown, ev.ToolCallFailed) and unknown.error_code == "UNKNOWN_AGENT"
     assert "'base-ghost'" in unknown.error
     assert isinstance(sent, ev.ToolCallSucceeded) and sent.result["run_id"] is None
-    camp = ledger.load_agent("base-camp").state
-    assert camp.run_count == 0 and camp.pending_inbound == 1  # left for its heartbeat
+    (inbound,) = [e for e in agent_events(ledger, "base-camp") if isinstance(e, ev.InboundReceived)]
+    assert inbound.payload["text"] == "a hawk at the ridge"
+    beat = ended(ledger, "base-camp")
+    assert isinstance(beat[0], ev.RunStarted) and beat[0].inbound == [inbound.originator_version]
+    assert isinstance(beat[-1], ev.RunCompleted)  # the heartbeat woke with the message
     assert not [e for e in agent_events(ledger, "stranger") if isinstance(e, ev.InboundReceived)]
 
 
