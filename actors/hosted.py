@@ -265,9 +265,8 @@ class HostedAgents:
 
     async def _report_end(self, run_id: str) -> None:
         """A sub-agent's ended run is reported to its parent, and a run another agent's message
-        started answers it when a reply is expected. A report that does not arrive (the other
-        host is gone) is reconciled when a parent is activated again; a reply that does not
-        arrive leaves the sender's wait to its deadline (NO_REPLY)."""
+        started answers it when a reply is expected. A report or reply that does not arrive (the
+        other host is gone) is reconciled when its parent or sender is activated again."""
         events = await asyncio.to_thread(self.ledger.stream, uuid.UUID(run_id))
         report = report_of(events)
         reply = await asyncio.to_thread(reply_of, self.ledger, uuid.UUID(run_id))
