@@ -25,18 +25,18 @@ PREVIOUS_APP_KEPT = "identity"
 """The AgentWarning source of an app change that does not load: the previous version serves."""
 HEARTBEAT = "heartbeat"
 """The trigger of heartbeat runs: one with nothing pending is skipped without a model call."""
-AGENT_MESSAGE = "agent_message"
-"""The trigger of a run another agent's message started (send_to_agent)."""
-INBOUND_TRIGGERS = (HEARTBEAT, AGENT_MESSAGE)
-"""Runs given the inbound events that arrived since the agent's last run."""
-NO_REPLY = "no_reply"
-"""The status of an awaited reply whose deadline passed."""
 FireVerdict = Literal["fire", "duplicate", "missed"]
 ENDED_REASONS = {
     "cancelled": "the schedule was cancelled",
     "fired": "this one-off schedule already fired",
     "missed": "this one-off schedule was already recorded as missed",
 }
+AGENT_MESSAGE = "agent_message"
+"""The trigger of a run another agent's message started (send_to_agent)."""
+INBOUND_TRIGGERS = (HEARTBEAT, AGENT_MESSAGE)
+"""Runs given the inbound events that arrived since the agent's last run."""
+NO_REPLY = "no_reply"
+"""The status of an awaited reply whose deadline passed."""
 
 
 class ActiveSchedule(msgspec.Struct):

@@ -90,13 +90,13 @@ class AgentSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     heartbeat_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     """``owlclaw run`` queues a heartbeat run this often (0: never); one with nothing pending
     is skipped without a model call."""
+    tool_result_bytes: Annotated[int, msgspec.Meta(ge=256)] | None = None
+    """Tool results above this are cut before the model sees them (default: the runtime's
+    ``tool_result_bytes``); a tool's own ``max_result_bytes`` wins."""
     on_message: Literal["run", "heartbeat"] = "run"
     """What another agent's message does (send_to_agent): start a run at once, or wait for the
     next heartbeat (a message that expects a reply always starts a run: its answer is the
     reply)."""
-    tool_result_bytes: Annotated[int, msgspec.Meta(ge=256)] | None = None
-    """Tool results above this are cut before the model sees them (default: the runtime's
-    ``tool_result_bytes``); a tool's own ``max_result_bytes`` wins."""
 
     def __post_init__(self) -> None:
         if self.on_message == "heartbeat" and self.heartbeat_s == 0:
