@@ -32,6 +32,8 @@ from owlclaw.llm.scripted import load_script_dir
 from owlclaw.mcp.pool import McpPool
 from owlclaw.messages import (
     Activate,
+    AgentMessage,
+    AgentReply,
     AnswerApproval,
     ApprovalAnswer,
     Cancel,
@@ -98,6 +100,8 @@ class AgentHost:
             AnswerApproval: self._answer_approval,
             ExpireApprovals: self._expire_approvals,
             SubAgentFinished: self._subagent_finished,
+            AgentMessage: self._agent_message,
+            AgentReply: self._agent_reply,
             Cancel: self._cancel,
             Activate: self._activate,
         }
@@ -191,6 +195,20 @@ class AgentHost:
         """Record a sub-agent's end; a run waiting for it resumes."""
         async with self._writer(report.agent_id) as hosted:
             for run_id in await hosted.runtime.inbox.subagent_finished(report):
+                self.hosted.resume(hosted, run_id)
+
+    async def _agent_message(self, message: AgentMessage) -> str | None:
+        """Record another agent's message; the run it starts joins the mailbox."""
+        async with self._writer(message.agent_id) as hosted:
+            run_id, queued = await hosted.runtime.inbox.agent_message(message)
+            if queued is not None:
+                self.hosted.enqueue(hosted, queued)
+            return str(run_id) if run_id else None
+
+    async def _agent_reply(self, reply: AgentReply) -> None:
+        """Record the reply to a message the agent sent; the run waiting for it resumes."""
+        async with self._writer(reply.agent_id) as hosted:
+            for run_id in await hosted.runtime.inbox.agent_replied(reply):
                 self.hosted.resume(hosted, run_id)
 
     async def _result(self, message: Result) -> RunResult:

@@ -21,6 +21,7 @@ from typing import Any
 
 from events import Ledger, StreamConflict
 from events import catalog as ev
+from events.agent_state import AGENT_MESSAGE
 from events.ledger import CONNECTIONS
 from owlclaw.agents import AgentActivity, Agents, HostStatus
 from owlclaw.config import OwlClawConfig
@@ -29,6 +30,7 @@ from owlclaw.messages import ExpireApprovals, RunResult
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Completer
 from owlclaw.tenants import TenantLimits
+from owlclaw.tools.agent_mail import reply_of
 from owlclaw.tools.subagents import report_of
 from projections.recall import MemoryStore
 
@@ -152,7 +154,13 @@ class HostedAgents:
             self.resume(hosted, interrupted)
         expired = await runtime.inbox.expire_approvals(ExpireApprovals(agent_id=agent_id))
         open_spawns = any(not spawn.finished for spawn in agent.state.spawns.values())
-        if expired or (open_spawns and await runtime.inbox.reconcile_spawns()):
+        awaits = any(not reply.answered for reply in agent.state.replies.values())
+        changed = bool(expired)
+        if open_spawns:
+            changed |= bool(await runtime.inbox.reconcile_spawns())
+        if awaits:
+            changed |= bool(await runtime.inbox.reconcile_replies())
+        if changed:
             agent = await asyncio.to_thread(self.ledger.load_agent, agent_id)
         for answered in await asyncio.to_thread(self.ledger.resumable.answered_parked_runs, agent):
             self.resume(hosted, answered)
@@ -215,7 +223,7 @@ class HostedAgents:
                 ran, hosted.running, hosted.current = hosted.running, None, None
                 hosted.completed += 1
                 hosted.last_active = time.monotonic()
-            if hosted.runtime.parent_agent_id and ran is not None:
+            if ran is not None and (hosted.runtime.parent_agent_id or _may_answer(kind, message)):
                 await self._report_end(ran)
 
     async def _in_slot(self, agent_id: str, hosted: Hosted, kind: str, message: Any) -> RunResult:
@@ -256,16 +264,19 @@ class HostedAgents:
             self.passivations += 1
 
     async def _report_end(self, run_id: str) -> None:
-        """A sub-agent's ended run is reported to its parent; a report that does not arrive
-        (the parent's host is gone) is reconciled when the parent is activated again."""
+        """A sub-agent's ended run is reported to its parent, and a run another agent's message
+        started answers it when a reply is expected. A report or reply that does not arrive (the
+        other host is gone) is reconciled when its parent or sender is activated again."""
         events = await asyncio.to_thread(self.ledger.stream, uuid.UUID(run_id))
         report = report_of(events)
-        if report is None:
-            return
-        try:
-            await self.agents.ask(report)
-        except Exception:
-            log.exception("reporting the end of sub-agent run %s to %s", run_id, report.agent_id)
+        reply = await asyncio.to_thread(reply_of, self.ledger, uuid.UUID(run_id))
+        for told in (report, reply):
+            if told is None:
+                continue
+            try:
+                await self.agents.ask(told)
+            except Exception:
+                log.exception("telling the end of run %s to %s", run_id, told.agent_id)
 
     def cancel_running(
         self, agent_id: str, run_id: str, by: str | None = None
@@ -292,6 +303,12 @@ class HostedAgents:
         self._agents.clear()
         self._ledger_threads.shutdown(wait=True)
         self.tenants.close()
+
+
+def _may_answer(kind: str, message: Any) -> bool:
+    """Whether a run may answer another agent's message: one a message started, or a
+    resumed one (its start is read from the ledger)."""
+    return kind == "resume" or message.trigger == AGENT_MESSAGE
 
 
 def _drain_queue(mailbox: asyncio.Queue[Mail]) -> list[Mail]:

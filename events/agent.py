@@ -16,16 +16,20 @@ import msgspec
 
 from events import catalog as ev
 from events.agent_state import (
+    ANSWERED_REPLIES_KEPT,
     ENDED_REASONS,
     ENDED_SCHEDULES_KEPT,
     FINISHED_SPAWNS_KEPT,
     HEARTBEAT,
     IDEMPOTENCY_KEYS_KEPT,
     INBOUND_KEPT,
+    INBOUND_TRIGGERS,
+    NO_REPLY,
     PREVIOUS_APP_KEPT,
     WOKEN_BY,
     ActiveSchedule,
     AgentState,
+    AwaitedReply,
     FireVerdict,
     Spawn,
     UnknownSchedule,
@@ -148,7 +152,7 @@ class Agent(Aggregate, AgentApprovals):
             and self.state.pending_inbound == 0
             and not (payload or {}).get(WOKEN_BY),
             idempotency_key=idempotency_key,
-            inbound=list(self.state.inbound) if trigger == HEARTBEAT else [],
+            inbound=list(self.state.inbound) if trigger in INBOUND_TRIGGERS else [],
             by=by,
         )
         assert isinstance(queued, ev.RunQueued)
@@ -236,6 +240,24 @@ class Agent(Aggregate, AgentApprovals):
             return "missed", missed
         return "fire", ""
 
+    def expire_replies(self, at: datetime) -> list[UUID]:
+        """Record ``no_reply`` (AgentReplyReceived) for each awaited reply whose deadline is
+        ``at`` or earlier; the runs waiting for them, to resume."""
+        runs = []
+        for message_id, awaited in list(self.state.replies.items()):
+            if awaited.answered or awaited.reply_by is None or awaited.reply_by > at:
+                continue
+            self.record(
+                ev.AgentReplyReceived,
+                message_id=message_id,
+                run_id=awaited.run_id,
+                call_id=awaited.call_id,
+                from_agent_id=awaited.to_agent_id,
+                status=NO_REPLY,
+            )
+            runs.append(awaited.run_id)
+        return runs
+
     def add_memory(self, memory_id: UUID, run_id: UUID, limit: int) -> list[UUID]:
         """Count a run's new memory among the agent's active ones (MemoryAdded); at ``limit``
         active memories, the oldest are archived first (MemoryArchived) to make room. The
@@ -286,6 +308,23 @@ class Agent(Aggregate, AgentApprovals):
         finished = [i for i, s in self.state.spawns.items() if s.finished]
         for old in finished[: max(0, len(finished) - FINISHED_SPAWNS_KEPT)]:
             del self.state.spawns[old]
+
+    def _on_AgentMessageSent(self, e: ev.AgentMessageSent) -> None:
+        if e.expect_reply and e.message_id not in self.state.replies:  # else: answered first
+            self.state.replies[e.message_id] = AwaitedReply(
+                e.run_id, e.call_id, e.to_agent_id, e.reply_by, e.to_run_id
+            )
+
+    def _on_AgentReplyReceived(self, e: ev.AgentReplyReceived) -> None:
+        awaited = self.state.replies.setdefault(
+            e.message_id, AwaitedReply(e.run_id, e.call_id, e.from_agent_id)
+        )
+        if awaited.answered:
+            return
+        awaited.status, awaited.reply_version = e.status, e.originator_version
+        answered = [i for i, r in self.state.replies.items() if r.answered]
+        for old in answered[: max(0, len(answered) - ANSWERED_REPLIES_KEPT)]:
+            del self.state.replies[old]
 
     def _on_AppAttached(self, e: ev.AppAttached) -> None:
         self.state.app_dir = e.app_dir
@@ -392,6 +431,8 @@ class Agent(Aggregate, AgentApprovals):
         ev.TimerMissed: _on_TimerMissed,
         ev.SubAgentSpawned: _on_SubAgentSpawned,
         ev.SubAgentFinished: _on_SubAgentFinished,
+        ev.AgentMessageSent: _on_AgentMessageSent,
+        ev.AgentReplyReceived: _on_AgentReplyReceived,
         ev.ToolsChanged: _on_ToolsChanged,
         ev.MemoryAdded: _on_MemoryAdded,
         ev.MemoryArchived: _on_MemoryArchived,

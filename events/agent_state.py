@@ -18,6 +18,7 @@ ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
 ANSWERED_APPROVALS_KEPT = 1000
 FINISHED_SPAWNS_KEPT = 1000
+ANSWERED_REPLIES_KEPT = 1000
 INBOUND_KEPT = 20
 """Idempotency keys of accepted runs an agent remembers (its last this many keyed runs)."""
 PREVIOUS_APP_KEPT = "identity"
@@ -33,6 +34,12 @@ ENDED_REASONS = {
     "fired": "this one-off schedule already fired",
     "missed": "this one-off schedule was already recorded as missed",
 }
+AGENT_MESSAGE = "agent_message"
+"""The trigger of a run another agent's message started (send_to_agent)."""
+INBOUND_TRIGGERS = (HEARTBEAT, AGENT_MESSAGE)
+"""Runs given the inbound events that arrived since the agent's last run."""
+NO_REPLY = "no_reply"
+"""The status of an awaited reply whose deadline passed."""
 
 
 class ActiveSchedule(msgspec.Struct):
@@ -94,6 +101,24 @@ class Spawn(msgspec.Struct):
     @property
     def finished(self) -> bool:
         return self.status != "running"
+
+
+class AwaitedReply(msgspec.Struct):
+    """A message one of this agent's runs sent expecting a reply, and the reply once it came
+    (its text is in the AgentReplyReceived at ``reply_version``)."""
+
+    run_id: UUID
+    call_id: str
+    to_agent_id: str
+    reply_by: datetime | None = None
+    to_run_id: UUID | None = None
+    """The target's run whose answer is the reply."""
+    status: str = "waiting"
+    reply_version: int = 0
+
+    @property
+    def answered(self) -> bool:
+        return self.status != "waiting"
 
 
 class ApprovalClosed(ValueError):
@@ -161,6 +186,9 @@ class AgentState(msgspec.Struct):
     """Tools a sub-agent does not get, whatever its app says."""
     spawns: dict[str, Spawn] = {}
     """Sub-agent runs this agent's runs started: running ones, and the latest finished."""
+    replies: dict[str, AwaitedReply] = {}
+    """Message id -> the reply a run awaits (send_to_agent with expect_reply): awaited ones,
+    and the latest answered."""
 
 
 class UnknownTools(ValueError):

@@ -271,6 +271,55 @@ class SubAgentFinished(_AgentEvent, frozen=True, kw_only=True):
     cost_usd: float = 0.0
 
 
+class AgentMessageSent(_AgentEvent, frozen=True, kw_only=True):
+    """A run of this agent sent a message to another agent (send_to_agent), delivered through
+    that agent's writer. ``request_hash`` is the ledger row hash of the call's ToolCallRequested
+    (committed before the tool acted), which the message carried: ``owlclaw verify`` checks the
+    link, ``owlclaw ledger --conversation`` follows it."""
+
+    sealed: ClassVar[tuple[str, ...]] = ("text",)
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("run", self.run_id, self.originator_id)
+
+    message_id: str
+    run_id: UUID
+    call_id: str
+    to_agent_id: str
+    text: str
+    expect_reply: bool
+    hops: int
+    """How many messages led to this one, itself included (loops between agents are bounded)."""
+    request_version: int
+    request_hash: str
+    reply_by: datetime | None = None
+    """When an awaited reply counts as never coming (None: no reply expected)."""
+    to_run_id: UUID | None = None
+    """The target's run the message started (None: it waits for the target's heartbeat)."""
+
+
+class AgentReplyReceived(_AgentEvent, frozen=True, kw_only=True):
+    """The answer to a message of this agent that expected one: the end of the target's run it
+    started (``status`` is that run's), or ``no_reply`` once its deadline passed. It names its
+    message whole, as it may be recorded before the AgentMessageSent it answers is committed."""
+
+    sealed: ClassVar[tuple[str, ...]] = ("reply",)
+
+    def data_key(self) -> DataKey | None:
+        return DataKey("run", self.run_id, self.originator_id)
+
+    message_id: str
+    run_id: UUID
+    call_id: str
+    from_agent_id: str
+    status: str
+    reply: str = ""
+    from_run_id: UUID | None = None
+    reply_version: int = 0
+    """The version of the target's run end event, and its row hash: the reply's link."""
+    reply_hash: str = ""
+
+
 class InboundReceived(_AgentKeyed, frozen=True, kw_only=True):
     """Something arrived for the agent (a webhook, a message); the next heartbeat acts on it."""
 
@@ -678,6 +727,8 @@ class RunParked(_RunEvent, frozen=True, kw_only=True):
     call_id: str
     spawn_id: str = ""
     """Set when the call waits for the sub-agent it spawned."""
+    message_id: str = ""
+    """Set when the call waits for another agent's reply (send_to_agent)."""
 
 
 class SubAgentCharged(_RunEvent, frozen=True, kw_only=True):

@@ -90,6 +90,24 @@ class ArchiveProblem:
         return f"archive {self.file} ({self.by}): {self.reason}"
 
 
+@dataclass(frozen=True)
+class LinkProblem:
+    """A message or reply between agents whose claimed row hash is not the hash of the row it
+    names on the other agent's run (that row was rewritten, or the message forged)."""
+
+    where: str
+    """Where the claim is recorded ("agent B version 4")."""
+    names: str
+    """The row it names ("agent A run 2 version 5")."""
+    claimed: str
+    found: str | None
+    """The hash stored there (None: no such row)."""
+
+    def __str__(self) -> str:
+        found = "no such row" if self.found is None else f"the row has {self.found}"
+        return f"{self.where} claims {self.names} has hash {self.claimed}, but {found}"
+
+
 @dataclass
 class VerifyReport:
     streams: int = 0
@@ -108,10 +126,18 @@ class VerifyReport:
     archived_runs: int = 0
     """Runs read from those files (their chains are in ``streams`` and ``events``)."""
     archive_problems: list[ArchiveProblem] = field(default_factory=list)
+    links: int = 0
+    """Links between agents checked (a message's sender row, a reply's run end)."""
+    link_problems: list[LinkProblem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.breaks and not self.mismatches and not self.archive_problems
+        return (
+            not self.breaks
+            and not self.mismatches
+            and not self.archive_problems
+            and not self.link_problems
+        )
 
 
 def verify_rows(rows: Iterable[Row]) -> VerifyReport:

@@ -43,10 +43,12 @@ class ResumableRuns:
         return None
 
     def answered_parked_runs(self, agent: Agent) -> list[UUID]:
-        """Runs parked for an approval that has been answered (or expired) since, or for a
-        sub-agent whose run has ended: to resume."""
+        """Runs parked for an approval that has been answered (or expired) since, for a
+        sub-agent whose run has ended, or for another agent's reply that came (or did not in
+        time): to resume."""
         answered = {a.run_id for a in agent.state.approvals.values() if a.status != "pending"}
         answered |= {s.run_id for s in agent.state.spawns.values() if s.wait and s.finished}
+        answered |= {r.run_id for r in agent.state.replies.values() if r.answered}
         return [r for r in sorted(answered) if self._load_run(r).state.status == "parked"]
 
     def unstarted_runs(self, agent: Agent) -> list[ev.RunQueued]:

@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import yaml
@@ -88,6 +88,17 @@ class AgentSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tool_result_bytes: Annotated[int, msgspec.Meta(ge=256)] | None = None
     """Tool results above this are cut before the model sees them (default: the runtime's
     ``tool_result_bytes``); a tool's own ``max_result_bytes`` wins."""
+    on_message: Literal["run", "heartbeat"] = "run"
+    """What another agent's message does (send_to_agent): start a run at once, or wait for the
+    next heartbeat (a message that expects a reply always starts a run: its answer is the
+    reply)."""
+
+    def __post_init__(self) -> None:
+        if self.on_message == "heartbeat" and self.heartbeat_s == 0:
+            raise ValueError(
+                'on_message = "heartbeat" needs a heartbeat: set heartbeat_s (messages would '
+                "wait forever)"
+            )
 
 
 @dataclass

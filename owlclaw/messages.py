@@ -238,6 +238,55 @@ class SubAgentFinished(Message[None], frozen=True, kw_only=True):
         return fields
 
 
+class AgentMessage(Message[str | None], frozen=True, kw_only=True):
+    """Another agent's message (send_to_agent) to its target (``agent_id``): recorded by the
+    target's writer as an InboundReceived from ``agent:<sender>``, with a run (trigger
+    ``agent_message``) queued in the same commit, unless no reply is expected and the target
+    leaves messages to its heartbeat. The run's id, or None; a message id the target already
+    accepted a run for returns that run's id and records nothing."""
+
+    message_id: str
+    from_agent_id: str
+    from_run_id: UUID
+    call_id: str
+    """The sender's call: where its reply goes."""
+    request_version: int
+    request_hash: str
+    """The version and row hash of the call's ToolCallRequested on the sender's run: the link
+    ``owlclaw verify`` checks."""
+    text: str
+    expect_reply: bool
+    hops: int
+
+    def link(self) -> dict[str, Any]:
+        """Everything but the text: what the run it starts keeps in its context."""
+        fields = msgspec.structs.asdict(self)
+        del fields["agent_id"], fields["text"]
+        return msgspec.to_builtins(fields)  # type: ignore[no-any-return]
+
+
+class AgentReply(Message[None], frozen=True, kw_only=True):
+    """The end of a run another agent's message started, told to that agent (``agent_id``)
+    when the message expected a reply: recorded (AgentReplyReceived), the waiting run resumed."""
+
+    message_id: str
+    run_id: UUID
+    """The sender's run that waits."""
+    call_id: str
+    from_agent_id: str
+    status: str
+    reply: str
+    from_run_id: UUID
+    reply_version: int
+    reply_hash: str
+
+    def event_fields(self) -> dict[str, Any]:
+        """The AgentReplyReceived this reply records on the sender's stream."""
+        fields = msgspec.structs.asdict(self)
+        del fields["agent_id"]
+        return fields
+
+
 class Cancel(Message[bool], frozen=True, kw_only=True):
     """Cancel the agent's run, running or parked (it ends with RunTerminated "cancelled"), and
     the sub-agent runs it started; False when it was neither."""

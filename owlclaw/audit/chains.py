@@ -16,6 +16,7 @@ from events.archive_seal import check_archive
 from events.hashchain import ArchiveProblem, HeadMismatch, VerifyReport
 from events.heads import ANCHOR_STREAM_ID, Anchor, check_anchor, check_seals
 from events.streams import agent_stream_id
+from owlclaw.audit.conversations import check_links
 
 Heads = dict[UUID, tuple[int, bytes]]
 Hashes = dict[tuple[UUID, int], bytes]
@@ -32,7 +33,9 @@ def verify_agent(
 ) -> VerifyReport:
     """Verify the agent's streams (every stream without one): their hash chains; each run
     against its RunSealed and each queued run's stream present (``events.heads.check_seals``);
-    each stream against ``anchor`` (one kept outside), by default the ledger's latest."""
+    each message or reply from another agent against the row it names
+    (``conversations.check_links``); each stream against ``anchor`` (one kept outside), by
+    default the ledger's latest."""
     agent_ids = ledger.agent_ids() if agent_id is None else [agent_id]
     streams = None if agent_id is None else agent_streams(ledger, agent_id)
     report = ledger.chains.verify(streams)
@@ -65,6 +68,7 @@ def verify_agent(
         )
         report.mismatches += found
         report.sealed_runs += checked
+    report.links, report.link_problems = check_links(ledger, agent_ids)
     if anchor is not None:
         report.mismatches += _against_anchor(
             ledger, anchor, streams, labels, by, (archived_heads, archived_hashes)

@@ -224,7 +224,8 @@ def _outcome(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911 - one per outcom
         case ev.ToolCallRejected():
             return f"rejected (invalid arguments): {e.error}"
         case ev.RunParked():
-            return "parked: waiting for " + ("a sub-agent" if e.spawn_id else "approval")
+            waits = "a sub-agent" if e.spawn_id else "a reply" if e.message_id else "approval"
+            return f"parked: waiting for {waits}"
     return None
 
 

@@ -20,6 +20,7 @@ from events.catalog import event_fields
 from events.hashchain import VerifyReport
 from events.heads import AnchorInvalid, read_anchor
 from owlclaw.audit.chains import verify_agent
+from owlclaw.audit.conversations import conversation
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -46,10 +47,21 @@ def ledger(
     ] = 0,
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many events.")] = 200,
     every: Annotated[bool, typer.Option("--all", help="Show every event (no --limit).")] = False,
+    talk: Annotated[
+        bool,
+        typer.Option(
+            "--conversation",
+            help="Show the messages between this agent and others instead (send_to_agent), "
+            "followed from agent to agent, each with the state of its link.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Print an agent's events (its stream and its runs' streams) in log order, a page at a
     time: the first --limit events after --after, and where the next page starts."""
+    if talk:
+        _conversation(agent, as_json)
+        return
     with open_ledger() as (_, led):
         history = led.agent_history(agent, after, None if every else limit + 1)
         tree = spawn_tree(led, agent)
@@ -109,6 +121,30 @@ def ledger_table(agent: str, history: list[LoggedEvent], runs: Mapping[UUID, int
             stacked(Text(type(e).__name__, "bold"), summary(event_fields(e))),
         )
     return table
+
+
+def _conversation(agent: str, as_json: bool) -> None:
+    with open_ledger() as (_, led):
+        led.require_agent(agent)
+        said = conversation(led, agent)
+    if as_json:
+        print_json({"agent_id": agent, "conversation": [s.__dict__ for s in said]})
+        return
+    table = Table(
+        whole("time"),
+        whole("from"),
+        whole("to"),
+        whole("what"),
+        text("text"),
+        whole("link"),
+        title=f"conversation of {agent}",
+    )
+    for s in said:
+        link = Text(s.link, "red" if s.link not in ("ok", "-") else "")
+        table.add_row(
+            s.at.strftime("%H:%M:%S.%f")[:-3], s.from_agent, s.to_agent, s.kind, s.text, link
+        )
+    out.print(table)
 
 
 def _tree(branch: Tree, nodes: list[SpawnNode]) -> Tree:
@@ -193,6 +229,8 @@ def verify(
                     {"file": p.file, "by": p.by, "reason": p.reason}
                     for p in report.archive_problems
                 ],
+                "links": report.links,
+                "link_problems": [{**p.__dict__, "text": str(p)} for p in report.link_problems],
             }
         )
     else:
@@ -209,6 +247,8 @@ def _print_report(report: VerifyReport) -> None:
         out.print(f"[red]MISMATCH[/] {escape(str(m))}")
     for p in report.archive_problems:
         out.print(f"[red]ARCHIVE[/] {escape(str(p))}")
+    for link in report.link_problems:
+        out.print(f"[red]LINK[/] {escape(str(link))}")
     for u in report.unreadable:
         out.print(f"[yellow]unchecked[/] {escape(u)}")
     if report.ok:
@@ -219,10 +259,11 @@ def _print_report(report: VerifyReport) -> None:
             if report.archives
             else ""
         )
+        links = f"; {report.links} links between agents hold" if report.links else ""
         out.print(
             f"[green]ok[/]: {report.events} events in {report.streams} streams, chains "
             f"intact; {report.sealed_runs} ended runs match their sealed heads"
-            f"{archives}{against}"
+            f"{archives}{links}{against}"
         )
 
 

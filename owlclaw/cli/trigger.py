@@ -125,6 +125,12 @@ def _parked_status(events: list[ev.LedgerEvent]) -> str | None:
     if events[-1].spawn_id:
         err.print("[yellow]parked:[/] waiting for its sub-agents (`owlclaw ledger` shows them)")
         return "parked"
+    if events[-1].message_id:
+        err.print(
+            "[yellow]parked:[/] waiting for another agent's reply "
+            "(`owlclaw ledger AGENT --conversation` shows it)"
+        )
+        return "parked"
     approval_id = events[-1].approval_id
     err.print(
         f"[yellow]parked:[/] waiting for approval {approval_id} "

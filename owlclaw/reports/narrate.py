@@ -45,6 +45,8 @@ def step_text(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911, PLR0912 - one 
             return f"  ✗ {tool} denied: {reason}"[:WIDTH]
         case ev.RunParked(spawn_id=spawn_id) if spawn_id:
             return "  ⏸ parked: waiting for a sub-agent's run"
+        case ev.RunParked(message_id=message_id) if message_id:
+            return "  ⏸ parked: waiting for another agent's reply"
         case ev.RunParked(approval_id=approval_id):
             return f"  ⏸ parked: waiting for approval {approval_id}"
         case ev.RunResumed():

@@ -36,6 +36,7 @@ from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.runtime.serial import LedgerCalls, SerialExecutor
 from owlclaw.runtime.steps import RecordedOutcomes, RecordedSteps
 from owlclaw.tenants import TenantBudget
+from owlclaw.tools.agent_mail import AgentMail
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
 from owlclaw.tools.live import LiveExecution
@@ -122,6 +123,7 @@ class AgentRuntime:
             subagents=subagents,
             threads=HandlerThreads(name=f"tools-{agent_id}"),
             cancels=self._cancels,
+            mail=AgentMail(ledger, agents) if agents is not None else None,
         )
         tracing.enable()
 

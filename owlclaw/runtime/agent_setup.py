@@ -29,6 +29,7 @@ from owlclaw.runtime.reloader import AppReloader
 from owlclaw.runtime.secrets import declared, secret_values, too_short
 from owlclaw.runtime.toolset import agent_tools, check_governance_names
 from owlclaw.tenants import TenantBudget
+from owlclaw.tools.builtin.send_to_agent import agent_message_tools
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance, spent_today
 from owlclaw.tools.pack.config import ToolsConfig, pack_tools
@@ -82,11 +83,13 @@ class AgentSetup:
             {
                 **pack_tools(ToolsConfig.from_app_config(app.config), self.workspaces, app.root),
                 **peer_tools(app.config),
+                **agent_message_tools(self.governance),
             }
             if app
             else {}
         )
-        """The pack tools its app enables (``[tools] enable``) and its A2A peers' tools."""
+        """The pack tools its app enables (``[tools] enable``), its A2A peers' tools and
+        send_to_agent when its governance names agents it may message."""
         self.mcp = mcp
         self.mcp_servers: dict[str, McpServer] = mcp_servers(app.config) if app else {}
         """The MCP servers its app takes tools from (``[mcp.servers.<name>]``)."""
@@ -144,7 +147,11 @@ class AgentSetup:
         a tool it does not have or its core does not fit the system prompt's budget."""
         check_core(app, self.limits, self.models)
         source = str(app.root / "owlclaw.toml")
-        pack = {**pack_tools(tools, self.workspaces, app.root), **peer_tools(app.config, source)}
+        pack = {
+            **pack_tools(tools, self.workspaces, app.root),
+            **peer_tools(app.config, source),
+            **agent_message_tools(governance),
+        }
         capabilities = (registry or self.registry).capabilities
         servers = mcp_servers(app.config, source)
         declared(app.config, source)

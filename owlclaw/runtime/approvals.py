@@ -11,6 +11,7 @@ on top of the stream as it is then.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -108,13 +109,17 @@ def pending(ledger: Ledger, agent_ids: list[str]) -> list[PendingApproval]:
 
 
 def overdue(ledger: Ledger, agent_ids: list[str]) -> list[str]:
-    """The agents with a pending approval past its expiry."""
+    """The agents with a pending approval past its expiry, or an awaited reply past its
+    deadline."""
     at = now()
-    return [
-        agent_id
-        for agent_id in agent_ids
-        if any(a.expires_at <= at for _, a in ledger.load_agent(agent_id).pending_approvals())
-    ]
+    return [agent_id for agent_id in agent_ids if _overdue(ledger.load_agent(agent_id), at)]
+
+
+def _overdue(agent: Agent, at: datetime) -> bool:
+    if any(a.expires_at <= at for _, a in agent.pending_approvals()):
+        return True
+    replies = agent.state.replies.values()
+    return any(not r.answered and r.reply_by is not None and r.reply_by <= at for r in replies)
 
 
 def agent_of(ledger: Ledger, approval_id: str, agent_ids: list[str]) -> str:

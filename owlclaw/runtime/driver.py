@@ -40,6 +40,7 @@ from owlclaw.runtime.limits import check_call, check_doom_loop
 from owlclaw.runtime.models import Completer, EveryModelFailed, ask
 from owlclaw.runtime.progress import RunProgress, Stop
 from owlclaw.runtime.serial import LedgerCalls
+from owlclaw.tools.agent_mail import AgentMail
 from owlclaw.tools.encoding import encode_told
 from owlclaw.tools.errors import Parked, Stopped, ToolError
 from owlclaw.tools.executor import (
@@ -73,6 +74,7 @@ class RunDriver:
         subagents: SubAgents | None,
         threads: HandlerThreads,
         cancels: dict[UUID, str],
+        mail: AgentMail | None = None,
     ):
         """``cancels``: run id -> the principal cancelling it (``AgentRuntime.cancelling``)."""
         self.ledger = ledger
@@ -84,6 +86,7 @@ class RunDriver:
         self.execution = execution
         self.memory = memory
         self.subagents = subagents
+        self.mail = mail
         self.threads = threads
         self.cancels = cancels
 
@@ -318,6 +321,7 @@ class RunDriver:
                 app.skills if app is not None else {},
                 store_blob,
                 self.subagents,
+                self.mail,
             )
 
         app_bytes = app.settings.tool_result_bytes if app is not None else None

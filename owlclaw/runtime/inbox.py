@@ -13,9 +13,12 @@ import msgspec
 
 from events import catalog as ev
 from events.agent import Agent
+from events.agent_state import AGENT_MESSAGE
 from events.streams import now
 from owlclaw import tracing
 from owlclaw.messages import (
+    AgentMessage,
+    AgentReply,
     AnswerApproval,
     ApprovalAnswer,
     CancelSchedule,
@@ -32,6 +35,7 @@ from owlclaw.runtime.agent_setup import AgentSetup
 from owlclaw.runtime.approvals import checked_edit, record_decision, spawn_kin
 from owlclaw.runtime.commits import Sink
 from owlclaw.runtime.serial import LedgerCalls
+from owlclaw.tools.agent_mail import CONTEXT_KEY, SOURCE_PREFIX, reply_of
 from owlclaw.tools.subagents import SubAgents
 
 
@@ -88,6 +92,42 @@ class Inbox:
         )
         return (await self.sink.append(agent))[1][-1]
 
+    async def agent_message(self, message: AgentMessage) -> tuple[UUID | None, ev.RunQueued | None]:
+        """Record another agent's message (InboundReceived from ``agent:<sender>``) and, in the
+        same commit, queue the run it starts (trigger ``agent_message``, keyed by the message
+        id), unless no reply is expected and the app leaves messages to its heartbeat. A message
+        that already started a run records nothing: that run's id, and None."""
+        agent = await self._head()
+        if known := agent.run_for_key(message.message_id):
+            return known, None
+        payload = {**message.link(), "text": message.text}
+        agent.record(
+            ev.InboundReceived, source=f"{SOURCE_PREFIX}{message.from_agent_id}", payload=payload
+        )
+        app = self.setup.app
+        queued = None
+        if message.expect_reply or app is None or app.settings.on_message == "run":
+            asks = "; your answer is your reply" if message.expect_reply else ""
+            queued = agent.queue_run(
+                AGENT_MESSAGE,
+                f"a message from agent {message.from_agent_id}{asks}",
+                context={CONTEXT_KEY: message.link()},
+                idempotency_key=message.message_id,
+            )
+        await self.sink.append(agent)
+        return (queued.run_id if queued else None), queued
+
+    async def agent_replied(self, reply: AgentReply) -> list[UUID]:
+        """Record the reply to a message this agent's run sent (AgentReplyReceived); the run
+        that waits for it, to resume. A reply already recorded (or given up) records nothing."""
+        agent = await self._head()
+        known = agent.state.replies.get(reply.message_id)
+        if known is not None and known.answered:
+            return []
+        agent.record(ev.AgentReplyReceived, **reply.event_fields())
+        await self.sink.append(agent)
+        return [reply.run_id]
+
     async def change_tools(self, message: ChangeTools) -> ToolsChange:
         """Enable and disable tools as the agent's writer (ToolsChanged), checked against the
         tools of its app as last loaded; from the next run on, governance hides disabled ones."""
@@ -124,9 +164,11 @@ class Inbox:
         return ApprovalAnswer.of(agent, decision.approval_id, approval.run_id, positions[-1])
 
     async def expire_approvals(self, _: ExpireApprovals) -> list[UUID]:
-        """Record ApprovalExpired for this agent's overdue approvals; the runs to resume."""
+        """Record ApprovalExpired for this agent's overdue approvals, and ``no_reply`` for the
+        replies its runs await past their deadline; the runs to resume."""
         agent = await self._head()
-        runs = agent.expire_approvals(now())
+        at = now()
+        runs = agent.expire_approvals(at) + agent.expire_replies(at)
         if runs:
             await self.sink.append(agent)
         return runs
@@ -157,6 +199,19 @@ class Inbox:
             report = await self.subagents.ended(spawn.child_run_id)
             if report is not None:
                 resume += await self.subagent_finished(report)
+        return resume
+
+    async def reconcile_replies(self) -> list[UUID]:
+        """Record the replies to this agent's messages whose answering run ended without the
+        reply reaching this agent (the target's host died in between); runs to resume."""
+        agent = await self._head()
+        resume: list[UUID] = []
+        for awaited in list(agent.state.replies.values()):
+            if awaited.answered or awaited.to_run_id is None:
+                continue
+            reply = await self.io(reply_of, self.setup.ledger, awaited.to_run_id)
+            if reply is not None:
+                resume += await self.agent_replied(reply)
         return resume
 
     async def load(self, loaded: Agent | None = None) -> None:

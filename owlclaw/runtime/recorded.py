@@ -50,9 +50,11 @@ class RecordedRun:
         return None
 
     def waited_at(self, call_id: str) -> bool:
-        """The run parked at this call, after requesting it, waiting for a sub-agent."""
+        """The run parked at this call, after requesting it, waiting for a sub-agent or for
+        another agent's reply."""
         return any(
-            isinstance(e, ev.RunParked) and e.call_id == call_id and e.spawn_id for e in self.events
+            isinstance(e, ev.RunParked) and e.call_id == call_id and (e.spawn_id or e.message_id)
+            for e in self.events
         )
 
     def outcome(self, call_id: str) -> Any:

@@ -48,6 +48,14 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Tool name or glob -> how many different principals must grant its calls (default 1)."""
     rate_limits: dict[str, RateLimit] = {}
     """Tool name -> at most ``calls`` calls per ``per_seconds`` for this agent."""
+    message_agents: tuple[str, ...] = ()
+    """Agent ids (globs: ``billing-*``) send_to_agent may message; empty means none, and the
+    agent has no send_to_agent."""
+    message_max_hops: Annotated[int, msgspec.Meta(ge=1, le=100)] = 8
+    """A message is refused when it would be hop number ``message_max_hops + 1`` of a chain of
+    messages between agents (a run another agent's message started carries that count on)."""
+    reply_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    """How long a run waits for the reply it asked for before it gets a ``NO_REPLY`` error."""
     daily_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     """Tokens per UTC day for this agent; a run that reaches it ends with BudgetExceeded."""
     daily_cost_usd: Annotated[float, msgspec.Meta(gt=0)] | None = None
@@ -143,6 +151,10 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             if s.meta.owlclaw.constraints.rate_limit is not None
         }
         return {**limits, **self.rate_limits}
+
+    def may_message(self, agent_id: str) -> bool:
+        """Whether send_to_agent may message ``agent_id`` (``message_agents``)."""
+        return _matches(agent_id, self.message_agents)
 
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:

@@ -36,13 +36,7 @@ def report_of(events: list[ev.LedgerEvent]) -> SubAgentFinished | None:
     if start is None or end is None or CONTEXT_KEY not in start.context:
         return None
     spawned = dict(start.context[CONTEXT_KEY])
-    match end:
-        case ev.RunCompleted(answer=answer):
-            told = answer
-        case ev.RunFailed(error=error):
-            told = error
-        case _:
-            told = getattr(end, "reason", "")
+    status, told = ended_as(end)
     return SubAgentFinished(
         agent_id=spawned["parent_agent_id"],
         spawn_id=spawned["spawn_id"],
@@ -51,11 +45,24 @@ def report_of(events: list[ev.LedgerEvent]) -> SubAgentFinished | None:
         child_agent_id=start.agent_id,
         child_run_id=start.originator_id,
         wait=bool(spawned["wait"]),
-        status=type(end).__name__.removeprefix("Run").lower(),
+        status=status,
         answer=told,
         tokens=end.tokens,
         cost_usd=end.cost_usd,
     )
+
+
+def ended_as(end: ev.LedgerEvent) -> tuple[str, str]:
+    """A run's end as another agent is told it: its status (``completed``, ``failed``, ...)
+    and its answer, error or reason."""
+    match end:
+        case ev.RunCompleted(answer=answer):
+            told = answer
+        case ev.RunFailed(error=error):
+            told = error
+        case _:
+            told = getattr(end, "reason", "")
+    return type(end).__name__.removeprefix("Run").lower(), told
 
 
 class SubAgents:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from events.run import Run
     from owlclaw.app import Skill
     from owlclaw.config import RuntimeConfig
+    from owlclaw.tools.agent_mail import AgentMail
     from owlclaw.tools.subagents import SubAgents
     from owlclaw.tools.threads import HandlerThreads
     from projections.recall import MemoryStore
@@ -49,6 +50,8 @@ class RunScope:
     their sha256: where an MCP tool's images go before its outcome is recorded."""
     subagents: SubAgents | None = None
     """Where spawn_agent starts sub-agents (None: the runtime has no host to place them)."""
+    mail: AgentMail | None = None
+    """Where send_to_agent delivers messages (None: the runtime has no host)."""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ def _approval(approval_id: str) -> tuple[type[LedgerEvent], dict[str, Any]]:
     return ev.ApprovalRequested, fields
 
 
+MESSAGE = {"message_id": "m1", "run_id": RUN_ID, "call_id": "c1"}
+SENT = {"hops": 1, "request_version": 3, "request_hash": "ab", "expect_reply": True}
 AGENT_STORY: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
     (ev.AgentRegistered, {"agent_id": "a"}),
     (ev.AppAttached, {"app_dir": "/apps/a"}),
@@ -64,6 +66,8 @@ AGENT_STORY: list[tuple[type[LedgerEvent], dict[str, Any]]] = [
     (ev.TimerMissed, {"schedule_id": "s2", "fire_time": AT, "reason": "skipped"}),
     (ev.SubAgentSpawned, {**SPAWN, "task": "t"}),
     (ev.SubAgentFinished, {**SPAWN, "status": "completed", "answer": "done"}),
+    (ev.AgentMessageSent, {**MESSAGE, **SENT, "to_agent_id": "b", "text": "hi"}),
+    (ev.AgentReplyReceived, {**MESSAGE, "from_agent_id": "b", "status": "completed"}),
     (ev.ToolsChanged, {"disabled": ["pay"]}),
     (ev.MemoryAdded, {"memory_id": MEMORY, "run_id": RUN_ID}),
     (ev.MemoryArchived, {"memory_ids": [MEMORY], "reason": "limit"}),

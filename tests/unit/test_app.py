@@ -151,6 +151,9 @@ def test_agent_settings_are_validated_and_name_the_field(tmp_path: Path) -> None
     (root / "owlclaw.toml").write_text("[agent]\nheartbeat_s = -1\n")
     with pytest.raises(AppError, match=r"\[agent\].*heartbeat_s"):
         load_app(root)
+    (root / "owlclaw.toml").write_text('[agent]\non_message = "heartbeat"\n')
+    with pytest.raises(AppError, match=r"on_message = .heartbeat. needs a heartbeat"):
+        load_app(root)
     (root / "owlclaw.toml").write_text('[agent]\nid = "has space"\n')
     with pytest.raises(AppError, match="agent id 'has space'"):
         load_app(root)

@@ -224,7 +224,13 @@ def step_of(e: ev.LedgerEvent) -> Step:  # noqa: PLR0911, PLR0912 - one case per
         case ev.PlanUpdated():
             return plan_step(version, at, e.items)
         case ev.RunParked():
-            waits = f"sub-agent spawn {e.spawn_id}" if e.spawn_id else f"approval {e.approval_id}"
+            waits = (
+                f"sub-agent spawn {e.spawn_id}"
+                if e.spawn_id
+                else f"the reply to message {e.message_id}"
+                if e.message_id
+                else f"approval {e.approval_id}"
+            )
             return Step(
                 version, at, "parked", f"Parked: waiting for {waits}", [("call", e.call_id)]
             )
