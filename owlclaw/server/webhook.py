@@ -5,7 +5,7 @@
   an ``Idempotency-Key`` header makes a retry return the run that key already started; a W3C
   ``traceparent`` header makes the run's trace continue the caller's (``owlclaw.tracing``);
 - ``POST /agents/{id}/events`` ``{"source"?, "payload"?}``: an InboundReceived for the agent's
-  next heartbeat (202);
+  next heartbeat (202); a source ``agent:...`` is refused (only send_to_agent writes those);
 - ``POST /agents/{id}/tools`` ``{"enable"?: [names], "disable"?: [names]}``: a ToolsChanged
   recorded by the agent's writer, naming the principal as ``by`` (200, the agent's disabled
   tools; 400 ``unknown_tool``);
@@ -73,6 +73,7 @@ from owlclaw.server.request_body import BadBody, decode_body
 from owlclaw.server.seen import seen_approvals, seen_status
 from owlclaw.server.service import Service
 from owlclaw.server_token import server_token
+from owlclaw.tools.agent_mail import SOURCE_PREFIX
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_IDEMPOTENCY_KEY = 200
@@ -208,6 +209,13 @@ def make_app(service: Service, token: str) -> web.Application:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
         data: EventBody = await _body(request, EventBody)
+        if data.source.startswith(SOURCE_PREFIX):
+            return _error(
+                400,
+                "bad_request",
+                f"source {data.source!r}: {SOURCE_PREFIX!r} is reserved for messages between "
+                "agents (send_to_agent), which the ledger links to their sender",
+            )
         by = principal_of(request).name
         position = await service.ask(
             Receive(agent_id=agent_id, source=data.source, payload=data.payload, by=by)

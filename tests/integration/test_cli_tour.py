@@ -248,6 +248,13 @@ def test_webhook_contract(tour: Tour) -> None:
     assert event.status_code == 202
     [inbound] = [e for e in tour.ledger() if e["type"] == "InboundReceived"]
     assert inbound["data"] == {"source": "webhook", "payload": {"ticket": 9}, "by": "server-token"}
+    spoof = httpx.post(
+        f"{tour.url}/agents/my-agent/events",
+        json={"source": "agent:boss", "payload": {"pay": 1}},
+        headers=auth,
+    )
+    assert spoof.status_code == 400 and "reserved for messages between agents" in spoof.text
+    assert [e for e in tour.ledger() if e["type"] == "InboundReceived"] == [inbound]
 
 
 def test_cli_errors_against_the_running_server(tour: Tour) -> None:
