@@ -138,7 +138,7 @@ class TimerRegistrations(View):
             "focus": text(self.ledger.sealer.stored(e, "focus")),
             "cron": text(e.cron),
             "next_fire_at": first,
-            "misfire": e.misfire,
+            "misfire": e.on_missed,
             "catch_up_window_s": e.catch_up_window_s,
         }
         backend = self.backend if self._holds(row, datetime.now(UTC)) else BuiltinBackend()

@@ -18,6 +18,13 @@ Focus = Annotated[
     ),
 ]
 DecisionType = Literal["capability_selection", "schedule_decision", "no_action", "other"]
+OnMissed = Annotated[
+    Literal["one", "all", "skip"],
+    msgspec.Meta(
+        description="Fires missed while the timer service was down: 'one' fires once for them "
+        "(default), 'all' fires each of them (the latest 100 at most), 'skip' fires none"
+    ),
+]
 
 
 class Params(msgspec.Struct, forbid_unknown_fields=True):
@@ -34,6 +41,7 @@ class ScheduleOnce(Params):
         ),
     ]
     focus: Focus
+    on_missed: OnMissed = "one"
 
 
 class ScheduleCron(Params):
@@ -47,6 +55,7 @@ class ScheduleCron(Params):
         ),
     ]
     focus: Focus
+    on_missed: OnMissed = "one"
 
 
 class ListSchedules(Params):
