@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 
 from events import catalog as ev
 from events.agent import Agent
-from events.codec import MsgspecMapper
+from events.codec import MsgspecMapper, stored_topics
 from events.cron import cron_times, next_fire
 from events.streams import agent_stream_id
 from owlclaw.timers.fires import GRACE, MAX_CAUGHT_UP, SKIPPED, decide, on_missed_of, plan
 from owlclaw.timers.hatchet_backend import fire_of
+from owlclaw.tools.builtin.handlers import BUILTINS
 
 CRONS = ["* * * * *", "*/5 * * * *", "0 * * * *", "15,45 9-17 * * 1-5", "0 9 * * *"]
 START = datetime(2026, 6, 1, 0, 0, 30, tzinfo=UTC)
@@ -157,3 +158,19 @@ def test_missed_fires_are_recorded_with_how_many_and_from_when() -> None:
     assert isinstance(missed, ev.TimerMissed)
     assert (missed.occurrences, missed.first_fire_time, missed.fire_time) == (10, first, last)
     assert agent.state.run_count == 0
+
+
+def test_a_view_reading_schedules_asks_for_every_topic_they_were_stored_under() -> None:
+    """Views filter the log by topic in the database: ScheduleRequested v1 events (``misfire``)
+    must still reach the schedules view and the timer registrations."""
+    assert stored_topics(ev.ScheduleRequested) == ["ScheduleRequested", "ScheduleRequested@2"]
+    assert stored_topics(ev.TimerMissed) == ["TimerMissed"]
+
+
+def test_the_recorded_arguments_name_on_missed_only_when_it_was_given() -> None:
+    default = BUILTINS["schedule_once"].spec.parse({"delay_seconds": 60, "focus": "x"})
+    chosen = BUILTINS["schedule_cron"].spec.parse(
+        {"cron_expression": "0 9 * * *", "focus": "x", "on_missed": "skip"}
+    )
+    assert msgspec.to_builtins(default) == {"delay_seconds": 60, "focus": "x"}
+    assert msgspec.to_builtins(chosen)["on_missed"] == "skip"

@@ -217,7 +217,7 @@ def _schedule(
         fire_at=fire_at,
         on_missed=on_missed,
     )
-    result: dict[str, Any] = {"schedule_id": schedule_id, "focus": focus, "on_missed": on_missed}
+    result: dict[str, Any] = {"schedule_id": schedule_id, "focus": focus}
     if fire_at is not None:
         result["scheduled_at"] = fire_at.isoformat()
     if cron is not None:

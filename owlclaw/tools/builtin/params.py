@@ -31,7 +31,9 @@ class Params(msgspec.Struct, forbid_unknown_fields=True):
     """Base of tool parameters: unknown fields are rejected, not ignored."""
 
 
-class ScheduleOnce(Params):
+class ScheduleOnce(Params, omit_defaults=True):
+    """``on_missed`` is recorded only when given, as calls recorded before it read."""
+
     delay_seconds: Annotated[
         int,
         msgspec.Meta(
@@ -44,7 +46,9 @@ class ScheduleOnce(Params):
     on_missed: OnMissed = "one"
 
 
-class ScheduleCron(Params):
+class ScheduleCron(Params, omit_defaults=True):
+    """``on_missed`` is recorded only when given, as calls recorded before it read."""
+
     cron_expression: Annotated[
         str,
         msgspec.Meta(
