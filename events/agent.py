@@ -163,16 +163,33 @@ class Agent(Aggregate, AgentApprovals):
         return self.state.idempotency_keys.get(idempotency_key)
 
     def receive_fire(
-        self, schedule_id: str, fire_time: datetime, missed: str | None = None
+        self,
+        schedule_id: str,
+        fire_time: datetime,
+        missed: str | None = None,
+        occurrences: int = 1,
+        first_fire_time: datetime | None = None,
     ) -> tuple[FireVerdict, str, ev.RunQueued | None]:
         """Judge one delivery of a timer fire against this agent's schedules and record it: a
         fire records TimerFired and queues its run (trigger ``schedule_<kind>``, the schedule's
         focus); a second delivery of (schedule, fire time), or a fire of an ended schedule,
-        records TimerDeduplicated; a fire the misfire policy gave up records TimerMissed."""
+        records TimerDeduplicated; fires the on_missed policy gave up (``occurrences`` of them,
+        from ``first_fire_time`` to ``fire_time``) record one TimerMissed."""
         verdict, reason = self._fire_verdict(schedule_id, fire_time, missed)
-        if verdict != "fire":
-            event = ev.TimerDeduplicated if verdict == "duplicate" else ev.TimerMissed
-            self.record(event, schedule_id=schedule_id, fire_time=fire_time, reason=reason)
+        if verdict == "duplicate":
+            self.record(
+                ev.TimerDeduplicated, schedule_id=schedule_id, fire_time=fire_time, reason=reason
+            )
+            return verdict, reason, None
+        if verdict == "missed":
+            self.record(
+                ev.TimerMissed,
+                schedule_id=schedule_id,
+                fire_time=fire_time,
+                reason=reason,
+                occurrences=occurrences,
+                first_fire_time=first_fire_time,
+            )
             return verdict, reason, None
         schedule = self.state.schedules[schedule_id]
         owner = schedule.owner_run_id
@@ -363,7 +380,12 @@ class Agent(Aggregate, AgentApprovals):
 
     def _on_ScheduleRequested(self, e: ev.ScheduleRequested) -> None:
         self.state.schedules[e.schedule_id] = ActiveSchedule(
-            kind=e.kind, focus=e.focus, owner_run_id=e.owner_run_id, cron=e.cron, fire_at=e.fire_at
+            kind=e.kind,
+            focus=e.focus,
+            owner_run_id=e.owner_run_id,
+            cron=e.cron,
+            fire_at=e.fire_at,
+            on_missed=e.on_missed,
         )
 
     def _on_ScheduleRegistered(self, e: ev.ScheduleRegistered) -> None:

@@ -13,6 +13,7 @@ from uuid import UUID
 import msgspec
 
 from events.argument_digest import arguments_digest
+from events.catalog import OnMissed
 
 ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
@@ -50,6 +51,8 @@ class ActiveSchedule(msgspec.Struct):
     fire_at: datetime | None = None
     backend_id: str | None = None
     last_fire_time: datetime | None = None
+    on_missed: OnMissed = "one"
+    """The schedule's policy for fires missed while the timer service was down."""
 
 
 class Approval(msgspec.Struct):

@@ -163,7 +163,11 @@ class RunQueued(_AgentEvent, frozen=True, kw_only=True):
     did (a heartbeat, a timer, a sub-agent spawn), and in events recorded before it was kept."""
 
 
-MisfirePolicy = Literal["catch_up", "coalesce", "skip"]
+OnMissed = Literal["one", "all", "skip"]
+"""What a schedule does with the fires the timer service missed (it was down): fire once for
+them all, fire each of them (``owlclaw.timers.fires.MAX_CAUGHT_UP`` at most), or none."""
+ON_MISSED_OF_MISFIRE: dict[str, OnMissed] = {"coalesce": "one", "catch_up": "all", "skip": "skip"}
+"""The policy's names before ScheduleRequested v2 (its ``misfire`` field) and what they became."""
 
 
 def schedule_key(agent_stream: UUID, owner_run_id: UUID | None) -> DataKey:
@@ -191,10 +195,17 @@ class ScheduleRequested(_AgentEvent, frozen=True, kw_only=True):
     cron: str | None = None
     fire_at: datetime | None = None
     agent_id: str = ""
-    misfire: MisfirePolicy = "coalesce"
-    """What to do with fires the timer service missed (it was down): fire each one still inside
-    the catch-up window, fire only the latest of them, or skip them all (each miss is recorded)."""
+    on_missed: OnMissed = "one"
+    """What to do with fires the timer service missed (it was down) that are still inside the
+    catch-up window: fire the latest of them only, fire each one, or none (each miss is
+    recorded). Version 1 called it ``misfire`` (coalesce, catch_up, skip)."""
     catch_up_window_s: int = 3600
+
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["on_missed"] = ON_MISSED_OF_MISFIRE[state.pop("misfire", "coalesce")]
 
 
 class ScheduleRegistered(_AgentEvent, frozen=True, kw_only=True):
@@ -218,9 +229,16 @@ class TimerFired(_AgentEvent, frozen=True, kw_only=True):
 
 
 class TimerMissed(_AgentEvent, frozen=True, kw_only=True):
+    """Fires that did not happen, by the schedule's ``on_missed`` policy or its catch-up window:
+    ``occurrences`` of them, from ``first_fire_time`` to ``fire_time`` (one record for a run of
+    misses with the same reason; events recorded before these fields stand for one)."""
+
     schedule_id: str
     fire_time: datetime
     reason: str
+    occurrences: int = 1
+    first_fire_time: datetime | None = None
+    """The earliest of the occurrences; None when it is ``fire_time`` (a single one)."""
 
 
 class TimerDeduplicated(_AgentEvent, frozen=True, kw_only=True):

@@ -75,6 +75,17 @@ def topic_of(cls: type[LedgerEvent]) -> str:
     return cls.__name__ if cls.class_version == 1 else f"{cls.__name__}@{cls.class_version}"
 
 
+def stored_topics(cls: type[LedgerEvent]) -> list[str]:
+    """Every topic an event of ``cls`` may be stored under: each of its class versions (an
+    upcaster reads the older ones), under its name and any name it had before."""
+    names = [cls.__name__, *(old for old, new in EVENT_ALIASES.items() if new == cls.__name__)]
+    return [
+        name if version == 1 else f"{name}@{version}"
+        for name in names
+        for version in range(1, cls.class_version + 1)
+    ]
+
+
 def parse_topic(topic: str) -> tuple[str, int]:
     name, _, version = topic.partition("@")
     return EVENT_ALIASES.get(name, name), int(version) if version.isdigit() else 1

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from eventsourcing.persistence import PersistenceError
 
 from events.catalog import LedgerEvent
-from events.codec import topic_of
+from events.codec import stored_topics
 from events.ledger_archive import LedgerArchive
 from events.ledger_store import LedgerStore
 
@@ -48,7 +48,7 @@ class LedgerLog:
         The archive is looked at after the table: a run archived in between has its seal
         committed (and readable) before its rows left the table, so it is found in one place
         or the other, or both (the same position, once)."""
-        topics = [topic_of(t) for t in types]
+        topics = [topic for t in types for topic in stored_topics(t)]
         try:
             notifications = self._store.recorder.select_notifications(
                 start=after, limit=limit, stop=up_to, topics=topics, inclusive_of_start=False

@@ -125,7 +125,7 @@ class TimersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     lease_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     """How long a built-in worker holds a due timer before another may deliver it."""
     misfire_grace_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
-    """A fire delivered later than this counts as missed and follows the misfire policy."""
+    """A fire delivered later than this counts as missed and follows its schedule's on_missed."""
     hatchet_slots: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 32
     """Deliveries the Hatchet worker runs at once. One holds its slot until the agent's verdict
     is committed (milliseconds, never the run): 32 keep four shared hosts' ledger pools busy

@@ -168,7 +168,10 @@ class Fire(Message[FireOutcome], frozen=True, kw_only=True):
     schedule_id: str
     fire_time: datetime
     missed: str | None = None
-    """Set when the misfire policy decided this fire is recorded as missed, with the reason."""
+    """Set when the on_missed policy decided this fire is recorded as missed, with the reason."""
+    occurrences: int = 1
+    """How many missed fires this delivery records (from ``first_fire_time`` to ``fire_time``)."""
+    first_fire_time: datetime | None = None
 
     @property
     def key(self) -> str:

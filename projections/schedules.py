@@ -27,8 +27,9 @@ def cancel_outcome(e: ev.ScheduleCancelled) -> str:
 
 class SchedulesView(View):
     name: ClassVar[str] = "schedules"
-    version: ClassVar[int] = 2
-    """2: the focus sealed as in the ledger."""
+    version: ClassVar[int] = 3
+    """2: the focus sealed as in the ledger. 3: each schedule's on_missed policy, and a
+    TimerMissed counted as the occurrences it records."""
     tables: ClassVar[tuple[str, ...]] = ("schedules", "schedule_agents", "timer_fires")
     indexes: ClassVar[tuple[str, ...]] = ("schedules_agent", "timer_fires_at")
     events: ClassVar[tuple[type[LedgerEvent], ...]] = (
@@ -56,6 +57,7 @@ class SchedulesView(View):
         " agent_id text NOT NULL, fire_time timestamptz NOT NULL,"
         " fired_at timestamptz NOT NULL, PRIMARY KEY (schedule_id, fire_time))",
         "CREATE INDEX IF NOT EXISTS {timer_fires_at} ON {timer_fires} (fired_at)",
+        "ALTER TABLE {schedules} ADD COLUMN IF NOT EXISTS on_missed text NOT NULL DEFAULT 'one'",
     )
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:
@@ -74,8 +76,8 @@ class SchedulesView(View):
                 self.sql(
                     "INSERT INTO {schedules} (schedule_id, agent_id, kind, focus, owner_run_id,"
                     " cron, delay_seconds, status, next_fire_at, last_outcome, requested_at,"
-                    " position)"
-                    " SELECT %s, a.agent_id, %s, %s, %s, %s, %s, 'requested', %s, %s, %s, %s"
+                    " position, on_missed)"
+                    " SELECT %s, a.agent_id, %s, %s, %s, %s, %s, 'requested', %s, %s, %s, %s, %s"
                     " FROM {schedule_agents} a WHERE a.stream_id = %s"
                     " ON CONFLICT (schedule_id) DO NOTHING"
                 ),
@@ -90,6 +92,7 @@ class SchedulesView(View):
                     "never fires" if first is None else None,
                     e.timestamp,
                     pos,
+                    e.on_missed,
                     e.originator_id,
                 ),
             )
@@ -141,7 +144,7 @@ class SchedulesView(View):
                 e.fire_time,
                 text(outcome),
                 1 if isinstance(e, ev.TimerFired) else 0,
-                1 if isinstance(e, ev.TimerMissed) else 0,
+                e.occurrences if isinstance(e, ev.TimerMissed) else 0,
                 following,
                 pos,
                 text(e.schedule_id),
@@ -164,14 +167,15 @@ class SchedulesView(View):
 
     def listing(self, agent_id: str | None, every: bool) -> list[dict[str, Any]]:
         """An agent's (None: every agent's) active schedules, with ended ones when ``every``:
-        schedule_id, agent_id, kind, focus, cron, status, next_fire_at, last_fire_at,
-        last_outcome, fires, misses, backend; by agent, soonest first. The focus is stored
-        sealed and opened here (``[erased]`` once its key is destroyed)."""
+        schedule_id, agent_id, kind, focus, cron, on_missed, status, next_fire_at,
+        last_fire_at, last_outcome, fires, misses, backend; by agent, soonest first. The focus
+        is stored sealed and opened here (``[erased]`` once its key is destroyed)."""
         with self.transaction(commit=False) as curs:
             rows = curs.execute(
                 self.sql(
-                    "SELECT schedule_id, agent_id, kind, focus, cron, status, next_fire_at,"
-                    " last_fire_at, last_outcome, fires, misses, backend FROM {schedules}"
+                    "SELECT schedule_id, agent_id, kind, focus, cron, on_missed, status,"
+                    " next_fire_at, last_fire_at, last_outcome, fires, misses, backend"
+                    " FROM {schedules}"
                     " WHERE (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
                     " AND (%(every)s OR status IN ('requested', 'registered'))"
                     " ORDER BY agent_id, next_fire_at NULLS LAST"

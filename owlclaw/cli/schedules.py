@@ -29,7 +29,7 @@ def schedules(
     every: Annotated[bool, typer.Option("--all", help="Include ended schedules.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Schedules with their next fire time, backend and last outcome."""
+    """Schedules with their next fire time, on_missed policy, backend and last outcome."""
     from owlclaw.reports.inspection import open_schedules, schedules_of
 
     with open_ledger() as (_, led):
@@ -43,8 +43,9 @@ def schedules(
 
 
 def schedules_table(agent: str | None, rows: list[dict[str, Any]]) -> Table:
-    """A schedule's agent under its id (unless ``agent`` names it), its next fire under its
-    cron, its backend and misfires under its status, its last outcome under its focus."""
+    """A schedule's agent under its id (unless ``agent`` names it), its next fire and on_missed
+    policy under its cron, its backend and missed fires under its status, its last outcome
+    under its focus."""
     table = Table(
         whole("schedule"),
         whole("fires"),
@@ -56,7 +57,11 @@ def schedules_table(agent: str | None, rows: list[dict[str, Any]]) -> Table:
         next_fire, misses, last = r["next_fire_at"], r["misses"], r["last_outcome"]
         table.add_row(
             stacked(r["schedule_id"], None if agent else Text(r["agent_id"], "dim")),
-            stacked(r["cron"] or r["kind"], f"next {relative(next_fire)}" if next_fire else None),
+            stacked(
+                r["cron"] or r["kind"],
+                f"next {relative(next_fire)}" if next_fire else None,
+                Text(f"on missed: {r['on_missed']}", "dim"),
+            ),
             stacked(r["status"], r["backend"], f"{misses} missed" if misses else None),
             stacked(r["focus"], Text(f"last: {last}", "dim") if last else None),
         )

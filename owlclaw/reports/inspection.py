@@ -34,8 +34,8 @@ def bring_up_to_date(led: Ledger, view: View) -> str | None:
 @dataclass(frozen=True)
 class Schedules:
     rows: list[dict[str, Any]]
-    """schedule_id, agent_id, kind, focus, cron, status, next_fire_at, last_fire_at,
-    last_outcome, fires, misses (misfires), backend; soonest first."""
+    """schedule_id, agent_id, kind, focus, cron, on_missed, status, next_fire_at, last_fire_at,
+    last_outcome, fires, misses (missed fires), backend; soonest first."""
     behind: str | None
     """The warning when the view could not be brought up to date."""
 

@@ -79,7 +79,9 @@ class Inbox:
         (one commit: a fire is never recorded without its run, and at most once), or
         TimerDeduplicated / TimerMissed. The run then executes through ``run_queued``."""
         agent = await self._head()
-        kind, reason, queued = agent.receive_fire(fire.schedule_id, fire.fire_time, fire.missed)
+        kind, reason, queued = agent.receive_fire(
+            fire.schedule_id, fire.fire_time, fire.missed, fire.occurrences, fire.first_fire_time
+        )
         await self.sink.append(agent)
         run_id = str(queued.run_id) if queued is not None else None
         return FireOutcome(kind, reason, run_id), queued

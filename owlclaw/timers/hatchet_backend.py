@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from hatchet_sdk import Context, EmptyModel
 
-from events.cron import canonical_cron
+from events.cron import canonical_cron, cron_times
 from owlclaw.messages import Fire
-from owlclaw.timers.fires import GRACE, plan
+from owlclaw.timers.fires import GRACE, decide, on_missed_of
 from owlclaw.timers.worker import Deliver, RetryPolicy
 
 if TYPE_CHECKING:
@@ -53,8 +53,9 @@ class HatchetBackend:
         fire_input = {
             "agent_id": row["agent_id"],
             "schedule_id": row["schedule_id"],
-            "misfire": row["misfire"],
+            "on_missed": on_missed_of(row["misfire"]),
             "catch_up_window_s": row["catch_up_window_s"],
+            "cron": row["cron"],
         }
         metadata = {"schedule_id": row["schedule_id"], "agent_id": row["agent_id"]}
         if row["kind"] == "cron":
@@ -85,12 +86,18 @@ class HatchetBackend:
 def fire_of(
     task_input: dict[str, Any], metadata: dict[str, Any], now: datetime, grace: timedelta = GRACE
 ) -> Fire:
-    """The fire a Hatchet task run stands for, with the misfire policy applied to its lateness."""
+    """The fire a Hatchet task run stands for, with the schedule's on_missed policy applied to
+    its lateness: Hatchet delivers each of a cron's missed fires alone, so the later fires that
+    are due too (Hatchet delivers them as well) are what decides, as in the built-in worker. A
+    task registered before its input named the cron (or the policy, then ``misfire``) is
+    decided alone."""
     stamp = task_input.get("fire_time") or metadata.get(CRON_FIRE_TIME)
     fire_time = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else now
     window = timedelta(seconds=int(task_input.get("catch_up_window_s", 3600)))
-    policy = str(task_input.get("misfire", "coalesce"))
-    [(_, missed)] = plan([fire_time], now, policy, window, grace)
+    policy = on_missed_of(str(task_input.get("on_missed") or task_input.get("misfire") or "one"))
+    cron = task_input.get("cron")
+    later = cron_times(str(cron), fire_time, now) if cron else []
+    missed = dict(decide([fire_time, *later], now, policy, window, grace))[fire_time]
     return Fire(
         agent_id=str(task_input["agent_id"]),
         schedule_id=str(task_input["schedule_id"]),

@@ -66,7 +66,9 @@ class TimerRegistrations(View):
 
     A projection for its exactly-once bookkeeping, not a read model: the timer service runs it
     beside the views (``owlclaw.compose.write.start_timers``), never among them. Its name
-    (``timers``) is its tracking name and the prefix of its table."""
+    (``timers``) is its tracking name and the prefix of its table. Its ``misfire`` column holds
+    the schedule's on_missed policy (rows written before it was named so hold the old names,
+    read through ``fires.on_missed_of``)."""
 
     name: ClassVar[str] = "timers"
     tables: ClassVar[tuple[str, ...]] = ("timers",)
@@ -138,7 +140,7 @@ class TimerRegistrations(View):
             "focus": text(self.ledger.sealer.stored(e, "focus")),
             "cron": text(e.cron),
             "next_fire_at": first,
-            "misfire": e.misfire,
+            "misfire": e.on_missed,
             "catch_up_window_s": e.catch_up_window_s,
         }
         backend = self.backend if self._holds(row, datetime.now(UTC)) else BuiltinBackend()

@@ -6,7 +6,7 @@ another delivers again — the agent deduplicates by (schedule id, fire time), s
 and nothing doubles. A delivery that fails (the database restarted under the agents' writer) is
 not left to the lease: the worker releases the claim, to be claimed again after a short backoff,
 and a claim's release or advance that meets the database away is written once it answers.
-Fires missed while no worker ran follow the schedule's misfire policy.
+Fires missed while no worker ran follow the schedule's ``on_missed`` policy.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from eventsourcing import persistence
 
 from events.cron import cron_times, next_fire
 from owlclaw.messages import Fire, FireOutcome
-from owlclaw.timers.fires import GRACE, plan
+from owlclaw.timers.fires import GRACE, on_missed_of, plan
 from owlclaw.timers.registrations import TimerRegistrations
 
 log = logging.getLogger(__name__)
@@ -117,12 +117,14 @@ class TimerWorker:
             due += cron_times(row["cron"], row["next_fire_at"], now)
         window = timedelta(seconds=row["catch_up_window_s"])
         try:
-            for fire_time, missed in plan(due, now, row["misfire"], window, self.grace):
+            for planned in plan(due, now, on_missed_of(row["misfire"]), window, self.grace):
                 fire = Fire(
                     agent_id=row["agent_id"],
                     schedule_id=row["schedule_id"],
-                    fire_time=fire_time,
-                    missed=missed,
+                    fire_time=planned.fire_time,
+                    missed=planned.missed,
+                    occurrences=planned.occurrences,
+                    first_fire_time=planned.first,
                 )
                 await deliver_with_retries(self.deliver, fire, self.retry)
         except Exception as error:

@@ -21,6 +21,7 @@ from events import catalog as ev
 from owlclaw.database import Database
 from owlclaw.messages import Fire, FireOutcome, Result
 from owlclaw.reports.inspection import open_schedules, schedules_of
+from owlclaw.timers.fires import SKIPPED
 from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker, deliver_with_retries
 from projections import ProjectionRunner
@@ -170,36 +171,63 @@ def test_duplicate_delivery_from_two_processes_starts_exactly_one_run(
 
 @pytest.mark.parametrize(
     ("policy", "fired", "missed"),
-    [("catch_up", 5, 3), ("coalesce", 1, 7), ("skip", 0, 8)],
+    [
+        ("all", 5, [(3, "beyond the catch-up window of 3000 s")]),
+        ("one", 1, [(3, "beyond the catch-up window of 3000 s"), (4, "coalesced into")]),
+        ("skip", 0, [(8, SKIPPED)]),
+    ],
 )
-def test_misfire_policy_after_the_service_was_down(
+def test_each_on_missed_policy_after_the_service_was_down(
     ledger: Ledger,
     timers: tuple[TimerRegistrations, ProjectionRunner],
     policy: str,
     fired: int,
-    missed: int,
+    missed: list[tuple[int, str]],
 ) -> None:
+    """75 minutes down under a cron every 10 minutes: 8 fires were due, 3 of them beyond the
+    (50-minute) catch-up window. Each policy fires what it says, records the rest as missed
+    (a run of misses with one reason is one TimerMissed with their count), and the schedule
+    then fires on time again."""
     view, runner = timers
     agent_id = f"late-{policy}"
-    schedule(ledger, agent_id, "schedule_cron", cron_expression="*/10 * * * *", focus="poll")
+    schedule(
+        ledger,
+        agent_id,
+        "schedule_cron",
+        cron_expression="*/10 * * * *",
+        focus="poll",
+        on_missed=policy,
+    )
     runner.catch_up()
-    with view.transaction(commit=True) as curs:  # this schedule's policy and window
-        curs.execute(
-            view.sql("UPDATE {timers} SET misfire = %s, catch_up_window_s = 3000"), (policy,)
-        )
+    with view.transaction(commit=True) as curs:  # a window shorter than the downtime
+        curs.execute(view.sql("UPDATE {timers} SET catch_up_window_s = 3000"))
     with view.transaction(commit=False) as curs:
-        [row] = curs.execute(view.sql("SELECT next_fire_at FROM {timers}")).fetchall()
+        [row] = curs.execute(view.sql("SELECT next_fire_at, misfire FROM {timers}")).fetchall()
+    assert row["misfire"] == policy
     clock = Clock()
     clock.now = row["next_fire_at"] + timedelta(minutes=75, seconds=1)  # 8 fires were due
-    assert delivering(ledger, lambda d: TimerWorker(view, d, clock=clock).tick()) == 1
+
+    def tick(deliver: Deliver) -> Awaitable[int]:
+        return TimerWorker(view, deliver, clock=clock).tick()
+
+    assert delivering(ledger, tick) == 1
     events = agent_events(ledger, agent_id)
     assert sum(isinstance(e, ev.TimerFired) for e in events) == fired
-    reasons = [e.reason for e in events if isinstance(e, ev.TimerMissed)]
-    assert len(reasons) == missed
+    records = [e for e in events if isinstance(e, ev.TimerMissed)]
+    assert len(records) == len(missed)
+    assert [
+        (e.occurrences, e.reason[: len(r)]) for e, (_, r) in zip(records, missed, strict=True)
+    ] == missed
+    assert records[0].first_fire_time == row["next_fire_at"]
     assert len(fired_runs(ledger, agent_id)) == fired
     listing = schedules_of(ledger, open_schedules(ledger), agent_id, every=True)
     [shown] = listing.rows  # what the CLI and the console show
-    assert (shown["fires"], shown["misses"]) == (fired, missed)
+    occurrences = sum(n for n, _ in missed)
+    assert (shown["fires"], shown["misses"], shown["on_missed"]) == (fired, occurrences, policy)
+    assert fired + occurrences == 8  # every due fire accounted for
+    clock.now = row["next_fire_at"] + timedelta(minutes=80)  # the next one, on time
+    assert delivering(ledger, tick) == 1
+    assert len(fired_runs(ledger, agent_id)) == fired + 1
 
 
 @settings(max_examples=100, deadline=None)
@@ -317,7 +345,7 @@ def test_killed_timer_service_loses_nothing_and_doubles_nothing(
             agent_id=agent_id,
             delay_seconds=delay,
             fire_at=start + timedelta(seconds=delay),
-            misfire="skip" if agent_id == "skipped" else "coalesce",
+            on_missed="skip" if agent_id == "skipped" else "one",
         )
         ledger.append(agent)
     assert wait_for(lambda: bool(fired("before")), 60), (tmp_path / "serve.log").read_text()

@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from events import catalog as ev
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.agent_runtime import AgentRuntime
+from owlclaw.timers.fires import SKIPPED
 from owlclaw.timers.hatchet_backend import TASK, HatchetBackend, fire_of
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.registrations import TimerRegistrations
@@ -337,6 +338,55 @@ def test_a_late_hatchet_fire_follows_the_misfire_policy() -> None:
     assert cron.fire_time == datetime(2026, 1, 1, tzinfo=UTC) and "catch-up window" in (
         cron.missed or ""
     )
+
+
+def test_late_cron_fires_from_the_engine_follow_on_missed(
+    ledger: Ledger, hatchet: Any, worker: subprocess.Popen[bytes]
+) -> None:
+    """The worker was down for a cron's last three fires: the engine delivers each of them late,
+    alone, with the input the cron was registered with. Under on_missed = one the two older are
+    recorded as coalesced into the latest, which fires; under skip none fires. The cron fires at
+    the three minutes before now, so its next fire is an hour away whatever the clock says."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    due = [now - timedelta(minutes=n) for n in (3, 2, 1)]
+    cron = f"{','.join(str(t.minute) for t in sorted(due, key=lambda t: t.minute))} * * * *"
+    for policy in ("one", "skip"):
+        plan(
+            ledger,
+            f"h-late-{policy}",
+            "schedule_cron",
+            cron_expression=cron,
+            focus="poll",
+            on_missed=policy,
+        )
+    register(ledger, hatchet)
+    for policy in ("one", "skip"):
+        agent_id = f"h-late-{policy}"
+        [registered] = events_of(ledger, agent_id, ev.ScheduleRegistered)
+        assert registered.backend == "hatchet"
+        task_input = hatchet.cron.get(registered.backend_id).input
+        assert (task_input["on_missed"], task_input["cron"]) == (policy, cron)
+        for n, t in enumerate(due, 1):  # as the engine's ticker queued them, oldest first
+            hatchet.runs.create(TASK, input={**task_input, "fire_time": t.isoformat()})
+            assert wait_until(lambda n=n, a=agent_id: len(judged(ledger, a)) == n, 60)
+    fired = events_of(ledger, "h-late-one", ev.TimerFired)
+    coalesced = events_of(ledger, "h-late-one", ev.TimerMissed)
+    assert [e.fire_time for e in fired] == due[-1:]
+    assert [e.fire_time for e in coalesced] == due[:2]
+    assert all(e.reason == f"coalesced into the fire at {due[-1].isoformat()}" for e in coalesced)
+    skipped = events_of(ledger, "h-late-skip", ev.TimerMissed)
+    assert events_of(ledger, "h-late-skip", ev.TimerFired) == []
+    assert [(e.fire_time, e.reason) for e in skipped] == [(t, SKIPPED) for t in due]
+    assert wait_until(lambda: all_sealed(ledger, "h-late-one"), 60)
+
+
+def judged(ledger: Ledger, agent_id: str) -> list[Any]:
+    """The verdicts the agent recorded on fires delivered to it."""
+    return [
+        e
+        for e in ledger.stream(ledger.load_agent(agent_id).id)
+        if isinstance(e, ev.TimerFired | ev.TimerMissed | ev.TimerDeduplicated)
+    ]
 
 
 def test_cron_fires_at_two_consecutive_minutes(

@@ -95,6 +95,7 @@ SCHEDULES = [
         "agent_id": "research-assistant",
         "kind": "cron",
         "cron": "0 9 * * 1-5",
+        "on_missed": "all",
         "focus": FOCUS,
         "next_fire_at": NOW + timedelta(hours=3, minutes=1),
         "status": "registered",
@@ -107,6 +108,7 @@ SCHEDULES = [
         "agent_id": "demo-trader",
         "kind": "once",
         "cron": None,
+        "on_missed": "one",
         "focus": "recheck [true]",  # not markup
         "next_fire_at": None,
         "status": "completed",
@@ -124,6 +126,7 @@ def test_schedules_keep_their_ids_agents_cron_and_status_whole(agent: str | None
     assert line_with(lines, "sch_77aa0c1b2d4e", "once", "completed", "recheck [true]")
     assert line_with(lines, "research-assistant")  # under its schedule, or in the title
     assert line_with(lines, "in 3 h") and line_with(lines, "2 missed")
+    assert line_with(lines, "on missed: all") and line_with(lines, "on missed: one")
     assert "check entry" in first  # the focus folds beside them
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from events import Ledger
 from events import catalog as ev
 from events.cron import next_fire
 from owlclaw.runtime.agent_runtime import AgentRuntime
+from owlclaw.tools.builtin.handlers import BUILTINS
+from owlclaw.tools.errors import ToolError
 from tests.scripted import call, play, run_events
 
 YEARLY = "0 0 1 1 *"
@@ -30,7 +34,11 @@ def test_once_and_cron_schedules_are_listed_with_their_next_fire(ledger: Ledger)
         runtime,
         [
             {"tool_calls": [call("schedule_once", delay_seconds=600, focus="recheck")]},
-            {"tool_calls": [call("schedule_cron", cron_expression=YEARLY, focus="new year")]},
+            {
+                "tool_calls": [
+                    call("schedule_cron", cron_expression=YEARLY, focus="new year", on_missed="all")
+                ]
+            },
             {"content": "ok"},
         ],
     )
@@ -48,6 +56,7 @@ def test_once_and_cron_schedules_are_listed_with_their_next_fire(ledger: Ledger)
                 "focus": "recheck",
                 "next_fire": fire_at.isoformat(),
                 "cron_expression": None,
+                "on_missed": "one",
                 "owner_run_id": created.run_id,
             },
             {
@@ -56,6 +65,7 @@ def test_once_and_cron_schedules_are_listed_with_their_next_fire(ledger: Ledger)
                 "focus": "new year",
                 "next_fire": next_fire(YEARLY, datetime.now(UTC)).isoformat(),
                 "cron_expression": YEARLY,
+                "on_missed": "all",
                 "owner_run_id": created.run_id,
             },
         ],
@@ -86,3 +96,25 @@ def test_a_cancelled_schedule_is_not_listed(ledger: Ledger) -> None:
     [kept] = [i for i, s in schedules.items() if s.focus == "b"]
     play(runtime, [{"tool_calls": [call("cancel_schedule", schedule_id=gone)]}, {"content": "ok"}])
     assert [s["schedule_id"] for s in listed(ledger, runtime)["schedules"]] == [kept]
+
+
+@pytest.mark.parametrize("tool", ["schedule_once", "schedule_cron"])
+def test_an_unknown_on_missed_is_refused_as_invalid_arguments(tool: str) -> None:
+    arguments = {"delay_seconds": 60} if tool == "schedule_once" else {"cron_expression": YEARLY}
+    refused = BUILTINS[tool].spec.parse({**arguments, "focus": "x", "on_missed": "every"})
+    assert isinstance(refused, ToolError) and refused.error_code == "INVALID_ARGUMENTS"
+    assert "on_missed" in refused.error
+
+
+def test_a_refused_on_missed_schedules_nothing(ledger: Ledger) -> None:
+    runtime = AgentRuntime(ledger, "trader", models=["scripted/none"])
+    result = play(
+        runtime,
+        [
+            {"tool_calls": [call("schedule_once", delay_seconds=60, focus="x", on_missed="some")]},
+            {"content": "ok"},
+        ],
+    )
+    [rejected] = [e for e in run_events(ledger, result) if isinstance(e, ev.ToolCallRejected)]
+    assert "on_missed" in rejected.error
+    assert ledger.load_agent("trader").state.schedules == {}

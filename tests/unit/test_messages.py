@@ -65,8 +65,12 @@ def test_a_fire_keeps_its_wire_format() -> None:
         "schedule_id": "s",
         "fire_time": "2026-01-02T03:04:05Z",
         "missed": None,
+        "occurrences": 1,
+        "first_fire_time": None,
     }
     assert fire.key == "s@2026-01-02T03:04:05+00:00"
+    older = {"agent_id": "a", "schedule_id": "s", "fire_time": "2026-01-02T03:04:05Z"}
+    assert msgspec.convert(older, Fire, strict=False) == fire  # a sender from before the counts
 
 
 def test_messages_and_the_contract_import_only_events_msgspec_and_the_standard_library() -> None:

@@ -45,7 +45,9 @@ def _error(message: str, code: str, *, kind: str = "user", retryable: bool = Fal
 
 
 async def _schedule_once(params: p.ScheduleOnce, ctx: RunScope, call_id: str) -> Any:
-    return _schedule(ctx, "once", params.focus, delay_seconds=params.delay_seconds)
+    return _schedule(
+        ctx, "once", params.focus, params.on_missed, delay_seconds=params.delay_seconds
+    )
 
 
 async def _schedule_cron(params: p.ScheduleCron, ctx: RunScope, call_id: str) -> Any:
@@ -53,7 +55,7 @@ async def _schedule_cron(params: p.ScheduleCron, ctx: RunScope, call_id: str) ->
         check_cron(params.cron_expression)
     except CronError as e:
         return _error(str(e), "INVALID_CRON")
-    return _schedule(ctx, "cron", params.focus, cron=params.cron_expression)
+    return _schedule(ctx, "cron", params.focus, params.on_missed, cron=params.cron_expression)
 
 
 async def _cancel_schedule(params: p.CancelSchedule, ctx: RunScope, call_id: str) -> Any:
@@ -92,6 +94,7 @@ def _schedule_entry(
         "focus": schedule.focus,
         "next_fire": fire.isoformat() if fire is not None else None,
         "cron_expression": schedule.cron,
+        "on_missed": schedule.on_missed,
         "owner_run_id": str(schedule.owner_run_id) if schedule.owner_run_id else None,
     }
 
@@ -190,6 +193,7 @@ def _schedule(
     ctx: RunScope,
     kind: str,
     focus: str,
+    on_missed: ev.OnMissed,
     *,
     delay_seconds: int | None = None,
     cron: str | None = None,
@@ -211,6 +215,7 @@ def _schedule(
         delay_seconds=delay_seconds,
         cron=cron,
         fire_at=fire_at,
+        on_missed=on_missed,
     )
     result: dict[str, Any] = {"schedule_id": schedule_id, "focus": focus}
     if fire_at is not None:
@@ -252,8 +257,8 @@ BUILTINS: dict[str, BuiltinTool] = dict(
         ),
         _builtin(
             "list_schedules",
-            "List your active schedules (id, kind, focus, next fire, the run that created "
-            "it), e.g. to find the id to cancel.",
+            "List your active schedules (id, kind, focus, next fire, on_missed, the run that "
+            "created it), e.g. to find the id to cancel.",
             p.ListSchedules,
             _list_schedules,
             category="schedule",

@@ -18,13 +18,22 @@ Focus = Annotated[
     ),
 ]
 DecisionType = Literal["capability_selection", "schedule_decision", "no_action", "other"]
+OnMissed = Annotated[
+    Literal["one", "all", "skip"],
+    msgspec.Meta(
+        description="Fires missed while the timer service was down: 'one' fires once for them "
+        "(default), 'all' fires each of them (the latest 100 at most), 'skip' fires none"
+    ),
+]
 
 
 class Params(msgspec.Struct, forbid_unknown_fields=True):
     """Base of tool parameters: unknown fields are rejected, not ignored."""
 
 
-class ScheduleOnce(Params):
+class ScheduleOnce(Params, omit_defaults=True):
+    """``on_missed`` is recorded only when given, as calls recorded before it read."""
+
     delay_seconds: Annotated[
         int,
         msgspec.Meta(
@@ -34,9 +43,12 @@ class ScheduleOnce(Params):
         ),
     ]
     focus: Focus
+    on_missed: OnMissed = "one"
 
 
-class ScheduleCron(Params):
+class ScheduleCron(Params, omit_defaults=True):
+    """``on_missed`` is recorded only when given, as calls recorded before it read."""
+
     cron_expression: Annotated[
         str,
         msgspec.Meta(
@@ -47,6 +59,7 @@ class ScheduleCron(Params):
         ),
     ]
     focus: Focus
+    on_missed: OnMissed = "one"
 
 
 class ListSchedules(Params):
