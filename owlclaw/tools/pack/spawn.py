@@ -91,7 +91,7 @@ class SpawnTool:
             report = await scope.subagents.ended(spawn.child_run_id)
             if report is None:
                 scope.run.record(ev.RunParked, spawn_id=spawn_id, call_id=ctx.call_id)
-                raise Parked(spawn_id, others_go_on=True)
+                raise Parked(spawn_id)
             scope.agent.record(ev.SubAgentFinished, **report.event_fields())
         scope.run.record(
             ev.SubAgentCharged,
