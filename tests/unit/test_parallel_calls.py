@@ -13,6 +13,7 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw import ToolContext
 from owlclaw.app import RateLimit
+from owlclaw.audit.verify import replay_run
 from owlclaw.config import RuntimeConfig
 from owlclaw.messages import AnswerApproval, Decision
 from owlclaw.runtime.agent_runtime import AgentRuntime
@@ -279,3 +280,26 @@ def test_the_doom_loop_sees_each_failing_call_of_a_batch(ledger: Ledger) -> None
     assert result.status == "terminated"
     [ended] = [e for e in run_events(ledger, result) if isinstance(e, ev.RunTerminated)]
     assert ended.reason.startswith("doom loop: lookup failed 3 times in a row")
+
+
+def test_a_batch_whose_calls_finished_out_of_call_order_replays_without_differences(
+    ledger: Ledger,
+) -> None:
+    registry = Registry()
+    first_may_end = asyncio.Event()
+
+    @registry.capability("Look a symbol up.", parallel_safe=True)
+    async def lookup(symbol: str) -> str:
+        if symbol == "A":
+            await asyncio.wait_for(first_may_end.wait(), WAIT_S)
+        else:
+            first_may_end.set()
+        return symbol
+
+    runtime, _ = runtime_with(ledger, registry)
+    calls = [call("lookup", symbol=s) for s in "AB"]
+    result = play(runtime, [{"tool_calls": calls}, {"content": "done"}])
+    events = run_events(ledger, result)
+    assert [e.result for e in events if isinstance(e, ev.ToolCallSucceeded)] == ["B", "A"]
+    report = replay_run(ledger, runtime.agent_id, 1, registry=registry)
+    assert report.matched, report.differences
