@@ -56,7 +56,7 @@ class Registry:
         *,
         name: str | None = None,
         idempotent: bool = False,
-        parallel_safe: bool = False,
+        parallel_safe: bool | None = None,
         timeout_s: float | None = None,
         max_result_bytes: int | None = None,
         category: str = "capability",
@@ -65,8 +65,8 @@ class Registry:
     ) -> Callable[[Handler], Handler]:
         """Register a handler (sync or async) as a tool; its type hints are its schema.
         ``ask_if``: calls whose arguments meet this condition wait for a person's approval.
-        ``idempotent`` or ``parallel_safe``: its calls run side by side with the other such
-        calls of one model response (docs/tools.md, Parallel calls)."""
+        ``parallel_safe`` (by default: when ``idempotent``): its calls run side by side with
+        the other such calls of one model response (docs/tools.md, Parallel calls)."""
 
         def register(handler: Handler) -> Handler:
             tool_name = name or handler.__name__

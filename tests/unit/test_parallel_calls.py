@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Any
 
 from events import Ledger
@@ -18,8 +19,11 @@ from owlclaw.config import RuntimeConfig
 from owlclaw.messages import AnswerApproval, Decision
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.models import Answer, LiteLLM
+from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.capabilities import Registry
 from owlclaw.tools.governance import Governance
+from owlclaw.tools.pack.files import FilesConfig, file_tools
+from owlclaw.tools.pack.spawn import SpawnConfig, spawn_tools
 from tests.scripted import call, play, run_events
 
 WAIT_S = 10.0
@@ -303,3 +307,35 @@ def test_a_batch_whose_calls_finished_out_of_call_order_replays_without_differen
     assert [e.result for e in events if isinstance(e, ev.ToolCallSucceeded)] == ["B", "A"]
     report = replay_run(ledger, runtime.agent_id, 1, registry=registry)
     assert report.matched, report.differences
+
+
+def test_idempotent_tools_run_side_by_side_unless_they_say_otherwise(tmp_path: Path) -> None:
+    registry = Registry()
+
+    @registry.capability("Read.", idempotent=True)
+    def read() -> None: ...
+
+    @registry.capability("Write, idempotently.", idempotent=True, parallel_safe=False)
+    def write() -> None: ...
+
+    @registry.capability("Append.", parallel_safe=True)
+    def append() -> None: ...
+
+    @registry.capability("Order.")
+    def order() -> None: ...
+
+    side_by_side = {n for n, c in registry.capabilities.items() if c.spec.runs_in_parallel}
+    assert side_by_side == {"read", "append"}
+    pack = {
+        **spawn_tools(SpawnConfig(), None),
+        **file_tools(tmp_path, FilesConfig()),
+        **BUILTINS,
+    }
+    assert {n for n, t in pack.items() if t.spec.runs_in_parallel} == {
+        "read_file",
+        "list_dir",
+        "list_schedules",
+        "load_skill",
+        "recall",
+        "query_state",
+    }

@@ -194,6 +194,7 @@ def spawn_tools(config: SpawnConfig, app_root: Path | None) -> dict[str, Tool]:
         "with wait (the default) you get its answer as the result.",
         SpawnAgent,
         idempotent=True,  # one child run per call (keyed), so a resumed call asks again
+        parallel_safe=False,  # its limits count the children the calls before it spawned
         timeout_s=60.0,
         category="agents",
     )
