@@ -6,7 +6,8 @@ in-memory ledger.
 
 Like eventsourcing's recorder suites, every test here runs against each implementation: FIFO order
 of runs and fires, one end event per run, resume after a crash, fencing against a second writer,
-cancel and status during a run, passivation and reactivation, idempotent triggers, and accepting
+cancel and status during a run, passivation and reactivation, idempotent triggers, a batch of
+parallel calls around a barrier, and accepting
 a trigger while another agent on the same host waits on a long tool call or blocks in a sync
 one until its timeout.
 """
@@ -81,6 +82,19 @@ SCRIPTS: dict[str, Any] = {
         ],
     },
     "resume": {"steps": [{"tool_calls": [DECIDE]}, {"content": "recovered"}]},
+    "batch": {
+        "steps": [
+            {
+                "tool_calls": [
+                    {"name": "lookup", "arguments": {"symbol": "A"}},
+                    {"name": "lookup", "arguments": {"symbol": "B"}},
+                    DECIDE,
+                    {"name": "lookup", "arguments": {"symbol": "C"}},
+                ]
+            },
+            {"content": "looked up"},
+        ]
+    },
     "wait_outside": {"steps": [{"tool_calls": [{"name": "wait_outside", "arguments": {}}]}]},
     "block_outside": {
         "steps": [
@@ -119,6 +133,28 @@ async def wait_outside() -> dict[str, bool]:
     while not Path({answered!r}).exists():  # the outside system answers when the test says so
         await asyncio.sleep(0.05)
     return {{"answered": True}}
+"""
+
+BATCH_HANDLERS = """
+import asyncio
+from pathlib import Path
+
+from owlclaw import Registry
+
+registry = Registry()
+
+
+@registry.capability("Look a symbol up.", parallel_safe=True)
+async def lookup(symbol: str) -> dict[str, object]:
+    here = Path({meet!r})
+    (here / symbol).touch()
+    met = set()
+    for _ in range(600):  # it notes which calls of its batch started while it ran
+        met = {{p.name for p in here.iterdir()}}
+        if symbol in "AB" and {{"A", "B"}} <= met or symbol == "C":
+            break
+        await asyncio.sleep(0.05)
+    return {{"symbol": symbol, "met": sorted(met)}}
 """
 
 BLOCKING_HANDLERS = """
@@ -784,3 +820,38 @@ def test_an_overdue_approval_expires_through_the_agents_writer(setting: Setting)
     assert denied.reason.startswith("nobody approved the call before")
     kinds = [type(e).__name__ for e in ledger.stream(ledger.load_agent(agent_id).id)]
     assert kinds.count("ApprovalExpired") == 1
+
+
+def test_a_batch_runs_parallel_calls_side_by_side_around_a_barrier(setting: Setting) -> None:
+    """One response: lookup A, lookup B (parallel_safe), log_decision (a barrier), lookup C.
+    A and B run side by side (each waits until both started: a test that fails rather than
+    hangs if they do not), C starts after the barrier; every request is committed before the
+    first outcome, each call settles once, and the run completes."""
+    ledger, agent_id = setting.ledger, unique("batch")
+    meet = setting.apps / agent_id / "meet"
+    app = make_app(setting.apps / agent_id, config='[agent]\nmodels = ["scripted/batch"]\n')
+    meet.mkdir()
+    (app / "handlers.py").write_text(BATCH_HANDLERS.format(meet=str(meet)))
+    ledger.register_agent(agent_id, str(app))
+
+    async def scenario(agents: Agents) -> str:
+        run_id = await agents.ask(Submit(agent_id=agent_id, trigger="webhook", focus="batch"))
+        result = await agents.ask(Result(agent_id=agent_id, run_id=run_id))
+        assert result.status == "completed"
+        return run_id
+
+    events = ledger.stream(uuid.UUID(hosted(setting, scenario)))
+    kinds = [type(e) for e in events]
+    requested = [i for i, k in enumerate(kinds) if k is ev.ToolCallRequested]
+    settled = [e for e in events if isinstance(e, ev.ToolCallSucceeded)]
+    assert len(requested) == 4 and max(requested) < kinds.index(ev.ToolCallSucceeded)
+    assert sorted(e.call_id for e in settled) == sorted({e.call_id for e in settled})
+    met = {e.result["symbol"]: e.result["met"] for e in settled if e.tool == "lookup"}
+    assert met == {"A": ["A", "B"], "B": ["A", "B"], "C": ["A", "B", "C"]}
+    decided = [e for e in settled if e.tool == "log_decision"]
+    assert len(decided) == 1
+    c_started = next(
+        i for i, e in enumerate(settled) if e.tool == "lookup" and e.result["symbol"] == "C"
+    )
+    assert settled.index(decided[0]) < c_started  # C ran after the barrier
+    assert_one_end_each_and_contiguous(ledger, agent_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,7 @@ PAUSES = (ev.RunParked, ev.RunInterrupted, ev.RunResumed)
 deciding each parked call with the answer the agent recorded, and a call the process stopped in
 as the resumed run did (``Stopped``): its outcome unknown, the call run again only if that is
 safe."""
+OUTCOMES = (ev.ToolCallSucceeded, ev.ToolCallFailed, ev.ToolCallTimedOut, ev.ToolOutcomeUnknown)
 
 
 @dataclass(frozen=True)
@@ -203,12 +205,19 @@ def _cut(text: str) -> str:
 
 
 def _steps(events: Sequence[ev.LedgerEvent]) -> list[tuple[int, Step]]:
-    """The compared steps of a run with their events' versions."""
-    return [
-        (e.originator_version, Step.of(e))
-        for e in events
-        if e.stream == "run" and not isinstance(e, EFFECTS + PAUSES)
-    ]
+    """The compared steps of a run with their events' versions. Outcomes recorded one after
+    another (a batch's calls, which finish in any order when they run side by side) are
+    compared in call-id order."""
+    compared = [e for e in events if e.stream == "run" and not isinstance(e, EFFECTS + PAUSES)]
+    ordered: list[ev.LedgerEvent] = []
+    for outcomes, group in itertools.groupby(compared, lambda e: isinstance(e, OUTCOMES)):
+        steps = list(group)
+        ordered += sorted(steps, key=_call_id) if outcomes else steps
+    return [(e.originator_version, Step.of(e)) for e in ordered]
+
+
+def _call_id(event: ev.LedgerEvent) -> str:
+    return str(getattr(event, "call_id", ""))
 
 
 def compare(

@@ -125,6 +125,21 @@ def bench_runtime(
     print_figures(result, as_json)
 
 
+@bench_app.command("batch")
+@handles_errors
+def bench_batch(
+    runs: Annotated[int, typer.Option(min=1, help="Runs of each case.")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """Parallel calls: the tools' wall time of one response with five 200 ms parallel_safe
+    calls (limit 5, the default, 1), and the loop's overhead per call in a batch and alone."""
+    from owlclaw.bench import batch
+
+    with bench_database("owlclaw_bench_batch") as url, err.status("benchmarking…"):
+        result = batch.run(url, runs=runs, encrypt=load_config().ledger.encrypt)
+    print_figures(result, as_json)
+
+
 @bench_app.command("tracing")
 @handles_errors
 def bench_tracing(

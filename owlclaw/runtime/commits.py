@@ -34,6 +34,8 @@ class Sink(Protocol):
 
     async def commit(self, state: RunProgress, *, behind: bool = False) -> None: ...
 
+    async def commit_run(self, state: RunProgress) -> None: ...
+
 
 class Commits:
     """The commit pipeline of one agent: its writer's appends on its ledger thread."""
@@ -74,6 +76,23 @@ class Commits:
             io(self.io.executor, self.writer.append, state.agent, state.run),
         )
         await self.settle(state)
+
+    async def commit_run(self, state: RunProgress) -> None:
+        """Make the run's events recorded so far durable while other calls of its batch still
+        run (an outcome as it finishes): collected here, on the event loop, so those calls may
+        record theirs meanwhile; callers serialize these commits. Nothing while the agent has
+        events pending: they commit with the run's next commit, as ``commit`` does them."""
+        await self.settle(state)
+        if state.agent.pending_events:
+            return
+        events = state.run.collect_events()
+        if events:
+            io = asyncio.get_running_loop().run_in_executor
+            state.in_flight = (
+                events,
+                io(self.io.executor, self._append_run, state.agent, state.run, events),
+            )
+            await self.settle(state)
 
     def _append_run(
         self, agent: Agent, run: Run, events: list[ev.LedgerEvent]
@@ -119,6 +138,10 @@ class Collected:
 
     async def commit(self, state: RunProgress, *, behind: bool = False) -> None:
         self.produced += state.agent.collect_events() + state.run.collect_events()
+
+    async def commit_run(self, state: RunProgress) -> None:
+        if not state.agent.pending_events:
+            self.produced += state.run.collect_events()
 
 
 def _settled(state: RunProgress, events: list[ev.LedgerEvent], append: InFlight) -> None:

@@ -33,6 +33,7 @@ from events import Ledger, LedgerUnavailable, StreamConflict
 from events import catalog as ev
 from events.run import Run
 from owlclaw.runtime.agent_setup import AgentSetup
+from owlclaw.runtime.batch import Job, run_batch
 from owlclaw.runtime.briefing import Briefing
 from owlclaw.runtime.commits import Sink
 from owlclaw.runtime.fencing import stand_down
@@ -44,16 +45,17 @@ from owlclaw.tools.agent_mail import AgentMail
 from owlclaw.tools.encoding import encode_told
 from owlclaw.tools.errors import Parked, Stopped, ToolError
 from owlclaw.tools.executor import (
+    Admitted,
     CallSite,
     Execution,
     Settled,
     ToolLimits,
-    call_tool,
+    admit,
     execute,
 )
 from owlclaw.tools.subagents import SubAgents
 from owlclaw.tools.threads import HandlerThreads
-from owlclaw.tools.tool import RunScope
+from owlclaw.tools.tool import RunScope, Tool
 from projections.recall import MemoryStore
 
 
@@ -189,24 +191,7 @@ class RunDriver:
                 )
                 return
             messages.append(self.ledger.redactor.value(message))
-            waiting: Parked | None = None
-            for call in calls:
-                name, arguments = _call_parts(call)
-                check_call(setup.limits, state, name, arguments)
-                try:
-                    settled = await self._call_tool(
-                        state, str(call.get("id") or ""), name, arguments
-                    )
-                except Parked as parked:
-                    if not parked.others_go_on:
-                        raise
-                    waiting = waiting or parked
-                    continue
-                check_doom_loop(setup.limits, state, name, arguments, settled)
-                told = self.ledger.redactor.json_text(settled.told)
-                messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": told})
-            if waiting is not None:
-                raise waiting
+            await self._run_calls(state, calls, messages)
 
     def _opening(
         self, system: str, trigger: str, focus: str | None, payload: dict[str, Any]
@@ -235,18 +220,120 @@ class RunDriver:
         except EveryModelFailed as e:
             raise Stop(ev.RunFailed, error=str(e)) from e
 
-    async def _call_tool(
-        self, state: RunProgress, call_id: str, name: str, arguments: str
-    ) -> Settled:
-        site = self._call_site(state)
+    async def _run_calls(
+        self, state: RunProgress, calls: list[dict[str, Any]], messages: list[dict[str, Any]]
+    ) -> None:
+        """One model response's calls as a batch (``batch``): admitted in call order, so the
+        limits, governance, approvals and rate limits see each; their requests committed
+        together (write-ahead); run side by side where their tools allow; what each did told to
+        the model in call order. A call that waits (an approval, a sub-agent) parks the run
+        once the others have finished; a limit reached ends it once the calls admitted before
+        it have finished."""
+        site, limits = self._call_site(state), self.setup.limits
+        steps: list[tuple[Any, str, str, Settled | Parked | int]] = []
+        jobs: list[tuple[Job[Settled], bool]] = []
+        requested: list[Tool | None] = []
+        reached: Stop | None = None
+        for call in calls:
+            name, arguments = _call_parts(call)
+            call_id = str(call.get("id") or "")
+            try:
+                check_call(limits, state, name, arguments)
+                admission = self._admit(site, state, call_id, name, arguments)
+            except Stop as stop:
+                reached = stop
+                break
+            except Parked as parked:
+                steps.append((call.get("id"), name, arguments, parked))
+                continue
+            if isinstance(admission, Settled):
+                steps.append((call.get("id"), name, arguments, admission))
+                continue
+            job, admitted = admission
+            if admitted is not None:
+                requested.append(admitted.tool)
+            steps.append((call.get("id"), name, arguments, len(jobs)))
+            tool = site.tools.get(name)
+            jobs.append((job, tool is None or not tool.spec.effect_in_ledger))
+        if requested:
+            await site.commit(all(t is not None and t.spec.effect_in_ledger for t in requested))
+        results = await run_batch(self._committing(state, jobs), limits.parallel_tool_calls)
+        waiting: Parked | None = None
+        for call_id, name, arguments, step in steps:
+            outcome = results[step] if isinstance(step, int) else step
+            if isinstance(outcome, Parked):
+                waiting = waiting or outcome
+                continue
+            try:
+                check_doom_loop(limits, state, name, arguments, outcome)
+            except Stop as stop:
+                reached = stop
+                break
+            told = self.ledger.redactor.json_text(outcome.told)
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": told})
+        if reached is not None:
+            raise reached
+        if waiting is not None:
+            raise waiting
+
+    def _admit(
+        self, site: CallSite, state: RunProgress, call_id: str, name: str, arguments: str
+    ) -> Settled | tuple[Job[Settled], Admitted | None]:
+        """What the model is told of a call settled before it runs (recorded by the resumed
+        run, or refused), or the job that runs it with its request (None: requested before the
+        process stopped); ``Parked`` when it waits for an approval."""
         if (told := state.steps.told(state.run, call_id)) is not None:
             return told
-        if (requested := state.steps.requested(state.run, call_id)) is not None:
-            return await self._after_stop(site, state, call_id, name, requested)
+        tool = site.tools.get(name)
+        parallel = tool is not None and tool.spec.runs_in_parallel
+        if (before := state.steps.requested(state.run, call_id)) is not None:
+            again = partial(self._after_stop, site, state, call_id, name, before)
+            return Job(parallel, again), None
+        admitted = admit(site, call_id, name, arguments)
+        if isinstance(admitted, Settled):
+            return admitted
+        run = partial(self._execute, site, state, call_id, name, admitted)
+        return Job(parallel, run), admitted
+
+    async def _execute(
+        self, site: CallSite, state: RunProgress, call_id: str, name: str, admitted: Admitted
+    ) -> Settled:
         try:
-            return await call_tool(site, call_id, name, arguments)
+            return await execute(site, admitted.tool, call_id, name, admitted.params)
         except Stopped as stopped:  # an audit replay, where the recorded process stopped
             return await self._after_stop(site, state, call_id, name, stopped.arguments)
+
+    def _committing(
+        self, state: RunProgress, jobs: list[tuple[Job[Settled], bool]]
+    ) -> list[Job[Settled | Parked]]:
+        """The jobs, each committing its outcome as it finishes while others of the batch are
+        unfinished, so a crash repeats none that finished. A barrier commits everything
+        recorded (nothing else runs); a parallel call its run's events, unless its tool's only
+        effects are ledger events (run again after a crash, they had none): the flag beside
+        each job says whether its tool may act outside the ledger. The last outcome
+        commits with the run's next step, as a single call's does."""
+        unfinished = len(jobs)
+        one_at_a_time = asyncio.Lock()
+
+        def committing(job: Job[Settled], outside: bool) -> Job[Settled | Parked]:
+            async def run() -> Settled | Parked:
+                nonlocal unfinished
+                try:
+                    outcome: Settled | Parked = await job.run()
+                except Parked as parked:  # a sub-agent's wait: the others go on
+                    outcome = parked
+                unfinished -= 1
+                if unfinished and isinstance(outcome, Settled):
+                    async with one_at_a_time:
+                        if not job.parallel:
+                            await self.sink.commit(state)
+                        elif outside:
+                            await self.sink.commit_run(state)
+                return outcome
+
+            return Job(job.parallel, run)
+
+        return [committing(job, outside) for job, outside in jobs]
 
     async def _after_stop(
         self,

@@ -56,6 +56,7 @@ class Registry:
         *,
         name: str | None = None,
         idempotent: bool = False,
+        parallel_safe: bool | None = None,
         timeout_s: float | None = None,
         max_result_bytes: int | None = None,
         category: str = "capability",
@@ -63,7 +64,9 @@ class Registry:
         ask_if: str | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register a handler (sync or async) as a tool; its type hints are its schema.
-        ``ask_if``: calls whose arguments meet this condition wait for a person's approval."""
+        ``ask_if``: calls whose arguments meet this condition wait for a person's approval.
+        ``parallel_safe`` (by default: when ``idempotent``): its calls run side by side with
+        the other such calls of one model response (docs/tools.md, Parallel calls)."""
 
         def register(handler: Handler) -> Handler:
             tool_name = name or handler.__name__
@@ -78,6 +81,7 @@ class Registry:
                 description,
                 params,
                 idempotent=idempotent,
+                parallel_safe=parallel_safe,
                 timeout_s=timeout_s,
                 max_result_bytes=max_result_bytes,
                 category=category,

@@ -22,14 +22,12 @@ class ToolError(msgspec.Struct, frozen=True):
 
 class Parked(Exception):
     """The run waits — for a person's answer to an approval, or for a sub-agent's run — and
-    stops here, committed, not ended; what it waits for is recorded (RunParked)."""
+    stops here, committed, not ended; what it waits for is recorded (RunParked). The other calls
+    of the same model response still run first."""
 
-    def __init__(self, waits_for: str, *, others_go_on: bool = False):
+    def __init__(self, waits_for: str):
         super().__init__(waits_for)
         self.waits_for = waits_for
-        self.others_go_on = others_go_on
-        """The other calls of the same model message still run (sub-agents started by one
-        message run side by side); an approval stops the message where it is."""
 
 
 class Stopped(Exception):

@@ -4,6 +4,10 @@ repair (almost-JSON, ``owlclaw.tools.repair``) → parse → govern → approve 
 (write-ahead ToolCallRequested) → execute with a timeout → classify errors → retry idempotent
 tools → make the result JSON-safe → truncate → record.
 
+``admit`` takes a call up to its recorded request; the run commits the requests of one model
+response together (write-ahead) and then ``execute``s them, side by side where they may
+(``owlclaw.runtime.batch``).
+
 A call that needs a person's approval parks its run (``Parked``) until the answer is recorded;
 the run then resumes from its recorded steps and this call comes through again, answered.
 
@@ -99,8 +103,9 @@ class CallSite:
     execution: Execution
     scope: Callable[[], RunScope]
     commit: Callable[[bool], Awaitable[None]]
-    """Makes what the run recorded durable (the write-ahead of a request); with True it may
-    complete while the call runs (see ``call_tool``)."""
+    """Makes what the run recorded durable (the write-ahead of a response's requests); with
+    True it may complete while the calls run: their tools' only effects are ledger events, which
+    commit after them in any case."""
     agent_id: str
     governance: Governance
 
@@ -109,8 +114,19 @@ class CallSite:
         return self.scope().run
 
 
-async def call_tool(site: CallSite, call_id: str, name: str, arguments: str) -> Settled:
-    """One call through the whole pipeline; never raises for anything the model sent."""
+@dataclass(frozen=True)
+class Admitted:
+    """A call through the stages before it runs: its ToolCallRequested is recorded, not yet
+    committed (the run commits the requests of one model response together)."""
+
+    tool: Tool | None
+    """None: a replay's call of a tool this process does not load."""
+    params: Any
+
+
+def admit(site: CallSite, call_id: str, name: str, arguments: str) -> Settled | Admitted:
+    """One call through the stages before it runs: its refusal, or its recorded request;
+    ``Parked`` when it waits for a person's approval. Never raises for what the model sent."""
     tool = site.tools.get(name)
     repaired = repair_arguments(arguments) if tool is not None else None
     params = parse(site, tool, call_id, name, arguments if repaired is None else repaired)
@@ -153,10 +169,7 @@ async def call_tool(site: CallSite, call_id: str, name: str, arguments: str) -> 
         **(source.recorded() if source is not None else {}),
         **repair_record(arguments, repaired),
     )
-    # Write-ahead: the request is durable before the tool acts. A tool whose only effect is
-    # ledger events runs while the request commits: its events commit after it in any case.
-    await site.commit(tool is not None and tool.spec.effect_in_ledger)
-    return await execute(site, tool, call_id, name, params)
+    return Admitted(tool, params)
 
 
 async def execute(

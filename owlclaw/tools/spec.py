@@ -66,6 +66,9 @@ class ToolSpec:
     """The JSON schema of the arguments, for a tool defined elsewhere (an MCP server's)."""
     idempotent: bool = False
     """Safe to retry, and to re-run after a crash left its outcome unknown."""
+    parallel_safe: bool | None = None
+    """May run side by side with the other calls of one model response (its calls do not depend
+    on each other's order); None: when it is idempotent."""
     timeout_s: float | None = None
     """How long one call may run (None: the runtime's ``tool_timeout_s``)."""
     max_result_bytes: int | None = None
@@ -88,6 +91,12 @@ class ToolSpec:
             raise ValueError(f"tool {self.name!r} needs either params or json_schema, not both")
         if self.json_schema is not None:
             _validator(self._schema())  # jsonschema.SchemaError now, not at the first call
+
+    @property
+    def runs_in_parallel(self) -> bool:
+        """Whether its calls run side by side with the other parallel calls of a model
+        response; any other call is a barrier (``owlclaw.runtime.batch``)."""
+        return self.idempotent if self.parallel_safe is None else self.parallel_safe
 
     def function_schema(self) -> dict[str, Any]:
         """The OpenAI/litellm ``tools`` entry for this tool (a fresh copy: callers may edit it)."""

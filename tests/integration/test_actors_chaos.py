@@ -1,8 +1,10 @@
 """Chaos: agent host processes are SIGKILLed at random while 500 runs of 20 agents execute.
 
+Each run's model answers with a batch (two list_schedules side by side, then log_decision).
 Afterwards the ledger must show: every accepted run, each with exactly one end event; no forked
-stream (contiguous versions, contiguous run numbers); no tool execution completed twice; and the
-projections must equal a rebuild from position 0.
+stream (contiguous versions, contiguous run numbers); no tool execution completed twice; each
+batch's requests written ahead of its first outcome; and the projections must equal a rebuild
+from position 0.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def setting(pg_server: Database, tmp_path_factory: pytest.TempPathFactory) -> It
     db = pg_server.create_database(f"t_{uuid.uuid4().hex[:12]}")
     scripts = tmp_path_factory.mktemp("scripts")
     decide = {"name": "log_decision", "arguments": {"reasoning": "go", "decision_type": "other"}}
-    script = {"steps": [{"tool_calls": [decide]}], "latency_s": 0.01}
+    listed = {"name": "list_schedules", "arguments": {}}
+    batch = [listed, listed, decide]  # two side by side, then a barrier
+    script = {"steps": [{"tool_calls": batch}], "latency_s": 0.01}
     (scripts / "chaos.json").write_text(json.dumps(script))
     config = OwlClawConfig(
         database_url=db.url,
@@ -139,11 +143,25 @@ def assert_consistent(ledger: Ledger, agents: list[str], accepted: list[tuple[st
             assert sum(k in TERMINAL for k in kinds) == 1, kinds  # exactly one end
             done = [e.call_id for e in events if isinstance(e, ev.ToolCallSucceeded)]
             assert len(done) == len(set(done))  # no tool execution completed twice
+            assert_requests_written_ahead(events)
             decided = [e.call_id for e in events if isinstance(e, ev.DecisionLogged)]
             assert len(decided) == len(set(decided))
     recorded = {str(r) for a in agents for r in ledger.load_agent(a).run_ids()}
     assert {r for _, r in accepted} <= recorded  # nothing accepted was lost
     return total
+
+
+def assert_requests_written_ahead(events: list[ev.LedgerEvent]) -> None:
+    """No request of a model response's batch comes after an outcome of that batch."""
+    outcomes = ev.ToolCallSucceeded | ev.ToolCallFailed | ev.ToolOutcomeUnknown
+    settling = False
+    for e in events:
+        if isinstance(e, ev.LLMResponded):
+            settling = False
+        elif isinstance(e, outcomes):
+            settling = True
+        elif isinstance(e, ev.ToolCallRequested):
+            assert not settling, f"request {e.call_id} after an outcome of its batch"
 
 
 def assert_projections_equal_a_rebuild(ledger: Ledger) -> None:

@@ -22,6 +22,7 @@ from owlclaw.database import Database
 from tests.agents_contract import (
     SCRIPTS,
     Setting,
+    test_a_batch_runs_parallel_calls_side_by_side_around_a_barrier,
     test_a_blocking_sync_tool_times_out_while_another_agent_of_the_host_completes_runs,
     test_a_heartbeat_acts_only_on_what_the_agent_received,
     test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run,
@@ -42,6 +43,7 @@ from tests.agents_contract import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray")]
 __all__ = [
+    "test_a_batch_runs_parallel_calls_side_by_side_around_a_barrier",
     "test_a_blocking_sync_tool_times_out_while_another_agent_of_the_host_completes_runs",
     "test_a_heartbeat_acts_only_on_what_the_agent_received",
     "test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run",

@@ -218,8 +218,9 @@ def test_depth_children_per_run_profiles_and_withheld_tools_are_enforced(
         [visible] = [e for e in ledger.stream(run) if isinstance(e, ev.VisibleToolsResolved)]
         assert "spawn_agent" not in visible.tools and "send_message" not in visible.tools
         assert visible.filtered["spawn_agent"] == "not given to this sub-agent"
-        # the third refusal in a row is a doom loop: the run ends there, reported upwards
-        assert outcomes(grandchild, run) == ["TOOL_DENIED"] * 3
+        # the third refusal in a row is a doom loop: the run ends after the response's batch
+        # (its four calls refused), reported upwards
+        assert outcomes(grandchild, run) == ["TOOL_DENIED"] * 4
         assert isinstance(ended(ledger, str(run)), ev.RunTerminated)
 
 

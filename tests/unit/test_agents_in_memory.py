@@ -15,6 +15,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from tests.agents_contract import (
     SCRIPTS,
     Setting,
+    test_a_batch_runs_parallel_calls_side_by_side_around_a_barrier,
     test_a_heartbeat_acts_only_on_what_the_agent_received,
     test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run,
     test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run,
@@ -29,6 +30,7 @@ from tests.agents_contract import (
 )
 
 __all__ = [
+    "test_a_batch_runs_parallel_calls_side_by_side_around_a_barrier",
     "test_a_heartbeat_acts_only_on_what_the_agent_received",
     "test_a_retried_trigger_with_the_same_idempotency_key_gets_the_same_run",
     "test_a_second_delivery_of_a_fire_is_a_duplicate_and_starts_no_run",

@@ -109,7 +109,7 @@ def test_reasoning_of_1000_characters_is_logged_and_of_1001_refused(ledger: Ledg
     runtime = runtime_for(ledger, Registry())
     calls = [call("log_decision", reasoning="r" * 1000), call("log_decision", reasoning="s" * 1001)]
     result = play(runtime, [{"tool_calls": calls}, {"content": "ok"}])
-    logged, refused = outcomes(ledger, result)
+    refused, logged = outcomes(ledger, result)  # refused as it is admitted, before calls run
     assert isinstance(logged, ev.ToolCallSucceeded)
     assert isinstance(refused, ev.ToolCallRejected)
     assert refused.error == (

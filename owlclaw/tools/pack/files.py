@@ -259,6 +259,7 @@ def file_tools(workspaces: Path, config: FilesConfig) -> dict[str, Tool]:
             WriteFile,
             write_file,
             idempotent=True,
+            parallel_safe=False,  # a read of the same response may come after it
         ),
         "edit_file": tool(
             "edit_file",

@@ -91,7 +91,7 @@ class SpawnTool:
             report = await scope.subagents.ended(spawn.child_run_id)
             if report is None:
                 scope.run.record(ev.RunParked, spawn_id=spawn_id, call_id=ctx.call_id)
-                raise Parked(spawn_id, others_go_on=True)
+                raise Parked(spawn_id)
             scope.agent.record(ev.SubAgentFinished, **report.event_fields())
         scope.run.record(
             ev.SubAgentCharged,
@@ -194,6 +194,7 @@ def spawn_tools(config: SpawnConfig, app_root: Path | None) -> dict[str, Tool]:
         "with wait (the default) you get its answer as the result.",
         SpawnAgent,
         idempotent=True,  # one child run per call (keyed), so a resumed call asks again
+        parallel_safe=False,  # its limits count the children the calls before it spawned
         timeout_s=60.0,
         category="agents",
     )
