@@ -74,7 +74,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A tool failing this many times in a row with the same error code ends the run."""
     tool_retries: Annotated[int, msgspec.Meta(ge=0, le=5)] = 2
     """Retries (exponential backoff with jitter) of idempotent tools after a system error."""
-    parallel_tool_calls: Annotated[int, msgspec.Meta(ge=1, le=64)] = 4
+    parallel_tool_calls: Annotated[int, msgspec.Meta(ge=1, le=64)] = 8
     """How many calls of one model response run at once, at most, when their tools may run
     side by side (idempotent or ``parallel_safe``); 1 runs every call in turn."""
     tool_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 30.0

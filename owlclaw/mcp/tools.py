@@ -70,6 +70,12 @@ def idempotent(annotations: types.ToolAnnotations | None) -> bool:
     )
 
 
+def read_only(annotations: types.ToolAnnotations | None) -> bool:
+    """Only a tool the server marks read-only runs side by side with the other calls of one
+    model response: an idempotent write may still race a read of the same response."""
+    return annotations is not None and bool(annotations.read_only_hint)
+
+
 @dataclass(frozen=True)
 class McpTool:
     spec: ToolSpec
@@ -127,6 +133,7 @@ def discovered(
                 tool.description or tool.title or tool.name,
                 json_schema=tool.input_schema,
                 idempotent=idempotent(tool.annotations),
+                parallel_safe=read_only(tool.annotations),
                 timeout_s=server.timeout_s,
                 category="mcp",
                 source=source,

@@ -82,7 +82,7 @@ class SendToAgentTool:
             awaited = scope.agent.state.replies[message_id]
         if not awaited.answered:
             scope.run.record(ev.RunParked, call_id=ctx.call_id, message_id=message_id)
-            raise Parked(message_id, others_go_on=True)
+            raise Parked(message_id)
         if awaited.status == NO_REPLY:
             return _error(
                 f"agent {params.agent_id!r} did not reply within "
@@ -168,6 +168,7 @@ def agent_message_tools(governance: Governance) -> dict[str, Tool]:
         "the answer of the run your message starts.",
         SendToAgent,
         idempotent=True,  # one message id per call: a resumed call sends it again, accepted once
+        parallel_safe=False,  # messages go out in the order the model wrote them
         timeout_s=60.0,
         category="agents",
     )
