@@ -95,8 +95,6 @@ def test_answered_with_owlclaw_answer_the_run_resumes_with_it_and_replays(
         parked.run_id,
     )
     assert question["arguments"]["options"] == OPTIONS
-    shown = owlclaw_on(fresh_db, "approvals", cwd=tmp_path)
-    assert "hold or sell half? [hold | sell half]" in " ".join(shown.stdout.split())
 
     prefix = question["approval_id"][:12]
     refused = owlclaw_on(fresh_db, "answer", prefix, "buy more", "--by", "alice", cwd=tmp_path)

@@ -22,6 +22,7 @@ from events.approvals import MAX_ANSWER_CHARS
 from events.run import Run
 from events.streams import now
 from owlclaw.audit.verify import replay_run
+from owlclaw.cli.approvals import _asked
 from owlclaw.messages import AnswerApproval, Decision, RunResult
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.builtin.handlers import BUILTINS
@@ -158,3 +159,10 @@ def test_ask_human_refuses_malformed_questions_as_the_model_s_error() -> None:
     for bad in malformed:
         parsed = spec.parse(msgspec.json.encode(bad))
         assert getattr(parsed, "error_code", None) == "INVALID_ARGUMENTS", bad
+
+
+def test_a_listing_shows_a_question_with_its_options_and_a_call_s_arguments_as_json() -> None:
+    question = {"question": "Sell ACME?", "options": OPTIONS}
+    assert _asked("question", question) == "Sell ACME? [hold | sell half]"
+    assert _asked("question", {"question": "Which account?", "options": []}) == "Which account?"
+    assert _asked("call", {"symbol": "ACME"}) == '{"symbol": "ACME"}'
