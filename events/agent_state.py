@@ -13,7 +13,7 @@ from uuid import UUID
 import msgspec
 
 from events.argument_digest import arguments_digest
-from events.catalog import OnMissed
+from events.catalog import ApprovalKind, OnMissed
 
 ENDED_SCHEDULES_KEPT = 1000
 IDEMPOTENCY_KEYS_KEPT = 1000
@@ -79,6 +79,14 @@ class Approval(msgspec.Struct):
     granters: list[str] = []
     """Who authenticated each of those grants (its principal, else its ``by``): two grants
     through one token are one approver, whatever names they give."""
+    kind: ApprovalKind = "call"
+    answer: str | None = None
+    """A question's answer, once given."""
+
+    @property
+    def options(self) -> list[str]:
+        """A question's options (none: free text)."""
+        return list(self.arguments.get("options") or []) if self.kind == "question" else []
 
     def shown(self) -> tuple[dict[str, Any], str]:
         """The arguments an answer is given for now (an approver's edit, else the call's) and
@@ -140,6 +148,11 @@ class DigestMismatch(ApprovalClosed):
 
 class SameApprover(ApprovalClosed):
     """A second grant by a principal whose grant already stands: two approvals need two people."""
+
+
+class InvalidAnswer(ApprovalClosed):
+    """An answer that does not fit what was asked: text for a call, a yes or no for a
+    question, an answer outside a question's options or over its length (nothing recorded)."""
 
 
 class SelfApproval(ApprovalClosed):

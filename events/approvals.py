@@ -19,13 +19,17 @@ from events.agent_state import (
     Approval,
     ApprovalClosed,
     DigestMismatch,
+    InvalidAnswer,
     SameApprover,
     SelfApproval,
     UnknownApproval,
 )
 from events.argument_digest import arguments_digest
-from events.catalog import LedgerEvent
+from events.catalog import ApprovalKind, LedgerEvent
 from events.streams import approval_id_for, now
+
+MAX_ANSWER_CHARS = 2000
+"""The longest free-text answer to a question."""
 
 
 class AgentApprovals:
@@ -44,9 +48,10 @@ class AgentApprovals:
         approvers: Collection[str],
         timeout_s: float,
         approvals_required: int = 1,
+        kind: ApprovalKind = "call",
     ) -> str:
-        """Record that a call waits for approval, bound to the digest of its arguments; its id
-        (the same for the same call)."""
+        """Record that a call waits for approval (or, a question, for an answer), bound to the
+        digest of its arguments; its id (the same for the same call)."""
         approval_id = approval_id_for(run_id, call_id)
         self.record(
             ev.ApprovalRequested,
@@ -61,6 +66,7 @@ class AgentApprovals:
             expires_at=now() + timedelta(seconds=timeout_s),
             digest=arguments_digest(arguments),
             approvals_required=approvals_required,
+            kind=kind,
         )
         return approval_id
 
@@ -78,8 +84,10 @@ class AgentApprovals:
         digest: str,
         related: Collection[str] = (),
         principal: str | None = None,
+        answer: str | None = None,
     ) -> Approval:
         """Record ``by``'s answer for the arguments of ``digest``; the approval as answered.
+        A question takes an ``answer`` (a grant with it), a call a yes or no (InvalidAnswer).
         Nothing is recorded, and an ApprovalClosed says why, when there is nothing to answer
         (unknown, answered, expired), ``by`` may not answer it (not among its approvers; the
         agent itself, its parent, a sub-agent or ``related``, its spawn tree: SelfApproval), the
@@ -109,8 +117,9 @@ class AgentApprovals:
                 f"approval {approval_id} shows arguments of digest {shown}, not {digest!r}:"
                 " read it again (owlclaw approvals) and answer what it shows"
             )
+        _check_answer(approval_id, approval, approve, answer, arguments)
         if approve:
-            self._grant(approval_id, approval, by, note, arguments, principal)
+            self._grant(approval_id, approval, by, note, arguments, principal, answer)
         else:
             self.record(
                 ev.ApprovalDenied, approval_id=approval_id, by=by, note=note, principal=principal
@@ -130,6 +139,7 @@ class AgentApprovals:
         note: str,
         arguments: dict[str, Any] | None,
         principal: str | None,
+        answer: str | None,
     ) -> None:
         shown = approval.shown()[1]
         granted = shown if arguments is None else arguments_digest(arguments)
@@ -149,6 +159,7 @@ class AgentApprovals:
             digest=granted,
             awaiting=max(0, approval.approvals_required - standing),
             principal=principal,
+            answer=answer,
         )
 
     def expire_approvals(self, at: datetime) -> list[UUID]:
@@ -177,6 +188,7 @@ class AgentApprovals:
             expires_at=e.expires_at,
             digest=e.digest,
             approvals_required=e.approvals_required,
+            kind=e.kind,
         )
 
     def _answered(
@@ -200,7 +212,7 @@ class AgentApprovals:
             approval.granters = []
         approval.granted_by.append(e.by)
         approval.granters.append(e.principal or e.by)
-        approval.by, approval.note = e.by, e.note
+        approval.by, approval.note, approval.answer = e.by, e.note, e.answer
         if e.awaiting == 0:
             self._answered(e.approval_id, "granted", e)
 
@@ -210,3 +222,32 @@ class AgentApprovals:
 
     def _on_ApprovalExpired(self, e: ev.ApprovalExpired) -> None:
         self._answered(e.approval_id, "expired", e)
+
+
+def _check_answer(
+    approval_id: str,
+    approval: Approval,
+    approve: bool,
+    answer: str | None,
+    arguments: dict[str, Any] | None,
+) -> None:
+    """InvalidAnswer unless the answer fits what was asked: a yes or no for a call; for a
+    question, text (one of its options when it has any, else at most MAX_ANSWER_CHARS)."""
+    if approval.kind == "call":
+        if answer is not None:
+            raise InvalidAnswer(f"approval {approval_id} is of a call: approve or deny it")
+        return
+    if not approve or answer is None or arguments is not None:
+        raise InvalidAnswer(
+            f"approval {approval_id} is a question: answer it (owlclaw answer {approval_id} TEXT)"
+        )
+    if approval.options and answer not in approval.options:
+        raise InvalidAnswer(
+            f"{answer!r} is not one of the options of question {approval_id}: "
+            + ", ".join(repr(o) for o in approval.options)
+        )
+    if not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
+        raise InvalidAnswer(
+            f"an answer to question {approval_id} is non-blank text of at most"
+            f" {MAX_ANSWER_CHARS} characters (this one has {len(answer)})"
+        )

@@ -32,6 +32,7 @@ EVENT_ALIASES: dict[str, str] = {}
 """Old topic name -> current class name, for classes that were renamed."""
 
 Stream = Literal["agent", "run", "message", "eval", "anchor", "principal"]
+ApprovalKind = Literal["call", "question"]
 JSON = dict[str, Any]
 ContentChange = Callable[[DataKey, str, Any], Any]
 """(key, place, value) -> the value sealed under that key, or opened (``events.sealing``);
@@ -440,8 +441,9 @@ class DataErased(_AgentEvent, frozen=True, kw_only=True):
 
 
 class ApprovalRequested(_AgentEvent, frozen=True, kw_only=True):
-    """A run's tool call waits for a person's yes (governance ask / ask_if / default); the run
-    parks (RunParked) until ApprovalGranted, ApprovalDenied or ApprovalExpired."""
+    """A run's tool call waits for a person's yes (governance ask / ask_if / default), or, of
+    ``kind`` question, for a person's answer (ask_human); the run parks (RunParked) until
+    ApprovalGranted, ApprovalDenied or ApprovalExpired."""
 
     sealed: ClassVar[tuple[str, ...]] = ("arguments",)
 
@@ -463,6 +465,9 @@ class ApprovalRequested(_AgentEvent, frozen=True, kw_only=True):
     none; its approvals are bound to the digest of their arguments as read)."""
     approvals_required: int = 1
     """How many different principals must grant the call before it runs."""
+    kind: ApprovalKind = "call"
+    """``question``: ask_human's, answered with text (ApprovalGranted ``answer``), never
+    denied; its arguments are the question and its options."""
 
     class_version: ClassVar[int] = 2
 
@@ -476,7 +481,7 @@ class ApprovalGranted(_AgentKeyed, frozen=True, kw_only=True):
     """One principal's yes. The call runs once ``awaiting`` is 0; before that the run stays
     parked for the grants still missing."""
 
-    sealed: ClassVar[tuple[str, ...]] = ("arguments",)
+    sealed: ClassVar[tuple[str, ...]] = ("arguments", "answer")
     approval_id: str
     by: str
     note: str = ""
@@ -487,6 +492,8 @@ class ApprovalGranted(_AgentKeyed, frozen=True, kw_only=True):
     (version 1 had none)."""
     awaiting: int = 0
     """Grants from other principals still needed after this one."""
+    answer: str | None = None
+    """A question's answer (one of its options when it has any); None for a call's grant."""
     principal: str | None = None
     """Who authenticated the answer: ``by`` for a principal's token, ``server-token`` for the
     server's (whose caller names ``by``); None for an answer written without a server."""

@@ -163,12 +163,15 @@ class ServerClient:
         """Answer an approval through the served agent's writer (the run resumes at once); a
         principal answers as itself, so its ``by`` is the server's to record."""
         body = {
-            "decision": "approve" if decision.approve else "deny",
             "by": None if self.as_principal else decision.by,
             "note": decision.note,
             "arguments": decision.arguments,
             "digest": decision.digest,
         }
+        if decision.answer is None:
+            body["decision"] = "approve" if decision.approve else "deny"
+        else:  # a question's answer
+            body["answer"] = decision.answer
         answered = self._call("POST", f"/approvals/{decision.approval_id}", body)
         return msgspec.convert(answered, ApprovalAnswer)
 

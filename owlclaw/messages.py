@@ -103,7 +103,8 @@ class ApprovalAnswer(msgspec.Struct, frozen=True):
 
 class Decision(msgspec.Struct, frozen=True):
     """A person's answer to one approval: yes (optionally with edited arguments) or no, for
-    the arguments of ``digest`` (the approval's, as shown to them; anything else is refused)."""
+    the arguments of ``digest`` (the approval's, as shown to them; anything else is refused);
+    to a question (ask_human), a yes carrying the ``answer``."""
 
     approval_id: str
     approve: bool
@@ -115,6 +116,8 @@ class Decision(msgspec.Struct, frozen=True):
     """Who authenticated the answer (the server sets it; None: written to the ledger directly
     by the CLI, no server). Differs from ``by`` only for the server token, whose caller names
     the person answering."""
+    answer: str | None = None
+    """A question's answer; None for a call."""
 
 
 # --- messages --------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ class ApprovalNotifications(View):
             "approval_id": e.approval_id,
             "agent_id": e.agent_id,
             "run_id": str(e.run_id),
+            "kind": e.kind,
             "tool": e.tool,
             "arguments": e.arguments,
             "digest": e.digest or arguments_digest(e.arguments),

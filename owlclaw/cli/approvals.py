@@ -1,4 +1,5 @@
-"""``owlclaw approvals`` / ``approve`` / ``deny``: the calls agents wait on a person for.
+"""``owlclaw approvals`` / ``approve`` / ``deny`` / ``answer``: the calls agents wait on a
+person for, and the questions they ask one (ask_human).
 
 An answer goes through the agent's writer when ``owlclaw run`` serves the agent (the parked run
 resumes at once), else it is recorded directly in the ledger and the run resumes when a host
@@ -35,6 +36,7 @@ from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.reports.relative_time import relative
 from owlclaw.runtime.approvals import PendingApproval
 
+QUESTION_HINT = "`owlclaw approvals` shows the question and its options"
 CLOSED_CODES = frozenset(
     {"approval_closed", "digest_mismatch", "same_approver", "self_approval", "forbidden"}
 )
@@ -58,7 +60,8 @@ def approvals(
     agent: Annotated[str | None, typer.Argument(help="Only this agent's.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Pending approvals: the tool calls agents' runs are parked at, oldest first."""
+    """Pending approvals: the tool calls agents' runs are parked at, and the questions they
+    ask (`owlclaw answer`), oldest first."""
     from owlclaw.client import ServerUnavailable
     from owlclaw.runtime.approvals import pending, unique_prefixes
 
@@ -84,15 +87,14 @@ def approvals(
         *(text(column) for column in ("agent", "tool", "arguments", "reason")),
         whole("requested"),
         whole("expires"),
-        title="pending approvals (an id's prefix is enough for approve / deny)",
+        title="pending approvals (an id's prefix is enough for approve / deny / answer)",
     )
     for p in found:
-        arguments = json.dumps(p.arguments, ensure_ascii=False)
         table.add_row(
             short[p.approval_id],
             p.agent_id,
             p.tool,
-            arguments,
+            _asked(p.kind, p.arguments),
             p.reason,
             relative(p.requested_at),
             relative(p.expires_at),
@@ -135,6 +137,35 @@ def deny(
     shown = _shown(config, approval_id)
     decision = Decision(shown.approval_id, False, who, note, None, digest or shown.digest)
     _report(_answer(config, decision), shown, as_json)
+
+
+@app.command()
+@handles_errors
+def answer(
+    approval_id: Annotated[
+        str, typer.Argument(help="The question's id, from `owlclaw approvals`.")
+    ],
+    text: Annotated[
+        str, typer.Argument(help="The answer: one of the question's options when it has any.")
+    ],
+    by: ByOption = None,
+    digest: DigestOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answer a question an agent asked (ask_human): the answer is the result its run resumes
+    with."""
+    config, who = load_config(), _by(by)
+    shown = _shown(config, approval_id)
+    decision = Decision(shown.approval_id, True, who, "", None, digest or shown.digest, answer=text)
+    _report(_answer(config, decision), shown, as_json, text)
+
+
+def _asked(kind: str, arguments: dict[str, Any]) -> str:
+    """What a listing shows of a call's arguments, or of a question: its text and options."""
+    if kind != "question":
+        return json.dumps(arguments, ensure_ascii=False)
+    options = arguments.get("options") or []
+    return str(arguments.get("question", "")) + (f" [{' | '.join(options)}]" if options else "")
 
 
 def _by(given: str | None) -> str:
@@ -191,7 +222,7 @@ def _arguments(text: str | None) -> dict[str, Any] | None:
 
 def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, str]:
     """Through the agent's server when one serves it, else directly in the ledger."""
-    from events.agent_state import ApprovalClosed, UnknownApproval
+    from events.agent_state import ApprovalClosed, InvalidAnswer, UnknownApproval
     from owlclaw.cli.tools import app_tools
     from owlclaw.client import ServerRefused, ServerUnavailable
     from owlclaw.runtime.approvals import ToolArgumentsInvalid, agent_of, answer_directly
@@ -202,6 +233,8 @@ def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, 
         except ServerUnavailable:
             pass
         except ServerRefused as e:
+            if e.code == "invalid_answer":
+                fail(str(e), QUESTION_HINT, EXIT_USAGE)
             if e.code in CLOSED_CODES:
                 fail(str(e), "`owlclaw approvals` lists what is still open", EXIT_FAILED)
             if e.code == "invalid_arguments":
@@ -215,19 +248,25 @@ def _answer(config: OwlClawConfig, decision: Decision) -> tuple[ApprovalAnswer, 
             return answer_directly(led, agent, decision, tools), "ledger"
         except UnknownApproval as e:
             fail(str(e), "`owlclaw approvals` lists the pending ones", EXIT_NOT_FOUND)
+        except InvalidAnswer as e:
+            fail(str(e), QUESTION_HINT, EXIT_USAGE)
         except ApprovalClosed as e:
             fail(str(e), "`owlclaw approvals` lists what is still open", EXIT_FAILED)
         except ToolArgumentsInvalid as e:
             fail(str(e), "`owlclaw approvals` shows the call's arguments", EXIT_USAGE)
 
 
-def _report(answered: tuple[ApprovalAnswer, str], shown: _Shown, as_json: bool) -> None:
+def _report(
+    answered: tuple[ApprovalAnswer, str], shown: _Shown, as_json: bool, text: str | None = None
+) -> None:
+    """``text``: a question's answer, as given."""
     answer, via = answered
     if as_json:
         print_json({**_fields(answer), "via": via})
         return
+    kind = "call" if text is None else "question"
     out.print(
-        f"{shown.tool} {json.dumps(shown.arguments, ensure_ascii=False)} (digest {shown.digest})",
+        f"{shown.tool} {_asked(kind, shown.arguments)} (digest {shown.digest})",
         highlight=False,
         markup=False,
     )
@@ -244,8 +283,9 @@ def _report(answered: tuple[ApprovalAnswer, str], shown: _Shown, as_json: bool) 
         if via == "server"
         else ("the ledger directly: the run resumes when a host next activates the agent")
     )
+    what = f"{answer.status}[/] approval" if text is None else "answered[/] question"
     out.print(
-        f"[green]{answer.status}[/] approval {answer.approval_id} of {answer.agent_id} "
+        f"[green]{what} {answer.approval_id} of {answer.agent_id} "
         f"(run {answer.run_id}) at log position {answer.position}, through {how}",
         highlight=False,
     )

@@ -21,8 +21,9 @@ from owlclaw.config import load_config
 @app.command()
 @handles_errors
 def demo(as_json: JsonOption = False) -> None:
-    """The seeds' trading agent through the four acceptance scenarios on the embedded default
-    (PostgreSQL + pgvector, Ray actors, projections, timers, local embeddings, webhook)."""
+    """The seeds' trading agent through six scenarios (timers, memory, heartbeat, a cancelled
+    schedule, an approval, a question to a person) on the embedded default (PostgreSQL +
+    pgvector, Ray actors, projections, timers, local embeddings, webhook)."""
     from owlclaw.demo import AGENT, Demo
 
     report = asyncio.run(Demo(load_config(), err if as_json else out).run())

@@ -1,5 +1,6 @@
 """``owlclaw demo``: the seeds' trading agent through the four acceptance scenarios of the
-built-in tools and a fifth where a large order waits for a person's approval, on the embedded
+built-in tools, a fifth where a large order waits for a person's approval and a sixth where the
+agent asks a person a question (ask_human) and goes on with the answer, on the embedded
 default — real PostgreSQL + pgvector, Ray actors, projections,
 the timer service (the locally built Hatchet engine when there is one, else the built-in
 backend), the local embedding model and the webhook endpoint. The model is the scripted
@@ -44,6 +45,8 @@ from projections.feed import afollow_run
 from projections.memory_files import render_memory_files
 
 AGENT = "trader"
+QUESTION_ANSWER = "take profit"
+"""What the demo's operator answers the agent's question (one of its options)."""
 APPROVAL_PAUSE_S = 3.0
 """How long the demo's operator looks at the order before approving it."""
 PAST_DUE_S = 3.0
@@ -160,6 +163,16 @@ class Demo:
         await self.approve_from_the_cli(parked.approval_id)
         await self.follow(ledger, run_id, skip=len(seen))
 
+        self.scenario("Scenario 6 — the agent asks a person, and goes on with the answer")
+        run_id = await service.ask(
+            Submit(agent_id=AGENT, trigger="webhook", focus="position review: ask the desk")
+        )
+        seen = await self.follow(ledger, run_id, until_parked=True)
+        parked = seen[-1]
+        assert isinstance(parked, ev.RunParked), f"run {run_id} did not park: {parked}"
+        await self.answer_from_the_cli(parked.approval_id)
+        await self.follow(ledger, run_id, skip=len(seen))
+
         self.scenario("Scenario 1 (cont.) — the timer fires into a new run with its focus")
         self.market(is_trading_time=True, session="open", volatility="falling", rebound_signal=True)
         fired_run = await self.wait_for_fire(ledger, first_schedule)
@@ -232,6 +245,30 @@ class Demo:
         )
         if done.returncode != 0:
             raise AssertionError(f"owlclaw approve failed: {done.stderr}")
+        self.say(" ".join(done.stdout.split()), "green")
+
+    async def answer_from_the_cli(self, approval_id: str) -> None:
+        """What an operator does with a question: read it, then `owlclaw answer` it."""
+        with ServerClient(self.config) as client:
+            requests = await asyncio.to_thread(client.approvals)
+        [request] = [a for a in requests if a.approval_id == approval_id]
+        options = request.arguments["options"]
+        self.say(
+            f"question for a person: {request.arguments['question']} (options: "
+            f"{', '.join(options)}); the run holds no process while it waits",
+            "yellow",
+        )
+        command = ["owlclaw", "answer", approval_id, QUESTION_ANSWER]
+        self.say(f'$ owlclaw answer {approval_id} "{QUESTION_ANSWER}"')
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", *command, "--by", "demo-operator", "--digest", request.digest],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"owlclaw answer failed: {done.stderr}")
         self.say(" ".join(done.stdout.split()), "green")
 
     @staticmethod

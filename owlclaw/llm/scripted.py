@@ -11,9 +11,9 @@ refused (docs/scripted-model.md has the whole format).
 
 One agent meets different situations, so a script may instead hold ``cases``: each has a
 ``when`` text and its own steps, and a conversation plays the first case whose ``when`` occurs
-in its user message (case-insensitive). A string argument may quote an earlier tool result of
-the same conversation as ``{{result.<tool>.<field>}}`` (e.g. the id ``schedule_once`` returned),
-which is what a model reading that result would do.
+in its user message (case-insensitive). A string argument, or a step's content, may quote an
+earlier tool result of the same conversation as ``{{result.<tool>.<field>}}`` (e.g. the id
+``schedule_once`` returned), which is what a model reading that result would do.
 """
 
 from __future__ import annotations
@@ -113,12 +113,12 @@ def next_message(
     if step_no >= len(steps):
         return {"role": "assistant", "content": final}
     step = steps[step_no]
-    if not step.tool_calls:
-        return {"role": "assistant", "content": step.content or final}
     results = _tool_results(messages)
+    if not step.tool_calls:
+        return {"role": "assistant", "content": _resolve(step.content or final, results)}
     return {
         "role": "assistant",
-        "content": step.content,
+        "content": _resolve(step.content, results),
         "tool_calls": [
             {
                 "id": f"{call_prefix}_{step_no}_{i}",

@@ -55,6 +55,9 @@ class PendingApproval(msgspec.Struct, frozen=True):
     digest: str = ""
     approvals_required: int = 1
     granted_by: list[str] = []
+    kind: str = "call"
+    """``question``: ask_human's (``arguments`` hold the question and its options), answered
+    with ``owlclaw answer``; ``call``: approved or denied."""
 
     @classmethod
     def of(cls, agent_id: str, approval_id: str, approval: Approval) -> PendingApproval:
@@ -72,6 +75,7 @@ class PendingApproval(msgspec.Struct, frozen=True):
             digest,
             approval.approvals_required,
             list(approval.granted_by),
+            approval.kind,
         )
 
 
@@ -183,6 +187,7 @@ def record_decision(agent: Agent, d: Decision, kin: Collection[str] = ()) -> App
         digest=d.digest,
         related=kin,
         principal=d.principal,
+        answer=d.answer,
     )
 
 

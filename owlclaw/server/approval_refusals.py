@@ -6,6 +6,7 @@ from __future__ import annotations
 from events.agent_state import (
     ApprovalClosed,
     DigestMismatch,
+    InvalidAnswer,
     SameApprover,
     SelfApproval,
     UnknownApproval,
@@ -14,6 +15,7 @@ from owlclaw.runtime.approvals import NotApprover
 
 REFUSALS: tuple[tuple[type[ApprovalClosed], int, str], ...] = (
     (UnknownApproval, 404, "unknown_approval"),
+    (InvalidAnswer, 400, "invalid_answer"),
     (SelfApproval, 403, "self_approval"),
     (NotApprover, 403, "forbidden"),
     (DigestMismatch, 409, "digest_mismatch"),

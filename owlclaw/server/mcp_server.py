@@ -62,6 +62,7 @@ TOOLS: dict[str, Action] = {
     "read_timeline": Action.READ_RUNS,
     "list_approvals": Action.READ_APPROVALS,
     "answer_approval": Action.ANSWER_APPROVAL,
+    "answer_question": Action.ANSWER_APPROVAL,
     "recall_memories": Action.READ_MEMORY,
     "memory_md": Action.READ_MEMORY,
     "timeline_resource": Action.READ_RUNS,
@@ -135,7 +136,8 @@ def make_server(service: Service) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(
         "owlclaw",
         instructions="Drive and inspect the OwlClaw agents this server serves: list them, "
-        "trigger runs, read run timelines, answer pending approvals, recall memories.",
+        "trigger runs, read run timelines, answer pending approvals and questions, recall"
+        " memories.",
         log_level="WARNING",
     )
 
@@ -227,12 +229,34 @@ def make_server(service: Service) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         """Approve or deny a pending approval, for the arguments of its digest (recorded as
         answered by the caller); the parked run resumes."""
+        approve = decision == "approve"
+        return await answered(
+            "answer_approval", Decision(approval_id, approve, "", note, arguments, digest)
+        )
+
+    @server.tool()
+    async def answer_question(
+        approval_id: str,
+        answer: Annotated[
+            str, Field(description="The answer: one of the question's options when it has any.")
+        ],
+        digest: Annotated[
+            str, Field(description="The question's digest, as list_approvals gives it.")
+        ],
+    ) -> dict[str, Any]:
+        """Answer a question an agent asked (a pending approval of kind question); the parked
+        run resumes with the answer as its tool's result."""
+        return await answered(
+            "answer_question", Decision(approval_id, True, "", digest=digest, answer=answer)
+        )
+
+    async def answered(tool: str, decision: Decision) -> dict[str, Any]:
+        """``decision`` recorded as answered by the caller, if it may answer with ``tool``."""
         with refused_as(ToolError):
-            principal = allowed("answer_approval", await service.approval_agent(approval_id))
-            by = answerer(principal)
-            decision_ = Decision(approval_id, decision == "approve", by, note, arguments, digest)
-            answered = await service.answer_approval(decision_, principal)
-        return msgspec.to_builtins(answered)  # type: ignore[no-any-return]
+            principal = allowed(tool, await service.approval_agent(decision.approval_id))
+            decision = msgspec.structs.replace(decision, by=answerer(principal))
+            recorded = await service.answer_approval(decision, principal)
+        return msgspec.to_builtins(recorded)  # type: ignore[no-any-return]
 
     def memory(agent_id: str, query: str | None, k: int) -> MemoryReading:
         service.served(agent_id)

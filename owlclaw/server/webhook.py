@@ -14,10 +14,13 @@
 - ``GET /approvals``: the served agents' pending approvals (a principal's: of the agents its
   grants cover);
 - ``POST /approvals/{id}`` ``{"decision": "approve"|"deny", "digest", "by"?, "note"?,
-  "arguments"?}``: a person's answer for the arguments of ``digest`` (the pending approval's, as
+  "arguments"?}`` (a question, ``kind`` ``question``: ``{"answer": "...", "digest", "by"?}``): a
+  person's answer for the arguments of ``digest`` (the pending approval's, as
   ``GET /approvals`` lists it), recorded by the agent's writer; the parked run resumes once the
   approvals its tool requires are given (200). Refused, with nothing recorded: 404
-  ``unknown_approval``; 409 ``approval_closed`` (already answered or expired),
+  ``unknown_approval``; 400 ``invalid_answer`` (an answer outside the question's options or
+  over its length, a decision for a question, an answer for a call); 409 ``approval_closed``
+  (already answered or expired),
   ``digest_mismatch`` (another digest than the arguments it shows), ``same_approver`` (a second
   grant by the same principal); 403 ``self_approval`` (answered as the agent or an agent of its
   spawn tree), ``forbidden`` (no ``approver`` on the agent); 400 ``invalid_arguments`` for edited
@@ -92,7 +95,10 @@ class ToolsBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class AnswerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    decision: Literal["approve", "deny"]
+    """A call's ``decision``, or a question's ``answer``: one of the two."""
+
+    decision: Literal["approve", "deny"] | None = None
+    answer: str | None = None
     digest: str = ""
     """The digest of the arguments answered for, as the pending approval lists it."""
     by: str | None = None
@@ -146,9 +152,16 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
             return _error(
                 400, "bad_request", f"you answer as principal {principal.name!r}: leave out 'by'"
             )
+        if (data.decision is None) == (data.answer is None):
+            return _error(
+                400,
+                "bad_request",
+                "send 'decision' (approve or deny) for a call, or 'answer' for a question",
+            )
         try:
+            approve = data.answer is not None or data.decision == "approve"
             decision = Decision(
-                approval_id, data.decision == "approve", by, data.note, data.arguments, data.digest
+                approval_id, approve, by, data.note, data.arguments, data.digest, None, data.answer
             )
             answered = await service.answer_approval(decision, principal)
         except ApprovalClosed as e:

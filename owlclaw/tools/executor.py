@@ -42,6 +42,9 @@ from owlclaw.tools.tool import RunScope, Tool, ToolContext, idempotency_key
 
 log = logging.getLogger("owlclaw.tools")
 
+QUESTION = "the agent asks a person"
+"""The reason an ask_human call waits (ApprovalRequested ``reason``)."""
+
 if TYPE_CHECKING:
     from owlclaw.tools.governance import Governance
 
@@ -216,11 +219,13 @@ def govern(site: CallSite, name: str) -> str | None:
 def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
     """The parameters to execute with (an approver may have edited them), a refusal when the
     approval was denied or expired, or ``Parked`` when the call waits for an answer (asked now:
-    ApprovalRequested on the agent, RunParked on the run)."""
+    ApprovalRequested on the agent, RunParked on the run). A question (ask_human) always
+    waits; answered or expired, it executes, and the tool reads what became of it."""
     arguments = msgspec.to_builtins(params)
     tool = site.tools.get(name)
+    question = tool is not None and tool.spec.question
     declared = tool.spec.ask_if if tool is not None else None
-    reason = site.governance.approval_reason(name, arguments, declared)
+    reason = QUESTION if question else site.governance.approval_reason(name, arguments, declared)
     if reason is None:
         return params
     scope = site.scope()
@@ -234,7 +239,8 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
             reason,
             site.governance.approvers,
             site.governance.approval_timeout_s,
-            site.governance.approvals_needed(name),
+            1 if question else site.governance.approvals_needed(name),
+            kind="question" if question else "call",
         )
         scope.run.record(ev.RunParked, approval_id=approval_id, call_id=call_id)
         raise Parked(approval_id)
@@ -243,6 +249,8 @@ def approve(site: CallSite, call_id: str, name: str, params: Any) -> Any:
             ev.RunParked, approval_id=approval_id_for(scope.run.id, call_id), call_id=call_id
         )
         raise Parked(approval_id_for(scope.run.id, call_id))
+    if approval.kind == "question" and approval.status == "expired":
+        return params  # the tool tells the model nobody answered
     if approval.status == "granted":
         told = unbound_grant(scope.run, call_id, approval, arguments)
         if told is None:

@@ -85,6 +85,9 @@ class ToolSpec:
     person's approval, as the capability declares it; the app's ``[governance] ask_if`` wins."""
     source: ToolSource | None = None
     """Where the tool comes from when it is not defined here (an MCP server)."""
+    question: bool = False
+    """Each call is a question to a person (ask_human): it always parks its run until a person
+    answers or the question expires, whatever the governance asks of other tools."""
 
     def __post_init__(self) -> None:
         if (self.params is None) == (self.json_schema is None):

@@ -60,3 +60,30 @@ def test_an_approver_logs_in_with_their_token_and_the_grant_is_recorded_by_them(
     overview = page.goto(f"{c.url}/ui/overview")
     assert overview is not None and overview.status == 403
     assert "it needs role viewer on every agent" in page.inner_text("p.error")
+
+
+def test_an_approver_answers_a_question_with_one_of_its_options(
+    console: Callable[..., Console], tmp_path: Path
+) -> None:
+    """ask_human's question shows its text and one button per option; the click is the answer
+    the run resumes with, recorded as the logged-in principal's."""
+    question = call("ask_human", question="Hold or sell ACME?", options=["hold", "sell"])
+    app = scripted_app(tmp_path / "desk", "desk", [{"tool_calls": [question]}, {"content": "ok"}])
+    c = console(app)
+    run_id = c.call(c.service.ask(Submit(agent_id="desk", trigger="webhook", focus="ask")))
+    assert c.call(c.service.ask(Result(agent_id="desk", run_id=run_id))).status == "parked"
+    [asked] = c.service.pending_approvals()
+    token = c.principal("ana", "approver:desk", "viewer:desk")
+
+    page = logged_in(c.page, c.url, token)
+    page.goto(f"{c.url}/ui/approvals")
+    row = page.locator(f"tr[data-approval='{asked.approval_id}']")
+    assert "Hold or sell ACME?" in row.inner_text()
+    assert row.locator("button[value=approve]").count() == 0
+    row.locator("button[value=sell]").click()
+    page.wait_for_selector("p.flash.ok")
+    assert f"answered 'sell' to {asked.approval_id} as ana" in page.inner_text("p.flash")
+    assert c.call(c.service.ask(Result(agent_id="desk", run_id=run_id))).status == "completed"
+    agent = c.ledger.load_agent("desk")
+    [granted] = [e for e in c.ledger.stream(agent.id) if isinstance(e, ev.ApprovalGranted)]
+    assert (granted.answer, granted.by) == ("sell", "ana")

@@ -1,6 +1,7 @@
 """`owlclaw demo` end to end, as the README's first command runs it: a subprocess on a fresh
 data directory; afterwards the ledger (read through the CLI) must show the four acceptance
-scenarios of seed 002, MEMORY.md the memory, and `owlclaw verify` intact chains."""
+scenarios of seed 002, the approval (5) and the question to a person (6), MEMORY.md the memory,
+and `owlclaw verify` intact chains."""
 
 from __future__ import annotations
 
@@ -123,17 +124,50 @@ def test_scenario_4_a_cancelled_schedule_never_runs(ledger: list[dict[str, Any]]
 def test_scenario_5_a_large_order_waits_for_approval_and_runs_once(
     ledger: list[dict[str, Any]],
 ) -> None:
-    [requested] = agent_events(ledger, "ApprovalRequested")
-    assert requested["data"]["tool"] == "place_order"
+    [requested] = [
+        e for e in agent_events(ledger, "ApprovalRequested") if e["data"]["tool"] == "place_order"
+    ]
     assert requested["data"]["reason"] == "ask_if: notional_usd > 10000"
-    [granted] = agent_events(ledger, "ApprovalGranted")
-    assert granted["data"]["approval_id"] == requested["data"]["approval_id"]
+    [granted] = [
+        e
+        for e in agent_events(ledger, "ApprovalGranted")
+        if e["data"]["approval_id"] == requested["data"]["approval_id"]
+    ]
     assert granted["data"]["by"] == "demo-operator"
     [run] = [r for r in runs_of(ledger).values() if r[0]["stream"] == requested["data"]["run_id"]]
     kinds = [e["type"] for e in run]
     assert kinds.index("RunParked") < kinds.index("RunResumed") < kinds.index("ToolCallSucceeded")
     assert tools_called(run) == ["place_order", "log_decision"]  # the order ran once
     assert run[-1]["type"] == "RunCompleted"
+
+
+def test_scenario_6_the_agent_asks_a_person_and_ends_with_the_answer(
+    ledger: list[dict[str, Any]],
+) -> None:
+    [asked] = [
+        e for e in agent_events(ledger, "ApprovalRequested") if e["data"]["kind"] == "question"
+    ]
+    assert asked["data"]["tool"] == "ask_human"
+    assert asked["data"]["arguments"]["options"] == ["take profit", "hold"]
+    [answered] = [
+        e
+        for e in agent_events(ledger, "ApprovalGranted")
+        if e["data"]["approval_id"] == asked["data"]["approval_id"]
+    ]
+    assert (answered["data"]["answer"], answered["data"]["by"]) == ("take profit", "demo-operator")
+    [run] = [r for r in runs_of(ledger).values() if r[0]["stream"] == asked["data"]["run_id"]]
+    kinds = [e["type"] for e in run]
+    assert kinds.index("RunParked") < kinds.index("RunResumed") < kinds.index("ToolCallSucceeded")
+    [told] = [
+        e for e in run if e["type"] == "ToolCallSucceeded" and e["data"]["tool"] == "ask_human"
+    ]
+    assert told["data"]["result"] == {
+        "answered": True,
+        "answer": "take profit",
+        "by": "demo-operator",
+    }
+    assert run[-1]["type"] == "RunCompleted"
+    assert run[-1]["data"]["answer"] == "The desk answered: take profit."
 
 
 def test_timers_ran_on_the_hatchet_engine_when_it_is_built(ledger: list[dict[str, Any]]) -> None:

@@ -241,6 +241,10 @@ def test_refusals_are_tool_errors_and_no_token_is_no_entry(
                 "answer_approval", {"approval_id": "nope", "decision": "approve", "digest": ""}
             )
             assert error(no_approval).endswith(": no approval 'nope'")
+            no_question = await client.call_tool(
+                "answer_question", {"approval_id": "nope", "answer": "hold", "digest": ""}
+            )
+            assert error(no_question).endswith(": no approval 'nope'")
             bad_k = await client.call_tool(
                 "recall_memories", {"agent_id": "desk", "query": "x", "k": 99}
             )

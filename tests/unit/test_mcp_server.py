@@ -50,6 +50,7 @@ def test_the_tools_take_what_their_callers_give() -> None:
     assert set(found["trigger_run"]["properties"]) == {"agent_id", "focus", "payload", "wait"}
     assert found["trigger_run"]["required"] == ["agent_id"]
     assert found["answer_approval"]["properties"]["decision"]["enum"] == ["approve", "deny"]
+    assert set(found["answer_question"]["properties"]) == {"approval_id", "answer", "digest"}
     k = found["recall_memories"]["properties"]["k"]
     assert (k["minimum"], k["maximum"], k["default"]) == (1, 20, 5)
     assert set(found["read_timeline"]["properties"]) == {"agent_id", "run_no", "run_id"}

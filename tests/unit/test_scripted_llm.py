@@ -125,6 +125,24 @@ def test_arguments_quote_an_earlier_tool_result_of_the_conversation() -> None:
         complete("scripted/unit-refs", [conversation[0], conversation[1]])
 
 
+def test_a_final_answer_quotes_an_earlier_tool_result_too() -> None:
+    register_script(
+        "unit-answer",
+        [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "hold?"}}]},
+            {"content": "The desk answered: {{result.ask_human.answer}}."},
+        ],
+    )
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "review"}]
+    [call] = complete("scripted/unit-answer", conversation).choices[0].message.tool_calls
+    conversation += [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": '{"answer": "hold"}'},
+    ]
+    final = complete("scripted/unit-answer", conversation).choices[0].message.content
+    assert final == "The desk answered: hold."
+
+
 def test_a_scripted_model_is_priced_at_zero_as_litellm_prices_provider_models() -> None:
     """Unpriced, every call went through litellm's unmapped-model path, which no priced model
     takes; the calls' cost stays zero."""

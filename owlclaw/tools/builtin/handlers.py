@@ -1,5 +1,5 @@
 """The built-in tools: schedule_once, schedule_cron, cancel_schedule, list_schedules,
-load_skill, remember, recall, forget, query_state, log_decision, update_plan.
+load_skill, remember, recall, forget, query_state, log_decision, update_plan, ask_human.
 
 A tool whose effect *is* a ledger fact (a memory, a decision, a schedule request) records that
 event on the run or agent aggregate; the executor commits it with the tool's result. Each is a
@@ -129,6 +129,20 @@ async def _update_plan(params: p.UpdatePlan, ctx: RunScope, call_id: str) -> Any
     ctx.run.record(ev.PlanUpdated, items=items, call_id=call_id)
     done = sum(item.status == "done" for item in params.items)
     return {"items": len(items), "done": done}
+
+
+async def _ask_human(params: p.AskHuman, ctx: RunScope, call_id: str) -> Any:
+    """Runs once the question is answered or expired (the executor parks the run until then):
+    the answer, or a structured "no answer" the model decides on."""
+    asked = ctx.agent.approval_for(ctx.run.id, call_id)
+    if asked is None or asked.status not in ("granted", "expired"):
+        return _error(f"question {call_id} has no answer on record", "NO_QUESTION", kind="system")
+    if asked.status == "expired":
+        return {
+            "answered": False,
+            "reason": f"nobody answered before {asked.expires_at.isoformat()}",
+        }
+    return {"answered": True, "answer": asked.answer, "by": asked.by}
 
 
 async def _remember(params: p.Remember, ctx: RunScope, call_id: str) -> Any:
@@ -318,6 +332,17 @@ BUILTINS: dict[str, BuiltinTool] = dict(
             p.UpdatePlan,
             _update_plan,
             category="decision",
+        ),
+        _builtin(
+            "ask_human",
+            "Ask a person a question (to clarify the task, or to decide between options) and "
+            "wait for the answer, which is the result; your run pauses until then. With "
+            "options, the answer is one of them. If nobody answers in time the result is "
+            '{"answered": false} and you decide without it.',
+            p.AskHuman,
+            _ask_human,
+            category="decision",
+            question=True,
         ),
     )
 )

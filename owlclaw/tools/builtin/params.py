@@ -149,3 +149,22 @@ class UpdatePlan(Params):
             description="The whole plan, in order (1 to 20 items); replaces the previous one",
         ),
     ]
+
+
+MAX_QUESTION_CHARS, MAX_OPTIONS, MAX_OPTION_CHARS = 2000, 10, 200
+
+
+class AskHuman(Params):
+    question: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1, max_length=MAX_QUESTION_CHARS, description="What to ask the person"
+        ),
+    ]
+    options: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_OPTION_CHARS)]],
+        msgspec.Meta(
+            max_length=MAX_OPTIONS,
+            description="The answers to choose from (up to 10); omitted: any text",
+        ),
+    ] = []

@@ -1,6 +1,6 @@
 """The approvals page: the pending approvals of the served agents the logged-in principal may
-read or answer, answered (approve or deny, with a note) as that principal through the agent's
-writer; the parked run resumes.
+read or answer, answered (approve or deny, with a note; a question with one of its options or
+text) as that principal through the agent's writer; the parked run resumes.
 
 Each is named by its id with the unique prefix ``owlclaw approvals`` prints (enough for
 ``owlclaw approve``) marked, and its times read at a glance, the exact time on hover."""
@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from events.agent_state import ApprovalClosed
+from events.approvals import MAX_ANSWER_CHARS
 from owlclaw.access.authorize import Action, Principal
 from owlclaw.messages import Decision
 from owlclaw.reports.relative_time import relative
@@ -66,7 +67,12 @@ def routes(service: Service) -> list[web.RouteDef]:
         pending = await asyncio.to_thread(listing, service, principal_of(request))
         flash = take_flash(request)
         response = render(
-            request, "approvals.html", pending=pending, flash=flash, max_note=MAX_NOTE
+            request,
+            "approvals.html",
+            pending=pending,
+            flash=flash,
+            max_note=MAX_NOTE,
+            max_answer=MAX_ANSWER_CHARS,
         )
         return shown(response, flash)
 
@@ -74,8 +80,9 @@ def routes(service: Service) -> list[web.RouteDef]:
         approval_id = request.match_info["approval_id"]
         form = await request.post()
         verdict = form.get("decision")
-        if verdict not in ("approve", "deny"):
+        if verdict not in ("approve", "deny", "answer"):
             raise redirect_with(BACK, "choose approve or deny", ok=False)
+        answer = str(form.get("answer", "")) if verdict == "answer" else None
         note = str(form.get("note", "")).strip()
         if len(note) > MAX_NOTE:
             raise redirect_with(
@@ -83,15 +90,15 @@ def routes(service: Service) -> list[web.RouteDef]:
             )
         digest = str(form.get("digest", ""))  # of the arguments this page showed
         principal = principal_of(request)
-        decision = Decision(approval_id, verdict == "approve", principal.name, note, None, digest)
+        approve = verdict != "deny"
+        decision = Decision(approval_id, approve, principal.name, note, None, digest, None, answer)
         try:
             answered = await service.answer_approval(decision, principal)
         except ApprovalClosed as e:  # also an unknown approval
             raise redirect_with(BACK, f"not answered: {e}", ok=False) from e
+        status = answered.status if answer is None else f"answered {answer!r} to"
         raise redirect_with(
-            BACK,
-            f"{answered.status} {approval_id} as {decision.by}; run {answered.run_id} resumes",
-            ok=True,
+            BACK, f"{status} {approval_id} as {decision.by}; run {answered.run_id} resumes", ok=True
         )
 
     return [web.get("/approvals", approvals), web.post("/approvals/{approval_id}", answer)]
