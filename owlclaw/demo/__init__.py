@@ -236,16 +236,7 @@ class Demo:
                 await asyncio.sleep(0.2)
         command = ["owlclaw", "approve", approval_id, "--note", "within today's risk limit"]
         self.say("$ " + " ".join(command[:3]) + ' --note "within today\'s risk limit"')
-        done = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", *command, "--by", "demo-operator", "--digest", request.digest],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"owlclaw approve failed: {done.stderr}")
-        self.say(" ".join(done.stdout.split()), "green")
+        await self.as_operator(command, request.digest)
 
     async def answer_from_the_cli(self, approval_id: str) -> None:
         """What an operator does with a question: read it, then `owlclaw answer` it."""
@@ -260,15 +251,20 @@ class Demo:
         )
         command = ["owlclaw", "answer", approval_id, QUESTION_ANSWER]
         self.say(f'$ owlclaw answer {approval_id} "{QUESTION_ANSWER}"')
+        await self.as_operator(command, request.digest)
+
+    async def as_operator(self, command: list[str], digest: str) -> None:
+        """Run an ``owlclaw`` answer command as the demo's operator, for the pending request
+        of ``digest``; print what it said."""
         done = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", *command, "--by", "demo-operator", "--digest", request.digest],
+            [sys.executable, "-m", *command, "--by", "demo-operator", "--digest", digest],
             capture_output=True,
             text=True,
             check=False,
         )
         if done.returncode != 0:
-            raise AssertionError(f"owlclaw answer failed: {done.stderr}")
+            raise AssertionError(f"{' '.join(command[:2])} failed: {done.stderr}")
         self.say(" ".join(done.stdout.split()), "green")
 
     @staticmethod
