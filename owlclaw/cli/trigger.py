@@ -131,12 +131,18 @@ def _parked_status(events: list[ev.LedgerEvent]) -> str | None:
             "(`owlclaw ledger AGENT --conversation` shows it)"
         )
         return "parked"
-    approval_id = events[-1].approval_id
-    err.print(
-        f"[yellow]parked:[/] waiting for approval {approval_id} "
-        f"(`owlclaw approve {approval_id}` or `owlclaw deny {approval_id}`)",
-        highlight=False,
+    approval_id, call_id = events[-1].approval_id, events[-1].call_id
+    asks = any(
+        isinstance(e, ev.ToolCallRequested) and e.call_id == call_id and e.tool == "ask_human"
+        for e in events
     )
+    waits_for = (
+        f"a person's answer to question {approval_id} (`owlclaw answer {approval_id} TEXT`)"
+        if asks
+        else f"approval {approval_id} "
+        f"(`owlclaw approve {approval_id}` or `owlclaw deny {approval_id}`)"
+    )
+    err.print(f"[yellow]parked:[/] waiting for {waits_for}", highlight=False)
     return "parked"
 
 

@@ -48,7 +48,7 @@ def step_text(e: ev.LedgerEvent) -> str | None:  # noqa: PLR0911, PLR0912 - one 
         case ev.RunParked(message_id=message_id) if message_id:
             return "  ⏸ parked: waiting for another agent's reply"
         case ev.RunParked(approval_id=approval_id):
-            return f"  ⏸ parked: waiting for approval {approval_id}"
+            return f"  ⏸ parked: waiting for a person (approval or question {approval_id})"
         case ev.RunResumed():
             return "  ▶ resumed from its recorded steps"
         case ev.RunCompleted(answer=answer):

@@ -166,3 +166,29 @@ def test_a_listing_shows_a_question_with_its_options_and_a_call_s_arguments_as_j
     assert _asked("question", question) == "Sell ACME? [hold | sell half]"
     assert _asked("question", {"question": "Which account?", "options": []}) == "Which account?"
     assert _asked("call", {"symbol": "ACME"}) == '{"symbol": "ACME"}'
+
+
+def test_owlclaw_trigger_says_a_parked_question_waits_for_an_answer_not_an_approval(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from owlclaw.cli.trigger import _parked_status
+
+    header: dict[str, Any] = {
+        "originator_id": UUID(int=1),
+        "originator_version": 3,
+        "timestamp": now(),
+    }
+    asked = ev.ToolCallRequested(
+        call_id="c1", tool="ask_human", arguments={"question": "hold?"}, **header
+    )
+    placed = ev.ToolCallRequested(call_id="c2", tool="place_order", arguments={}, **header)
+    assert _parked_status([asked, ev.RunParked(approval_id="ap-1", call_id="c1", **header)]) == (
+        "parked"
+    )
+    assert "answer to question ap-1 (`owlclaw answer ap-1 TEXT`)" in " ".join(
+        capsys.readouterr().err.split()
+    )
+    assert _parked_status([placed, ev.RunParked(approval_id="ap-2", call_id="c2", **header)]) == (
+        "parked"
+    )
+    assert "approval ap-2 (`owlclaw approve ap-2` or" in " ".join(capsys.readouterr().err.split())
