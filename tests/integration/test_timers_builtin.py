@@ -332,10 +332,7 @@ def test_killed_timer_service_loses_nothing_and_doubles_nothing(
             time.sleep(0.2)
         return bool(condition())
 
-    service = serve()
-    start = datetime.now(UTC)
-    plans = {"before": 8, "during": 16, "skipped": 17}
-    for agent_id, delay in plans.items():
+    def plan(agent_id: str, fire_at: datetime) -> None:
         agent = ledger.register_agent(agent_id)
         agent.record(
             ev.ScheduleRequested,
@@ -343,15 +340,24 @@ def test_killed_timer_service_loses_nothing_and_doubles_nothing(
             kind="once",
             focus=agent_id,
             agent_id=agent_id,
-            delay_seconds=delay,
-            fire_at=start + timedelta(seconds=delay),
+            delay_seconds=max(1, round((fire_at - datetime.now(UTC)).total_seconds())),
+            fire_at=fire_at,
             on_missed="skip" if agent_id == "skipped" else "one",
         )
         ledger.append(agent)
+
+    plans = ("before", "during", "skipped")
+    service = serve()
+    plan("before", datetime.now(UTC) + timedelta(seconds=8))
     assert wait_for(lambda: bool(fired("before")), 60), (tmp_path / "serve.log").read_text()
     service.send_signal(signal.SIGKILL)  # between fires: no clean shutdown
     service.wait()
-    time.sleep(max(0.0, (start + timedelta(seconds=20) - datetime.now(UTC)).total_seconds()))
+    # Planned once the service is dead, so they fall due while nothing serves them, however
+    # long the first service took to start; the wait is on the clock, not on the machine.
+    due = datetime.now(UTC) + timedelta(seconds=2)
+    plan("during", due)
+    plan("skipped", due)
+    time.sleep(max(0.0, (due + timedelta(seconds=3) - datetime.now(UTC)).total_seconds()))
     service = serve()  # both remaining fires are now late
     try:
         assert wait_for(lambda: bool(fired("during")), 60), (tmp_path / "serve.log").read_text()
