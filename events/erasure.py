@@ -53,15 +53,11 @@ def erase(
     return agent_id, erased
 
 
-def live_memory_keys(ledger: Ledger, memory_ids: list[UUID]) -> list[UUID]:
-    """The data keys of ``memory_ids`` still live (a memory recorded without encryption, or
-    already erased, has none): what deleting those memories destroys."""
+def memory_keys(ledger: Ledger, memory_ids: list[UUID]) -> list[UUID]:
+    """The data keys of ``memory_ids``, live or already destroyed (a memory recorded without
+    encryption has none): what deleting those memories destroys."""
     ids = [key_id_of("memory", m) for m in memory_ids]
-    return [
-        r.key_id
-        for r in ledger.sealer.keys.records(key_ids=ids)
-        if ledger.sealer.keys.get(r.key_id)
-    ]
+    return [r.key_id for r in ledger.sealer.keys.records(key_ids=ids)]
 
 
 def _keys_of(ledger: Ledger, kind: ErasureKind, target: str) -> list[KeyRecord]:

@@ -3,13 +3,18 @@ archived ones ``delete_after_days`` after they were archived (``[memory]``; 0 tu
 
 A pass reads the memory view (each memory's last use: when it was remembered or last recalled,
 as the view derives it from the ledger) and records what is due on each agent's stream:
-MemoryArchived (with ``age_days``) and MemoryExpired, whose memories' data keys are then
+MemoryArchived (with ``age_days``) and MemoryExpired, whose memories' data keys are
 destroyed as ``owlclaw erase`` destroys them. Archived memories are not recalled, so nothing
 revives one; remembering the same text again makes a new memory.
 
 Idempotent across processes: a pass appends with the agent's version as loaded (the ledger's
 optimistic concurrency), and leaves an agent alone while the view has not absorbed its latest
 memory events, so two passes never archive or delete one memory twice.
+
+Expired memories' keys are destroyed before MemoryExpired is appended: a pass that dies in
+between, or loses the append to another writer, leaves them due, and the next pass records the
+deletion (destroying the keys again is a no-op). The other order could record a deletion whose
+content stays readable.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from uuid import UUID
 
 from events import catalog as ev
 from events.agent import Agent
-from events.erasure import live_memory_keys
+from events.erasure import memory_keys
 from events.errors import StreamConflict
 from events.ledger import Ledger
 from projections.memory import MemoryAge, MemoryView
@@ -161,8 +166,10 @@ def _record(ledger: Ledger, agent: Agent, d: Due, policy: AgePolicy) -> Applied 
             reason=f"not recalled for {policy.archive_after_days} days",
             age_days=policy.archive_after_days,
         )
-    keys = live_memory_keys(ledger, d.delete)
+    keys = memory_keys(ledger, d.delete)
     reason = f"archived {policy.delete_after_days} days ago"
+    if keys:  # destroyed before the deletion is recorded: see the module's doc
+        ledger.sealer.keys.destroy(keys, BY, reason)
     if d.delete:
         agent.record(
             ev.MemoryExpired,
@@ -176,6 +183,4 @@ def _record(ledger: Ledger, agent: Agent, d: Due, policy: AgePolicy) -> Applied 
     except StreamConflict as e:
         log.info("memory ages: %s left for the next pass: %s", agent.agent_id, e)
         return None
-    if keys:
-        ledger.sealer.keys.destroy(keys, BY, reason)
     return Applied(agent.agent_id, list(d.archive), list(d.delete))

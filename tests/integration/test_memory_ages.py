@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from events import Ledger
 from events import catalog as ev
+from events.errors import StreamConflict
 from owlclaw.cli import app
 from owlclaw.config import RuntimeConfig
 from owlclaw.database import Database
@@ -203,3 +204,40 @@ def test_two_passes_at_once_archive_a_memory_once(
     assert [len(a.archived) for a in first] == [1] and second == []
     archives = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.MemoryArchived)]
     assert len(archives) == 1
+
+
+def test_a_deletion_whose_record_was_lost_is_erased_already_and_recorded_by_the_next_pass(
+    ledger: Ledger, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch, clock: Clock
+) -> None:
+    """The pass destroys the expired memory's key, then loses its append (another writer, or a
+    process that died): the content is unreadable already, and the next pass records the
+    deletion naming the key."""
+    view = MemoryView(ledger, embedder=local_embedder)
+    view.create_table()
+    runner = ProjectionRunner(ledger, view)
+    runtime = AgentRuntime(ledger, "trader", models=["x"], memory=MemoryStore(view))
+    one_call(runtime, ledger, "remember", content=BROKER)
+    runner.catch_up()
+    apply_age_policy(view, POLICY, clock.advance(100))
+    runner.catch_up()
+
+    def lost(aggregate: Any) -> None:
+        raise StreamConflict("another writer appended first")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ledger, "append", lost)
+        assert apply_age_policy(view, POLICY, clock.advance(365)) == []
+    assert not [e for e in agent_events(ledger, "trader") if isinstance(e, ev.MemoryExpired)]
+    [remembered] = [
+        e
+        for run_id in ledger.load_agent("trader").run_ids()
+        for e in ledger.stream(run_id)
+        if isinstance(e, ev.MemoryRemembered)
+    ]
+    assert remembered.content == "[erased]"
+
+    [applied] = apply_age_policy(view, POLICY, clock.now)
+    [expired] = [e for e in agent_events(ledger, "trader") if isinstance(e, ev.MemoryExpired)]
+    assert applied.deleted == expired.memory_ids and expired.keys
+    runner.catch_up()
+    assert view.archived_memories("trader") == []
