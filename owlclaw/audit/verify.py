@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,15 +204,36 @@ def _cut(text: str) -> str:
 
 
 def _steps(events: Sequence[ev.LedgerEvent]) -> list[tuple[int, Step]]:
-    """The compared steps of a run with their events' versions. Outcomes recorded one after
-    another (a batch's calls, which finish in any order when they run side by side) are
-    compared in call-id order."""
+    """The compared steps of a run with their events' versions. The outcomes of one model
+    response's calls are compared after its requests, in call order: how a response's calls
+    interleave is the scheduler's, not the run's (a batch's requests are recorded together and
+    side-by-side calls finish in any order; a run recorded before parallel calls has each
+    request followed by its outcome)."""
     compared = [e for e in events if e.stream == "run" and not isinstance(e, EFFECTS + PAUSES)]
     ordered: list[ev.LedgerEvent] = []
-    for outcomes, group in itertools.groupby(compared, lambda e: isinstance(e, OUTCOMES)):
-        steps = list(group)
-        ordered += sorted(steps, key=_call_id) if outcomes else steps
+    response: list[ev.LedgerEvent] = []
+    for event in compared:
+        if isinstance(event, ev.LLMResponded):
+            ordered += _calls_then_outcomes(response)
+            response = []
+        response.append(event)
+    ordered += _calls_then_outcomes(response)
     return [(e.originator_version, Step.of(e)) for e in ordered]
+
+
+def _calls_then_outcomes(response: list[ev.LedgerEvent]) -> list[ev.LedgerEvent]:
+    """One response's steps: those before its last outcome with the outcomes after the rest,
+    in the order their calls were requested (a call's executions in recorded order), then the
+    steps after its last outcome (the run's end)."""
+    last = max((i for i, e in enumerate(response) if isinstance(e, OUTCOMES)), default=-1)
+    body, tail = response[: last + 1], response[last + 1 :]
+    requested: dict[str, int] = {}
+    for e in body:
+        if isinstance(e, ev.ToolCallRequested):
+            requested.setdefault(e.call_id, len(requested))
+    outcomes = [e for e in body if isinstance(e, OUTCOMES)]
+    outcomes.sort(key=lambda e: (requested.get(_call_id(e), len(requested)), _call_id(e)))
+    return [e for e in body if not isinstance(e, OUTCOMES)] + outcomes + tail
 
 
 def _call_id(event: ev.LedgerEvent) -> str:

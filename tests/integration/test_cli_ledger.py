@@ -143,13 +143,14 @@ def test_projections_status_and_rebuild(fresh_db: Database, tmp_path: Path) -> N
         for p in json.loads(after.stdout)
     }
     sealed = {name: versions.pop(name) for name in ("memory", "runs", "audit", "schedules")}
-    # memory 2: provenance, 3: content sealed; runs and audit 2: focus, arguments, results
-    # sealed; schedules 2: focus sealed
+    # memory 2: provenance, 3: content sealed, 4: last recalled, archived and why (memory
+    # ages); runs 2: focus sealed, 3: the plan's progress; audit 2: arguments and results
+    # sealed; schedules 2: focus sealed, 3: each schedule's on_missed policy
     assert sealed == {
-        "memory": (3, 3, None),
-        "runs": (2, 2, None),
+        "memory": (4, 4, None),
+        "runs": (3, 3, None),
         "audit": (2, 2, None),
-        "schedules": (2, 2, None),
+        "schedules": (3, 3, None),
     }
     assert set(versions.values()) == {(1, 1, None)}  # none rebuilding
     table = owlclaw(fresh_db, "projections", "status", cwd=tmp_path)

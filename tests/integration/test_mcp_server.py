@@ -132,6 +132,7 @@ def test_an_mcp_client_drives_and_inspects_the_served_agent(
                 "read_timeline",
                 "list_approvals",
                 "answer_approval",
+                "answer_question",
                 "recall_memories",
             }
             templates = (await client.list_resource_templates()).resource_templates

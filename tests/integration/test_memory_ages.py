@@ -7,6 +7,7 @@ moves: the events' timestamps and the pass's now, never a sleep."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -175,9 +176,22 @@ def test_owlclaw_memory_archived_lists_each_with_its_last_recall_and_deletion_da
     assert datetime.fromisoformat(shown["deletes_at"]) == clock.now + timedelta(days=365)
     printed = CliRunner().invoke(app, ["memory", "trader", "--archived"], env=env)
     assert printed.exit_code == 0, printed.output
-    text = " ".join(printed.stdout.split())
+    text = table_text(printed.stdout)
     assert broker in text and "recalled never" in text and "deleted 2027-04-11" in text
     assert "not recalled for 90 days" in text
+
+
+def table_text(printed: str) -> str:
+    """A printed table's cells read column by column, its borders and whitespace removed: what
+    a cell says however narrow the terminal wrapped it (Rich may not see COLUMNS)."""
+    columns: dict[int, list[str]] = {}
+    for line in printed.splitlines():
+        cells = re.split(r"[│┃|]", line)
+        if len(cells) < 3:  # not a row of the table (its title, a rule, a line about it)
+            columns.setdefault(-1, []).append(line)
+        for i, cell in enumerate(cells[1:-1]):
+            columns.setdefault(i, []).append(cell)
+    return " ".join(" ".join(" ".join(cells).split()) for _, cells in sorted(columns.items()))
 
 
 def test_two_passes_at_once_archive_a_memory_once(

@@ -275,21 +275,31 @@ def test_on_ray_a_child_whose_host_is_killed_finishes_and_the_parent_gets_all_th
         config='[agent]\nmodels = ["scripted/rayboss"]\n[tools]\nenable = ["spawn_agent"]\n',
     )
     researcher = make_app(
-        root / "subagents" / "researcher", config='[agent]\nmodels = ["scripted/slowsearch"]\n'
+        root / "subagents" / "researcher", config='[agent]\nmodels = ["scripted/search"]\n'
     )
-    steps = [{"tool_calls": [call("spawn_agent", task=t, profile="researcher") for t in TASKS]}]
+    # the victim's first model call lasts until its host is killed (the script is rewritten
+    # before the kill, so its restarted host answers at once): it is inside that call, or
+    # not yet at it, however slowly the hosts start (spawn_agent is a barrier, so the three
+    # spawns are committed together once the last child has started)
+    watcher = make_app(
+        root / "subagents" / "watcher", config='[agent]\nmodels = ["scripted/slowsearch"]\n'
+    )
+    *others, last = TASKS
+    spawned = [call("spawn_agent", task=t, profile="researcher") for t in others]
+    steps = [{"tool_calls": [*spawned, call("spawn_agent", task=last, profile="watcher")]}]
+
+    def child_script(latency_s: float) -> dict[str, Any]:
+        return {
+            "cases": [{"when": t, "steps": [{"content": f"{t}: done"}]} for t in TASKS],
+            "latency_s": latency_s,
+            "prompt_tokens": 1000,
+            "completion_tokens": 50,
+        }
+
     for app, name, script in (
         (root, "rayboss", {"steps": [*steps, {"content": "summed up"}]}),
-        (
-            researcher,
-            "slowsearch",
-            {
-                "cases": [{"when": t, "steps": [{"content": f"{t}: done"}]} for t in TASKS],
-                "latency_s": 4.0,
-                "prompt_tokens": 1000,
-                "completion_tokens": 50,
-            },
-        ),
+        (researcher, "search", child_script(0.0)),
+        (watcher, "slowsearch", child_script(3600.0)),
     ):
         (app / "scripts").mkdir()
         (app / "scripts" / f"{name}.json").write_text(json.dumps(script))
@@ -308,16 +318,16 @@ def test_on_ray_a_child_whose_host_is_killed_finishes_and_the_parent_gets_all_th
             assert time.monotonic() < deadline, "the parent did not spawn three sub-agents"
             await asyncio.sleep(0.1)
         spawns = ledger.load_agent("rayboss").state.spawns.values()
-        victim = next(  # one still inside its slow model call
-            s.child_agent_id for s in spawns if not has_ended(ledger, s.child_run_id)
-        )
-        killed = await directory.handle(victim).pid.remote()
+        [victim] = [s for s in spawns if ".watcher-" in s.child_agent_id]
+        assert not has_ended(ledger, victim.child_run_id)
+        (watcher / "scripts" / "slowsearch.json").write_text(json.dumps(child_script(0.0)))
+        killed = await directory.handle(victim.child_agent_id).pid.remote()
         os.kill(killed, signal.SIGKILL)
         while not ledger.load_run(uuid.UUID(run_id)).state.ended:  # what owlclaw run does
             assert time.monotonic() < deadline + PATIENCE_S, "the parent's run did not end"
             await watch_subagents(ledger, directory, ["rayboss"])
             await asyncio.sleep(0.5)
-        events = ledger.stream(ledger.load_agent(victim).run_ids()[0])
+        events = ledger.stream(ledger.load_agent(victim.child_agent_id).run_ids()[0])
         assert len([e for e in events if isinstance(e, ev.RunEnded)]) == 1
         return run_id
 

@@ -140,3 +140,30 @@ def test_a_built_in_added_since_the_recording_is_no_difference_but_a_lost_tool_i
     assert compare(stream(START, VISIBLE), stream(START, hidden)) == []
     [lost] = compare(recorded, stream(START, VISIBLE))
     assert lost.step == 2 and lost.recorded is not None and "recall" in lost.recorded.text
+
+
+def test_a_run_recorded_call_by_call_matches_its_replay_as_one_batch() -> None:
+    """Before parallel calls each request was followed by its outcome; a replay records the
+    response's requests together and then the outcomes, the same steps in another order."""
+
+    def requested(call_id: str) -> tuple[type[ev.LedgerEvent], dict[str, Any]]:
+        return (ev.ToolCallRequested, {"call_id": call_id, "tool": "quote", "arguments": {}})
+
+    def succeeded(call_id: str, result: int = 1) -> tuple[type[ev.LedgerEvent], dict[str, Any]]:
+        return (ev.ToolCallSucceeded, {"call_id": call_id, "tool": "quote", "result": result})
+
+    one_by_one = [requested("c1"), succeeded("c1"), requested("c2"), succeeded("c2")]
+    batched = [requested("c1"), requested("c2"), succeeded("c1"), succeeded("c2")]
+    finished_late = [requested("c1"), requested("c2"), succeeded("c2"), succeeded("c1")]
+    head = (START, VISIBLE, calls("quote", "quote"))
+    recorded = stream(*head, *one_by_one, ANSWER, DONE)
+    assert compare(recorded, stream(*head, *batched, ANSWER, DONE)) == []
+    assert compare(recorded, stream(*head, *finished_late, ANSWER, DONE)) == []
+
+    other = [requested("c1"), requested("c2"), succeeded("c1"), succeeded("c2", result=2)]
+    [difference] = compare(recorded, stream(*head, *other, ANSWER, DONE))
+    assert difference.step == 7 and difference.replay is not None  # c2's outcome
+    assert "2" in difference.replay.text
+    # the next response's calls are not the first's: steps do not move across responses
+    split = stream(*head, requested("c1"), succeeded("c1"), calls("quote"), requested("c2"))
+    assert compare(stream(*head, *batched), split) != []
