@@ -220,3 +220,10 @@ def test_the_run_page_shows_the_runs_current_plan_and_each_update_as_a_step(
     assert "1 of 2" in updates.nth(1).inner_text()
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.locator("img").count() == 0
+
+    agent = served.ledger.load_agent("planner")  # accepted, not started: its stream is empty
+    queued = agent.queue_run("webhook")
+    served.ledger.append(agent)
+    opened = page.goto(f"{served.url}/ui/agents/planner/runs/{queued.run_id}")
+    assert opened is not None and opened.status == 200
+    assert page.locator(".plan").count() == 0 and page.locator("ol.timeline").count() == 1

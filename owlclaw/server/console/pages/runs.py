@@ -9,6 +9,7 @@ import uuid
 
 from aiohttp import web
 
+from events import UnknownRun
 from owlclaw import tracing
 from owlclaw.server.console.render import CLOSING, SERVICE, render
 from owlclaw.server.console.stream import RunStream
@@ -33,6 +34,16 @@ def run_of(service: Service, agent_id: str, run: str) -> uuid.UUID:
     if run_id not in service.ledger.load_agent(agent_id).run_ids():
         raise web.HTTPNotFound(text=f"{agent_id} has no run {run_id}")
     return run_id
+
+
+def plan_of(service: Service, run_id: uuid.UUID) -> list[dict[str, str]]:
+    """The run's plan as it last set it; none yet for a run accepted but not started (its
+    agent has queued it, so its own stream has no events until it starts)."""
+    assert service.ledger is not None
+    try:
+        return service.ledger.load_run(run_id).state.plan
+    except UnknownRun:
+        return []
 
 
 async def trace_link(run_id: uuid.UUID) -> str | None:
@@ -62,11 +73,10 @@ def routes(service: Service) -> list[web.RouteDef]:
     async def run(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         run_id = await asyncio.to_thread(run_of, service, agent_id, request.match_info["run_id"])
-        assert service.ledger is not None
-        state = (await asyncio.to_thread(service.ledger.load_run, run_id)).state
+        plan = await asyncio.to_thread(plan_of, service, run_id)
         trace = await trace_link(run_id)
         return render(
-            request, "run.html", agent=agent_id, run_id=str(run_id), trace=trace, plan=state.plan
+            request, "run.html", agent=agent_id, run_id=str(run_id), trace=trace, plan=plan
         )
 
     return [
