@@ -1,10 +1,11 @@
 """A webhook request's JSON body, decoded into its typed structure or refused with the reason.
 
 Refused, besides what msgspec refuses (malformed JSON, wrong types, unknown fields, lone
-surrogates): bytes that are not UTF-8, nesting deeper than ``MAX_DEPTH`` (what is accepted must
-stay decodable wherever the ledger is read, and msgspec gives up near Python's recursion limit),
-and NUL characters, which PostgreSQL's jsonb cannot hold (the ledger's JSON must stay readable
-with SQL).
+surrogates): bytes that are not UTF-8 (checked before msgspec, whose error for them is worded
+differently in each release, so the caller gets the offending byte's reason), nesting deeper
+than ``MAX_DEPTH`` (what is accepted must stay decodable wherever the ledger is read, and
+msgspec gives up near Python's recursion limit), and NUL characters, which PostgreSQL's jsonb
+cannot hold (the ledger's JSON must stay readable with SQL).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ class BadBody(ValueError):
 def decode_body(raw: bytes, kind: type[T]) -> T:
     """``raw`` (empty: ``{}``) as a ``kind``, or BadBody."""
     try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadBody(f"invalid body: not UTF-8 ({e.reason})") from None
+    try:
         value = msgspec.json.decode(raw or b"{}", type=kind)
     except msgspec.DecodeError as e:
         raise BadBody(f"invalid body: {e}") from e
-    except UnicodeDecodeError as e:
-        raise BadBody(f"invalid body: not UTF-8 ({e.reason})") from None
     except RecursionError:
         raise BadBody(f"invalid body: nested deeper than {MAX_DEPTH} levels") from None
     problem = unstorable(value)
