@@ -4,8 +4,10 @@ CPU priority."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,38 +48,66 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def foreign_cluster() -> Iterator[str]:
+def foreign_cluster(tmp_path: Path) -> Iterator[str]:
     """A ``ray start --head`` cluster of someone else's, recorded as the machine's current one;
     its processes (and only they) are killed afterwards."""
     recorded = RAY_CURRENT.read_text() if RAY_CURRENT.is_file() else None
-    port = _free_port()
-    ray_bin = Path(sys.executable).with_name("ray")
-    head = subprocess.Popen(
-        [
-            *(str(ray_bin), "start", "--head", f"--port={port}", "--num-cpus=1", "--block"),
-            *("--include-dashboard=false", "--disable-usage-stats"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env=os.environ | {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},  # it too on loopback only
-    )
+    head, why = None, ""
+    for attempt in range(3):  # a start may lose a port it picked to a cluster starting beside it
+        head, why = _start_head(tmp_path / f"ray-start-{attempt}.log")
+        if head is not None:
+            break
     try:
-        deadline = time.monotonic() + 120
-        while not (RAY_CURRENT.is_file() and RAY_CURRENT.read_text().endswith(f":{port}")):
-            if head.poll() is not None or time.monotonic() > deadline:
-                missing_component("a `ray start --head` cluster", RuntimeError(head.returncode))
-            time.sleep(0.2)
+        if head is None:
+            missing_component("a `ray start --head` cluster", why)
         yield RAY_CURRENT.read_text().strip()
     finally:
-        tree = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
-        for process in tree:
-            process.kill()
-        psutil.wait_procs(tree, timeout=30)
+        if head is not None:
+            _kill_session(head)
         if recorded is None:
             RAY_CURRENT.unlink(missing_ok=True)
         else:
             RAY_CURRENT.write_text(recorded)
+
+
+def _start_head(log: Path) -> tuple[subprocess.Popen[bytes] | None, str]:
+    """A head recorded as the machine's current cluster, or None and why it is not."""
+    port = _free_port()
+    ray_bin = Path(sys.executable).with_name("ray")
+    with log.open("wb") as output:
+        head = subprocess.Popen(
+            [
+                *(str(ray_bin), "start", "--head", f"--port={port}", "--num-cpus=1", "--block"),
+                *("--include-dashboard=false", "--disable-usage-stats"),
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=os.environ | {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},  # it too on loopback
+        )
+    deadline = time.monotonic() + 120
+    while not (RAY_CURRENT.is_file() and RAY_CURRENT.read_text().endswith(f":{port}")):
+        if head.poll() is not None or time.monotonic() > deadline:
+            ended = "exited" if head.returncode is not None else "was not recorded in 120 s"
+            _kill_session(head)
+            return None, f"`ray start --head` {ended}: {log.read_text()[-2000:]}"
+        time.sleep(0.2)
+    return head, ""
+
+
+def _kill_session(head: subprocess.Popen[bytes]) -> None:
+    """Kill the head and every process it started (its session's, even once it has exited)."""
+    try:
+        tree = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(head.pid, signal.SIGKILL)
+    for process in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(tree, timeout=30)
+    head.wait()
 
 
 def test_a_foreign_cluster_on_the_machine_is_never_adopted(foreign_cluster: str) -> None:
