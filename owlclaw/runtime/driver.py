@@ -133,9 +133,12 @@ class RunDriver:
         except Parked:  # waits for a person's answer or a sub-agent: committed, not ended
             try:
                 await commit(state)
-            except asyncio.CancelledError:  # cancelled as it parked: it ends here after all
-                self._end_cancelled(state)
-                await asyncio.shield(commit(state))
+            except asyncio.CancelledError:
+                # a person cancelling it as it parked ends it; the runtime stopping leaves a
+                # park that is durable to the next host, as it leaves any parked run
+                if run.id in self.cancels or run.pending_events or state.lost_commit:
+                    self._end_cancelled(state)
+                    await asyncio.shield(commit(state))
                 raise
             return
         except Exception as e:
