@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import msgspec
@@ -19,6 +20,11 @@ TRIGGER_ATTEMPTS = 3
 
 class ServerUnavailable(RuntimeError):
     """No ``owlclaw run`` answers at the configured address."""
+
+
+class NoServer(ServerUnavailable):
+    """Nothing listens at the configured address (the connection was refused): a command the
+    server would do for the CLI is done by the CLI itself."""
 
 
 class ServerTimedOut(ServerUnavailable):
@@ -87,6 +93,8 @@ class ServerClient:
             response = self._http.request(method, path, json=body, headers=headers)
         except httpx.TimeoutException as e:
             raise ServerTimedOut(f"`owlclaw run` at {self.url} did not answer in time ({e})") from e
+        except httpx.ConnectError as e:
+            raise NoServer(f"no `owlclaw run` answers at {self.url} ({e})") from e
         except httpx.TransportError as e:
             raise ServerUnavailable(f"no `owlclaw run` answers at {self.url} ({e})") from e
         if response.status_code >= 400:
@@ -174,6 +182,19 @@ class ServerClient:
             body["answer"] = decision.answer
         answered = self._call("POST", f"/approvals/{decision.approval_id}", body)
         return msgspec.convert(answered, ApprovalAnswer)
+
+    def memory(self, agent_id: str, recall: str, limit: int) -> dict[str, Any]:
+        """``owlclaw memory AGENT --recall --json``'s answer, from the server's memory view and
+        embedder."""
+        params = urlencode({"recall": recall, "k": limit})
+        result: dict[str, Any] = self._call("GET", f"/agents/{agent_id}/memory?{params}")
+        return result
+
+    def verify(self, agent_id: str, run_no: int) -> dict[str, Any]:
+        """Run ``run_no`` of the agent re-executed and compared by the server: its
+        ``ReplayReport`` as JSON."""
+        result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/runs/{run_no}/verify")
+        return result
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/status")
