@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import httpx
@@ -12,8 +12,10 @@ import msgspec
 
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ApprovalAnswer, Decision, Fire, FireOutcome, ToolsChange
-from owlclaw.runtime.approvals import PendingApproval
 from owlclaw.server_token import server_token
+
+if TYPE_CHECKING:
+    from owlclaw.runtime.approvals import PendingApproval
 
 TRIGGER_ATTEMPTS = 3
 
@@ -165,6 +167,8 @@ class ServerClient:
         return msgspec.convert(self._call("POST", f"/agents/{agent_id}/tools", body), ToolsChange)
 
     def approvals(self) -> list[PendingApproval]:
+        from owlclaw.runtime.approvals import PendingApproval  # its tools' schemas: ~0.2 s
+
         return msgspec.convert(self._call("GET", "/approvals"), list[PendingApproval])
 
     def answer_approval(self, decision: Decision) -> ApprovalAnswer:
