@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import msgspec
 
 from owlclaw.bench.processes import timed_owlclaw
-from owlclaw.client import ServerClient
+from owlclaw.client import ServerClient, ServerUnavailable
 from owlclaw.config import OwlClawConfig, ServerConfig
 from owlclaw.database import Database
 
@@ -82,6 +83,8 @@ def write_app(root: Path) -> Path:
         encoding="utf-8",
     )
     (app / "scripts" / f"{AGENT}.json").write_text(json.dumps({"steps": STEPS}), "utf-8")
+    (app / "SOUL.md").write_text("You keep a support queue moving.\n", encoding="utf-8")
+    (app / "IDENTITY.md").write_text(f"# {AGENT}\n", encoding="utf-8")
     return app
 
 
@@ -113,21 +116,28 @@ def _phase(env: dict[str, str], repeat: int) -> dict[str, float]:
     return figures
 
 
-def _start_server(app: Path, env: dict[str, str], config: OwlClawConfig, log: Path) -> Any:
-    """``owlclaw run APP`` in the background, once it is ready (its output in ``log``)."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "owlclaw", "run", str(app)],
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        with ServerClient(config) as client:
-            client.wait_ready(SERVER_START_TIMEOUT_S)
-    except Exception:
-        _stop(server)
-        raise RuntimeError(f"owlclaw run did not serve: {log.read_text()[-2000:]}") from None
-    return server
+def _start_server(
+    app: Path, env: dict[str, str], config: OwlClawConfig, log: Path
+) -> subprocess.Popen[bytes]:
+    """``owlclaw run APP`` in the background, once it is ready (its output in ``log``);
+    RuntimeError with the end of that output when it exits or does not get ready."""
+    with log.open("w") as output:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "owlclaw", "run", str(app)],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    with ServerClient(config) as client:
+        while server.poll() is None and time.monotonic() < deadline:
+            try:
+                client.wait_ready(1.0)
+                return server
+            except ServerUnavailable:
+                continue
+    _stop(server)
+    raise RuntimeError(f"owlclaw run did not serve: {log.read_text()[-2000:]}")
 
 
 def _stop(server: subprocess.Popen[bytes]) -> None:
