@@ -29,7 +29,7 @@ from owlclaw.config import OwlClawConfig, ServerConfig
 from owlclaw.database import Database
 
 AGENT = "bench-cli"
-QUERY = "what did the queue teach us"
+QUERY = "a queue over many tickets needed a team ping"
 MEMORIES = 6
 STEPS: list[dict[str, Any]] = [
     *(
