@@ -55,7 +55,12 @@ def owlclaw(setup: Setup, *args: str, token: str | None = None) -> subprocess.Co
 
 
 def imported(done: subprocess.CompletedProcess[str], module: str) -> bool:
-    return any(line.endswith(f"| {module}") for line in done.stderr.splitlines())
+    """Whether the process imported ``module`` (its -X importtime lines name each import)."""
+    return any(
+        line.rsplit("|", 1)[1].strip() == module
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    )
 
 
 def errors(done: subprocess.CompletedProcess[str]) -> str:
