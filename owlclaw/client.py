@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import httpx
 import msgspec
 
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ApprovalAnswer, Decision, Fire, FireOutcome, ToolsChange
-from owlclaw.runtime.approvals import PendingApproval
 from owlclaw.server_token import server_token
+
+if TYPE_CHECKING:
+    from owlclaw.runtime.approvals import PendingApproval
 
 TRIGGER_ATTEMPTS = 3
 
 
 class ServerUnavailable(RuntimeError):
     """No ``owlclaw run`` answers at the configured address."""
+
+
+class NoServer(ServerUnavailable):
+    """Nothing listens at the configured address (the connection was refused): a command the
+    server would do for the CLI is done by the CLI itself."""
 
 
 class ServerTimedOut(ServerUnavailable):
@@ -87,6 +95,8 @@ class ServerClient:
             response = self._http.request(method, path, json=body, headers=headers)
         except httpx.TimeoutException as e:
             raise ServerTimedOut(f"`owlclaw run` at {self.url} did not answer in time ({e})") from e
+        except httpx.ConnectError as e:
+            raise NoServer(f"no `owlclaw run` answers at {self.url} ({e})") from e
         except httpx.TransportError as e:
             raise ServerUnavailable(f"no `owlclaw run` answers at {self.url} ({e})") from e
         if response.status_code >= 400:
@@ -157,6 +167,8 @@ class ServerClient:
         return msgspec.convert(self._call("POST", f"/agents/{agent_id}/tools", body), ToolsChange)
 
     def approvals(self) -> list[PendingApproval]:
+        from owlclaw.runtime.approvals import PendingApproval  # its tools' schemas: ~0.2 s
+
         return msgspec.convert(self._call("GET", "/approvals"), list[PendingApproval])
 
     def answer_approval(self, decision: Decision) -> ApprovalAnswer:
@@ -174,6 +186,19 @@ class ServerClient:
             body["answer"] = decision.answer
         answered = self._call("POST", f"/approvals/{decision.approval_id}", body)
         return msgspec.convert(answered, ApprovalAnswer)
+
+    def memory(self, agent_id: str, recall: str, limit: int) -> dict[str, Any]:
+        """``owlclaw memory AGENT --recall --json``'s answer, from the server's memory view and
+        embedder."""
+        params = urlencode({"recall": recall, "k": limit})
+        result: dict[str, Any] = self._call("GET", f"/agents/{agent_id}/memory?{params}")
+        return result
+
+    def verify(self, agent_id: str, run_no: int) -> dict[str, Any]:
+        """Run ``run_no`` of the agent re-executed and compared by the server: its
+        ``ReplayReport`` as JSON."""
+        result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/runs/{run_no}/verify")
+        return result
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/status")

@@ -15,6 +15,7 @@ import contextlib
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -22,10 +23,12 @@ import msgspec
 from events import Ledger
 from events import catalog as ev
 from events.streams import run_stream_id
-from owlclaw.app import AgentApp
+from owlclaw.app import AgentApp, load_app
 from owlclaw.config import RuntimeConfig
 from owlclaw.mcp.pool import McpPool
 from owlclaw.runtime.agent_runtime import AgentRuntime
+from owlclaw.runtime.app_code import AppCode
+from owlclaw.runtime.models import Answer
 from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.tools.builtin.handlers import BUILTINS
 from owlclaw.tools.capabilities import Registry
@@ -290,6 +293,45 @@ def _without_newer_builtins(
     ]
 
 
+class NoSuchRun(LookupError):
+    """The agent has no run of that number."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class _NoModel:
+    """The ``Completer`` of a replay: the recorded responses answer every model call, and asking
+    past them fails the run (``ReplayExhausted``) before a model is asked, so litellm (seconds to
+    import) stays out of the verifying process."""
+
+    async def complete(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], _: float
+    ) -> Answer:
+        raise RuntimeError(f"an audit replay asks no model ({model})")
+
+
+def verify_run(
+    ledger: Ledger,
+    agent_id: str,
+    run_no: int,
+    app_dir: Path | None,
+    limits: RuntimeConfig,
+) -> ReplayReport:
+    """``owlclaw replay --verify``, in the CLI or in ``owlclaw run``: run ``run_no`` re-executed
+    with the agent's app (``app_dir``, else the directory it was last served from while that
+    exists) and compared; UnknownAgent, NoSuchRun."""
+    state = ledger.load_agent(agent_id).state
+    if not 1 <= run_no <= state.run_count:
+        raise NoSuchRun(f"agent {agent_id} has no run {run_no}")
+    if app_dir is None and state.app_dir and Path(state.app_dir).is_dir():
+        app_dir = Path(state.app_dir)
+    loaded = load_app(app_dir) if app_dir is not None else None
+    code = AppCode(limits.app_load_timeout_s)
+    registry = code.load(loaded.handlers) if loaded and loaded.handlers else None
+    return replay_run(ledger, agent_id, run_no, app=loaded, registry=registry, limits=limits)
+
+
 def replay_run(
     ledger: Ledger,
     agent_id: str,
@@ -317,6 +359,7 @@ def replay_run(
         governance=governance,
         replay=recorded,
         mcp=mcp,
+        llm=_NoModel(),
     )
     start = recorded.started
 

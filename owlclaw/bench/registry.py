@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,6 +18,7 @@ import msgspec
 
 from events import Ledger
 from events.ledger import REGISTER_BATCH
+from owlclaw.bench.processes import timed_owlclaw
 from owlclaw.compose.read import open_view
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
@@ -49,19 +48,8 @@ def _status(db: Database) -> tuple[float, dict[str, Any]]:
             "OWLCLAW_DATA_DIR": data_dir,
             "OWLCLAW_SERVER_PORT": "9",  # no server there: status says so at once
         }
-        began = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "owlclaw", "status", "--json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        elapsed = time.perf_counter() - began
-    if done.returncode != 0:
-        raise RuntimeError(f"owlclaw status failed: {done.stderr.strip()}")
-    report: dict[str, Any] = msgspec.json.decode(done.stdout)
+        elapsed, printed = timed_owlclaw(["status", "--json"], env)
+    report: dict[str, Any] = msgspec.json.decode(printed)
     return elapsed, report
 
 

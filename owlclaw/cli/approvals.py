@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import getpass
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
@@ -34,7 +34,9 @@ from owlclaw.cli.tables import text, whole
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.reports.relative_time import relative
-from owlclaw.runtime.approvals import PendingApproval
+
+if TYPE_CHECKING:
+    from owlclaw.runtime.approvals import PendingApproval
 
 QUESTION_HINT = "`owlclaw approvals` shows the question and its options"
 CLOSED_CODES = frozenset(

@@ -12,7 +12,6 @@ import msgspec
 import typer
 from rich.markup import escape
 
-from owlclaw.app import AppError
 from owlclaw.cli.common import (
     EXIT_CONFIG,
     EXIT_USAGE,
@@ -69,6 +68,7 @@ def run(
     """Serve agent apps: database, projections, timer service, agents (Ray actors) and the
     webhook endpoint, until Ctrl-C. Each app is validated first (files, [governance],
     handlers.py): an invalid one is refused with exit code 5 before anything starts."""
+    from owlclaw.app import AppError
     from owlclaw.server.service import Service
     from owlclaw.server.validation import InvalidApps, validate_apps
 

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from events.agent_state import ActiveSchedule
-from owlclaw.audit.as_of import Moment, PastMemory, UnknownMoment, parse_moment
 from owlclaw.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -26,6 +24,10 @@ from owlclaw.cli.common import (
 from owlclaw.cli.tables import stacked, text, whole
 from owlclaw.config import load_config
 
+if TYPE_CHECKING:
+    from events.agent_state import ActiveSchedule
+    from owlclaw.audit.as_of import Moment, PastMemory
+
 AS_OF_HELP = (
     "A past moment: an ISO-8601 time (UTC unless it names an offset) or a log position (@1234)."
 )
@@ -33,6 +35,8 @@ AS_OF_HELP = (
 
 def moment_of(text: str | None) -> Moment:
     """The moment ``--as-of`` names (no option: everything recorded so far)."""
+    from owlclaw.audit.as_of import Moment, UnknownMoment, parse_moment
+
     if text is None:
         return Moment()
     try:
@@ -54,7 +58,7 @@ def agent(
 ) -> None:
     """The agent at a moment, from its events up to then: identity version (hashes of its
     files), skills, governance, active schedules and that day's spending up to then."""
-    from owlclaw.audit.as_of import agent_at, history_at
+    from owlclaw.audit.as_of import UnknownMoment, agent_at, history_at
 
     moment = moment_of(as_of)
     with open_ledger() as (_, led):
@@ -119,7 +123,7 @@ def memory_as_of(
     agent_id: str, as_of: str, query: str | None, limit: int, *, as_json: bool
 ) -> None:
     """``owlclaw memory AGENT --as-of T``: the memories held at T, rebuilt from the ledger."""
-    from owlclaw.audit.as_of import history_at, memories_at, recall_at
+    from owlclaw.audit.as_of import UnknownMoment, history_at, memories_at, recall_at
     from owlclaw.cli.tables import recall_table
     from projections.embedders import embedder_for
 

@@ -269,6 +269,21 @@ def bench_timers(
     print_figures(result, as_json)
 
 
+@bench_app.command("cli")
+@handles_errors
+def bench_cli(
+    repeat: Annotated[int, typer.Option(min=1, max=50, help="Processes per command.")] = 5,
+    as_json: JsonOption = False,
+) -> None:
+    """Seconds each reading command, `memory --recall` and `replay --verify` take as a new
+    process, with `owlclaw run` serving the agent and without a server (median of --repeat)."""
+    from owlclaw.bench import cli as bench
+
+    with bench_database("owlclaw_bench_cli") as url, err.status("benchmarking…") as status:
+        result = bench.run(Database(url), repeat=repeat, progress=status.update)
+    print_figures(result, as_json)
+
+
 def print_figures(result: dict[str, Any], as_json: bool) -> None:
     """A benchmark's figures: JSON, or one ``name: value`` line each."""
     if as_json:

@@ -50,6 +50,7 @@ EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DATABASE, EXIT_CONFIG = 1, 2, 3, 4
 EXIT_NO_SERVER, EXIT_UNAUTHORIZED = 6, 7
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
@@ -81,6 +82,27 @@ def server_client(config: OwlClawConfig, timeout_s: float = 30.0) -> ServerClien
     from owlclaw.client import ServerClient
 
     return ServerClient(config, timeout_s, token=State.token)
+
+
+def ask_server(config: OwlClawConfig, ask: Callable[[ServerClient], T]) -> T | None:
+    """The running ``owlclaw run``'s answer (its warm embedder and views, its loaded code: what
+    this process would otherwise import and start); None when no server listens at the
+    configured address, and the caller does the work itself. A server that answers with an
+    error, or does not answer in time, is reported (ServerRefused, ServerTimedOut), never
+    redone here: it is there, and may still be doing what was asked."""
+    from owlclaw.client import ServerTimedOut, ServerUnavailable
+
+    with server_client(config, timeout_s=SERVED_TIMEOUT_S) as client:
+        try:
+            return ask(client)
+        except ServerTimedOut:
+            raise
+        except ServerUnavailable:
+            return None
+
+
+SERVED_TIMEOUT_S = 120.0
+"""How long a command the server does for the CLI (a recall, a run's verification) may take."""
 
 
 def fail(message: str, hint: str, code: int) -> NoReturn:
@@ -152,6 +174,8 @@ UPGRADE_HINT = "pip install -U owlclaw, then run the command again (docs: ledger
 
 REFUSALS = {
     "unknown_agent": ("`owlclaw status` lists the served agents", EXIT_NOT_FOUND),
+    "unknown_run": ("`owlclaw ledger AGENT` lists its runs", EXIT_NOT_FOUND),
+    "starting": ("wait until `owlclaw status` shows the server up, then ask again", EXIT_NO_SERVER),
     "unauthorized": (
         "set OWLCLAW_TOKEN (or --token) to your principal's token, or unset it to use the server's",
         EXIT_UNAUTHORIZED,

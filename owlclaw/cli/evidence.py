@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from owlclaw.audit.evidence.keys import SigningKeyError, init_key, load_key, public_key_path
 from owlclaw.cli.common import (
     EXIT_CONFIG,
     EXIT_NOT_FOUND,
@@ -40,6 +39,8 @@ def keys_init(
 ) -> None:
     """Create the Ed25519 key pair that signs `owlclaw export` bundles; print its public key
     (base64 of the raw 32-byte key), which `owlclaw verify --bundle --pubkey` takes."""
+    from owlclaw.audit.evidence.keys import SigningKeyError, init_key, public_key_path
+
     path = load_config().signing_key_path
     try:
         public = init_key(path, force=force)
@@ -81,6 +82,7 @@ def export(
     """Write a signed evidence bundle (JSON lines) of the agent's stream and its runs' streams
     (all of them, or those selected) to stdout, for `owlclaw verify --bundle`."""
     from owlclaw.audit.evidence.export import RunSelectionError, export_bundle, select_runs
+    from owlclaw.audit.evidence.keys import SigningKeyError, load_key
 
     config = load_config()
     try:

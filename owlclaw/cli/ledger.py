@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from uuid import UUID
 
 import typer
@@ -17,10 +17,6 @@ from rich.tree import Tree
 
 from events import LoggedEvent
 from events.catalog import event_fields
-from events.hashchain import VerifyReport
-from events.heads import AnchorInvalid, read_anchor
-from owlclaw.audit.chains import verify_agent
-from owlclaw.audit.conversations import conversation
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -35,7 +31,10 @@ from owlclaw.cli.common import (
     summary,
 )
 from owlclaw.cli.tables import stacked, text, whole
-from owlclaw.tools.subagents import SpawnNode, spawn_tree
+
+if TYPE_CHECKING:
+    from events.hashchain import VerifyReport
+    from owlclaw.tools.subagents import SpawnNode
 
 
 @app.command()
@@ -59,6 +58,8 @@ def ledger(
 ) -> None:
     """Print an agent's events (its stream and its runs' streams) in log order, a page at a
     time: the first --limit events after --after, and where the next page starts."""
+    from owlclaw.tools.subagents import spawn_tree
+
     if talk:
         _conversation(agent, as_json)
         return
@@ -124,6 +125,8 @@ def ledger_table(agent: str, history: list[LoggedEvent], runs: Mapping[UUID, int
 
 
 def _conversation(agent: str, as_json: bool) -> None:
+    from owlclaw.audit.conversations import conversation
+
     with open_ledger() as (_, led):
         led.require_agent(agent)
         said = conversation(led, agent)
@@ -192,6 +195,9 @@ def verify(
             )
         _verify_bundle_file(bundle, pubkey, as_json)
         return
+    from events.heads import AnchorInvalid, read_anchor
+    from owlclaw.audit.chains import verify_agent
+
     anchor = None
     if anchor_file is not None:
         try:

@@ -4,13 +4,16 @@ a past moment). Its own module: the one reading command that brings up the embed
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
+import msgspec
 import typer
 
 from owlclaw.cli.common import (
     JsonOption,
     app,
+    ask_server,
     err,
     handles_errors,
     open_ledger,
@@ -51,9 +54,6 @@ def memory(
     """Bring the memory view up to date, write the agent's MEMORY.md, list or recall memories
     (--archived: the archived ones); with --as-of, list or recall the memories of a past moment
     from the ledger instead."""
-    from owlclaw.compose.memory import open_memory_view
-    from owlclaw.reports.inspection import memory_of
-
     if archived and (as_of is not None or recall is not None):
         raise typer.BadParameter(
             "--archived lists the archived memories as they are now: it takes no --as-of or"
@@ -66,6 +66,14 @@ def memory(
         return
 
     config = load_config()
+    if (query := recall) is not None:
+        served = ask_server(config, lambda client: client.memory(agent, query, limit))
+        if served is not None:
+            _print_reading(served, as_json)
+            return
+    from owlclaw.compose.memory import open_memory_view
+    from owlclaw.reports.inspection import memory_of
+
     with open_ledger(config) as (_, led), err.status("updating the memory view…"):
         view = open_memory_view(led, config)
         reading = memory_of(led, view, config, agent, recall, limit)
@@ -74,38 +82,28 @@ def memory(
     if archived:
         _print_archived(agent, kept, config.memory.delete_after_days, reading.behind, as_json)
         return
-    memory_md, archive, behind, result = (
-        reading.memory_md,
-        reading.archive,
-        reading.behind,
-        reading.recall,
-    )
+    _print_reading(reading.as_json(agent, recall), as_json)
+
+
+def _print_reading(data: dict[str, Any], as_json: bool) -> None:
+    """An agent's memory as read here or by the server (``MemoryReading.as_json``)."""
     if as_json:
-        print_json(
-            {
-                "agent": agent,
-                "memory_md": str(memory_md),
-                "archive": str(archive),
-                "warning": behind,
-                "recall": None
-                if result is None
-                else {
-                    "query": recall,
-                    "warning": result.warning,
-                    "memories": [m.__dict__ for m in result.memories],
-                },
-            }
-        )
+        print_json(data)
         return
-    if behind:
-        err.print(f"[yellow]warning:[/] {behind}")
+    if data["warning"]:
+        err.print(f"[yellow]warning:[/] {data['warning']}")
+    result = data["recall"]
     if result is not None:
-        out.print(recall_table(f"{agent} recalls: {recall!r}", result.memories))
-        if result.warning:
-            err.print(f"[yellow]warning:[/] {result.warning}")
+        from projections.relevance import Memory
+
+        memories = msgspec.convert(result["memories"], list[Memory])
+        out.print(recall_table(f"{data['agent']} recalls: {result['query']!r}", memories))
+        if result["warning"]:
+            err.print(f"[yellow]warning:[/] {result['warning']}")
     else:
-        out.print(memory_md.read_text(encoding="utf-8"), markup=False, highlight=False)
-    out.print(f"[dim]MEMORY.md: {memory_md}\narchive:   {archive}[/]")
+        text = Path(data["memory_md"]).read_text(encoding="utf-8")
+        out.print(text, markup=False, highlight=False)
+    out.print(f"[dim]MEMORY.md: {data['memory_md']}\narchive:   {data['archive']}[/]")
 
 
 def _print_archived(

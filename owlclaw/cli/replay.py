@@ -5,8 +5,9 @@ other reading command does."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
+import msgspec
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -18,6 +19,7 @@ from owlclaw.cli.common import (
     EXIT_USAGE,
     JsonOption,
     app,
+    ask_server,
     err,
     fail,
     handles_errors,
@@ -27,11 +29,11 @@ from owlclaw.cli.common import (
     summary,
 )
 from owlclaw.cli.tables import text, whole
-from owlclaw.config import load_config
+from owlclaw.config import OwlClawConfig, load_config
 
 if TYPE_CHECKING:
+    from events import Ledger
     from owlclaw.audit.redecide import ReDecision
-    from owlclaw.audit.verify import ReplayReport
 
 
 @app.command()
@@ -74,24 +76,15 @@ def replay(
             fail("--model goes without --verify, --follow with --model", "see --help", EXIT_USAGE)
         redecide_run(agent, run_no, model, app_dir, follow=follow, as_json=as_json)
         return
-    with open_ledger() as (_, led):
+    config = load_config()
+    with open_ledger(config) as (_, led):
         state = led.load_agent(agent).state
         if run_no > state.run_count:
             fail(f"agent {agent} has no run {run_no}", f"`owlclaw ledger {agent}`", EXIT_NOT_FOUND)
-        if app_dir is None and state.app_dir and Path(state.app_dir).is_dir():
-            app_dir = Path(state.app_dir)
         events = led.stream(run_stream_id(agent, run_no))
         report = None
         if verify:
-            from owlclaw.app import load_app
-            from owlclaw.audit.verify import replay_run
-            from owlclaw.runtime.app_code import AppCode
-
-            limits = load_config().runtime
-            loaded = load_app(app_dir) if app_dir is not None else None
-            code = AppCode(limits.app_load_timeout_s)
-            registry = code.load(loaded.handlers) if loaded and loaded.handlers else None
-            report = replay_run(led, agent, run_no, app=loaded, registry=registry, limits=limits)
+            report = _verified(led, config, agent, run_no, app_dir)
     if as_json:
         print_json(
             {
@@ -99,23 +92,44 @@ def replay(
                     {"type": type(e).__name__, "version": e.originator_version, **event_fields(e)}
                     for e in events
                 ],
-                "verify": None if report is None else report.__dict__,
+                "verify": report,
             }
         )
     else:
         for e in events:
             line = summary(event_fields(e))
             out.print(f"{e.originator_version:>4} {type(e).__name__:<22} {escape(line)}")
-        if report is not None and report.matched:
-            out.print(f"[green]replay matches[/]: {report.compared} steps reproduced")
+        if report is not None and report["matched"]:
+            out.print(f"[green]replay matches[/]: {report['compared']} steps reproduced")
         elif report is not None:
             _print_differences(report)
-    if report is not None and not report.matched:
+    if report is not None and not report["matched"]:
         raise typer.Exit(EXIT_FAILED)
 
 
-def _print_differences(report: ReplayReport) -> None:
+def _verified(
+    led: Ledger, config: OwlClawConfig, agent: str, run_no: int, app_dir: Path | None
+) -> dict[str, Any]:
+    """The run's ``ReplayReport`` as JSON: verified by the running ``owlclaw run`` (the runtime
+    imported there already), or in this process when none listens; with ``--app``, always
+    here (the server is not handed directories to load code from)."""
+    if app_dir is None:
+        served = ask_server(config, lambda client: client.verify(agent, run_no))
+        if served is not None:
+            return served
+    from owlclaw.audit.verify import verify_run
+
+    report: dict[str, Any] = msgspec.to_builtins(
+        verify_run(led, agent, run_no, app_dir, config.runtime)
+    )
+    return report
+
+
+def _print_differences(data: dict[str, Any]) -> None:
     """Each difference as its two sides, numbered as the listing numbers the recorded step."""
+    from owlclaw.audit.verify import ReplayReport
+
+    report = msgspec.convert(data, ReplayReport)
     for difference in report.differences:
         head, *sides = str(difference).splitlines()
         out.print(f"[red]DIFFERS[/] {escape(head)}", highlight=False, soft_wrap=True)

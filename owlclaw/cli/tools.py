@@ -27,12 +27,12 @@ from owlclaw.cli.common import (
 )
 from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
-from owlclaw.mcp.config import SEPARATOR, McpServer
 from owlclaw.messages import ToolsChange
 from owlclaw.reports.inspection import bring_up_to_date
-from owlclaw.tools.tool import Tool
 
 if TYPE_CHECKING:
+    from owlclaw.mcp.config import McpServer
+    from owlclaw.tools.tool import Tool
     from projections.tool_calls import ToolStats
 
 
@@ -171,7 +171,7 @@ def mcp_status(app_dir: Path) -> dict[str, dict[str, Any]]:
     """Each MCP server of the app on disk, connected now (each within its ``timeout_s``): its
     state (ready, or why it is unavailable) and the tools the agent gets from it."""
     from owlclaw.app import AppError, load_app
-    from owlclaw.mcp.config import mcp_servers
+    from owlclaw.mcp.config import SEPARATOR, mcp_servers
 
     try:
         servers = mcp_servers(load_app(app_dir).config, str(app_dir / "owlclaw.toml"))

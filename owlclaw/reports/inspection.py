@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from events import Ledger
 from owlclaw.config import OwlClawConfig
 from projections import MemoryStore, MemoryView, RunsView, SchedulesView
@@ -90,6 +92,24 @@ class MemoryReading:
     """The warning when the memory view could not be brought up to date."""
     recall: RecallResult | None
     """The memories ranked for the query (None without one)."""
+
+    def as_json(self, agent: str, query: str | None) -> dict[str, Any]:
+        """``owlclaw memory --json``'s answer, also the server's to the CLI (``GET
+        /agents/{id}/memory``)."""
+        result = self.recall
+        return {
+            "agent": agent,
+            "memory_md": str(self.memory_md),
+            "archive": str(self.archive),
+            "warning": self.behind,
+            "recall": None
+            if result is None
+            else {
+                "query": query,
+                "warning": result.warning,
+                "memories": msgspec.to_builtins(result.memories),
+            },
+        }
 
 
 def memory_of(

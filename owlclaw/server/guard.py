@@ -25,6 +25,7 @@ from owlclaw.a2a.routes import PREFIX as A2A_PREFIX
 from owlclaw.a2a.routes import is_card_path
 from owlclaw.access.authorize import Action, Principal, authorize, authorize_some, bootstrap
 from owlclaw.access.caller import calling_as
+from owlclaw.server import inspection
 from owlclaw.server.http_errors import json_error
 from owlclaw.server.mcp_server import PATH as MCP_PATH
 from owlclaw.server.metrics_route import PATH as METRICS_PATH
@@ -38,6 +39,8 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("GET", "/approvals"): Action.READ_APPROVALS,
     ("POST", "/approvals/{approval_id}"): Action.ANSWER_APPROVAL,
     ("GET", "/status"): Action.READ_STATUS,
+    ("GET", inspection.MEMORY): Action.READ_MEMORY,
+    ("POST", inspection.VERIFY): Action.READ_RUNS,
     ("GET", METRICS_PATH): Action.READ_METRICS,
 }
 """(method, route) -> the action it does; its agent is the route's ``agent_id``, an approval's

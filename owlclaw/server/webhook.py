@@ -25,6 +25,9 @@
   grant by the same principal); 403 ``self_approval`` (answered as the agent or an agent of its
   spawn tree), ``forbidden`` (no ``approver`` on the agent); 400 ``invalid_arguments`` for edited
   arguments outside the tool's schema;
+- ``GET /agents/{id}/memory?recall=TEXT&k=N`` and ``POST /agents/{id}/runs/{n}/verify``: what
+  ``owlclaw memory --recall`` and ``replay --verify`` ask a running server
+  (``owlclaw.server.inspection``);
 - ``GET /status``: the served agents (a principal's: those its grants cover); ``GET /health``:
   liveness and readiness (``{"ok": true, "ready"}``), answered without a token;
 - ``GET /metrics``: Prometheus' text format (owlclaw.server.metrics), without a token too unless
@@ -65,7 +68,7 @@ from owlclaw.access.authorize import BOOTSTRAP
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
-from owlclaw.server import mcp_server
+from owlclaw.server import inspection, mcp_server
 from owlclaw.server.approval_refusals import refusal_of
 from owlclaw.server.console import make_console
 from owlclaw.server.guard import guard, principal_of
@@ -269,6 +272,7 @@ def make_app(service: Service, token: str) -> web.Application:
             web.post("/agents/{agent_id}/fires", fire),
             web.post("/agents/{agent_id}/tools", change_tools),
             *_approval_routes(service),
+            *inspection.routes(service),
             web.get("/status", status),
             web.get("/health", health),
             metrics_route(service),
