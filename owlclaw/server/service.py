@@ -129,9 +129,9 @@ class Service:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._phase("PostgreSQL")
+        self._phase("postgresql", "PostgreSQL")
         self.database = await asyncio.to_thread(open_database, self.config)
-        self._phase("database")
+        self._phase("database", "database")
         self.ledger = await self._open_ledger(self.database)
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
@@ -141,18 +141,18 @@ class Service:
         for agent_id, app in self.apps.items():
             await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))
         if starts_hatchet_engine(self.config):
-            self._phase("Hatchet engine (in the background)")
+            self._phase("hatchet_engine", "Hatchet engine (in the background)")
             self._hatchet.start_engine(self.database)
         if self.config.runtime.placement != "local":
-            self._phase("Ray")
+            self._phase("ray", "Ray")
             self._connect_ray()  # Ray wants its driver set up on the main thread
-        self._phase("projections")
+        self._phase("projections", "projections")
         self.embedder = LoadedInBackground(self._views_embedder())
         views, behind = await asyncio.to_thread(
             open_served_views, self.ledger, self.config, self.embedder
         )
         self.views = views
-        self._phase(f"agents ({self.config.runtime.placement} placement)")
+        self._phase("agents", f"agents ({self.config.runtime.placement} placement)")
         self._agents = place_agents(
             self.ledger,
             self._as_client(),
@@ -171,13 +171,13 @@ class Service:
             await start_hosts(self._agents, self._as_client())  # the Hatchet worker needs them
         for agent_id in self.apps:  # the first trigger should not wait for imports
             await self.agents.ask(Activate(agent_id=agent_id))
-        self._phase(f"timer service ({self.config.timers.backend})")
+        self._phase("timers", f"timer service ({self.config.timers.backend})")
         await self._hatchet.engine_started()
         worker, runner = await asyncio.to_thread(self._timers)
         self.projections.append(runner)
         self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
         self.supervisor.start("timer-worker", worker.run)
-        self._phase("duties")
+        self._phase("duties", "recurring duties")
         served = list(self.apps)
         expiry = functools.partial(approval_expiry, self.ledger, self.agents, served)
         self.supervisor.start("approval-expiry", expiry)
@@ -196,9 +196,10 @@ class Service:
         self.ready = True
         self._load_in_background()
 
-    def _phase(self, name: str) -> None:
+    def _phase(self, name: str, told: str) -> None:
+        """Begin phase ``name`` of the start, telling ``progress`` what starts."""
         self.startup.begin(name)
-        self.progress(name)
+        self.progress(told)
 
     def _load_in_background(self) -> None:
         """What the first recall and the first model call need, loaded while the server serves

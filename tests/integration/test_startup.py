@@ -126,6 +126,6 @@ def test_owlclaw_run_with_local_placement_imports_no_heavy_module_before_serving
         startup = status.json()["startup"]
         assert startup["imported_before_serving"] == [], startup
         assert set(HEAVY_MODULES) >= {"litellm", "onnxruntime", "mcp", "a2a", "hatchet_sdk"}
-        assert {"process", "PostgreSQL", "database", "projections"} <= set(startup["phases"])
+        assert {"process", "postgresql", "database", "agents", "timers"} <= set(startup["phases"])
     finally:
         stop_run(server)
