@@ -38,8 +38,6 @@ class OnFirstRequest:
         self._closing = asyncio.Event()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":  # aiohttp-asgi sends none unless asked; nothing to do
-            return
         if self._app is None:
             self._app = asyncio.create_task(self._built())
         app = await asyncio.shield(self._app)
@@ -65,8 +63,11 @@ class OnFirstRequest:
             await self._closing.wait()
 
     async def close(self, _: web.Application) -> None:
-        """Stop what runs beside the app, if a request built it."""
+        """Stop what runs beside the app, if a request built it (a build under way is
+        abandoned: its thread ends on its own)."""
         self._closing.set()
+        if self._app is not None and not self._app.done():
+            self._app.cancel()
         if self._beside is not None:
             await self._beside
 
