@@ -34,8 +34,14 @@ from typing import IO, Any
 
 from owlclaw.server.startup import HEAVY_MODULES
 
-PLACEMENTS = {"local": "local", "ray": "shared"}
-"""Reported name: the placement it runs with (Ray's local cluster for ``shared``)."""
+PLACEMENTS = {
+    "local": ("local", "builtin"),
+    "ray": ("shared", "builtin"),
+    "hatchet": ("local", "hatchet"),
+}
+"""Reported name: the placement and the timer backend it runs with (``shared``: on Ray's local
+cluster, which it starts; ``hatchet``: the locally built Hatchet engine, which it starts)."""
+DEFAULT = ("local", "ray")
 SERVING_MARKERS = ("starting background loads", "serving ")
 """Lines of the server's output that come right when it serves (the first: this version's,
 printed before its background loads start; the second, older versions')."""
@@ -47,7 +53,7 @@ IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
 def run(
     *,
-    placements: tuple[str, ...] = ("local", "ray"),
+    placements: tuple[str, ...] = DEFAULT,
     runs: int = 3,
     imports: bool = True,
     progress: Callable[[str], None] = lambda _: None,
@@ -62,11 +68,11 @@ def run(
     for name in placements:
         with tempfile.TemporaryDirectory(prefix=f"owlclaw-bench-startup-{name}-") as home:
             progress(f"{name}: first start (creates the database), stopped as it serves")
-            first = start_once(Path(home), PLACEMENTS[name], imports=False, loaded=False)
+            first = start_once(Path(home), *PLACEMENTS[name], imports=False, loaded=False)
             starts = []
             for n in range(runs):
                 progress(f"{name}: start {n + 1}/{runs}")
-                starts.append(start_once(Path(home), PLACEMENTS[name], imports=imports))
+                starts.append(start_once(Path(home), *PLACEMENTS[name], imports=imports))
         result.update(summary(name, first, starts))
     return result
 
@@ -97,13 +103,15 @@ def summary(name: str, first: dict[str, Any], starts: list[dict[str, Any]]) -> d
     return figures
 
 
-def start_once(home: Path, placement: str, *, imports: bool, loaded: bool = True) -> dict[str, Any]:
+def start_once(
+    home: Path, placement: str, timers: str = "builtin", *, imports: bool, loaded: bool = True
+) -> dict[str, Any]:
     """One ``owlclaw run`` from its start to its exit: seconds to serve, to have loaded in the
     background what a recall and a model call need (if ``loaded``; else it is stopped as soon
     as it serves) and to stop; the server's phases, and what it imported before serving."""
     app = home / "bench-agent"
     port = free_port()
-    env = server_env(home / "data", port)
+    env = server_env(home / "data", port) | {"OWLCLAW_TIMER_BACKEND": timers}
     if not app.exists():  # as a user makes it
         made = subprocess.run(
             [sys.executable, "-m", "owlclaw", "init", str(app)],

@@ -285,7 +285,10 @@ def print_figures(result: dict[str, Any], as_json: bool) -> None:
 def bench_startup(
     runs: Annotated[int, typer.Option(min=1, help="Timed starts per placement.")] = 3,
     placement: Annotated[
-        list[str] | None, typer.Option(help="local | ray (repeatable; default: both).")
+        list[str] | None,
+        typer.Option(
+            help="local | ray | hatchet (local, Hatchet timers); repeatable (default: local, ray)."
+        ),
     ] = None,
     imports: Annotated[
         bool, typer.Option(help="List the heavy modules imported before serving.")
@@ -293,11 +296,12 @@ def bench_startup(
     as_json: JsonOption = False,
 ) -> None:
     """Seconds from `owlclaw run` of a scaffolded app to serving (`/status` with every worker
-    running) and from SIGTERM to exit, with local and Ray (shared) placement; the server's
-    per-phase timings; the heavy modules imported before serving."""
+    running) and from SIGTERM to exit, with local and Ray (shared) placement (and the Hatchet
+    timer backend if asked); the server's per-phase timings; the heavy modules imported before
+    serving."""
     from owlclaw.bench import startup as bench
 
-    placements = tuple(placement or bench.PLACEMENTS)
+    placements = tuple(placement or bench.DEFAULT)
     unknown = [p for p in placements if p not in bench.PLACEMENTS]
     if unknown:
         hint = f"one of {', '.join(bench.PLACEMENTS)}"
