@@ -9,7 +9,6 @@ import asyncio
 from collections.abc import Mapping
 
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -17,14 +16,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from owlclaw.a2a.authorized import Authorized
 from owlclaw.a2a.card import agent_card
 from owlclaw.a2a.handler import RunService, RunTasks
+from owlclaw.a2a.paths import CARD_PATH, PREFIX
 from owlclaw.app import AgentApp
-
-PREFIX = "/a2a"
-
-
-def is_card_path(path: str) -> bool:
-    """A card is public (A2A discovery reads it before it has credentials)."""
-    return path.startswith(f"{PREFIX}/") and path.endswith(AGENT_CARD_WELL_KNOWN_PATH)
 
 
 class BodyOnce:
@@ -58,9 +51,7 @@ def a2a_app(service: RunService, apps: Mapping[str, AgentApp], base_url: str) ->
     routes: list[BaseRoute] = []
     for agent_id, app in apps.items():
         card = agent_card(app, f"{base_url}{PREFIX}/{agent_id}")
-        routes += create_agent_card_routes(
-            card, card_url=f"/{agent_id}{AGENT_CARD_WELL_KNOWN_PATH}"
-        )
+        routes += create_agent_card_routes(card, card_url=f"/{agent_id}{CARD_PATH}")
         routes += create_jsonrpc_routes(
             RunTasks(service, agent_id), rpc_url=f"/{agent_id}", enable_v0_3_compat=True
         )

@@ -9,10 +9,12 @@ import typer
 from rich.table import Table
 
 from owlclaw.cli.common import (
+    EXIT_USAGE,
     JsonOption,
     bench_app,
     bench_database,
     err,
+    fail,
     handles_errors,
     out,
     print_json,
@@ -291,3 +293,36 @@ def print_figures(result: dict[str, Any], as_json: bool) -> None:
         return
     for key, value in result.items():
         out.print(f"{key}: {value}")
+
+
+@bench_app.command("startup")
+@handles_errors
+def bench_startup(
+    runs: Annotated[int, typer.Option(min=1, help="Timed starts per placement.")] = 3,
+    placement: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="local | ray | hatchet (local, Hatchet timers); repeatable (default: local, ray)."
+        ),
+    ] = None,
+    imports: Annotated[
+        bool, typer.Option(help="List the heavy modules imported before serving.")
+    ] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Seconds from `owlclaw run` of a scaffolded app to serving (`/status` with every worker
+    running) and from SIGTERM to exit, with local and Ray (shared) placement (and the Hatchet
+    timer backend if asked); the server's per-phase timings; the heavy modules imported before
+    serving."""
+    from owlclaw.bench import startup as bench
+
+    placements = tuple(placement or bench.DEFAULT)
+    unknown = [p for p in placements if p not in bench.PLACEMENTS]
+    if unknown:
+        hint = f"one of {', '.join(bench.PLACEMENTS)}"
+        fail(f"unknown placement {unknown[0]!r}", hint, EXIT_USAGE)
+    with err.status("benchmarking…") as status:
+        result = bench.run(
+            placements=placements, runs=runs, imports=imports, progress=status.update
+        )
+    print_figures(result, as_json)

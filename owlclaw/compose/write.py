@@ -1,7 +1,8 @@
 """The write side from the configuration: where the agents' one writer runs (placement) and the
 timer service that delivers fires to it.
 
-Ray and the agents' runtime are imported only when placement asks for them.
+Ray, the agents' runtime and the Hatchet SDK (seconds to import) are imported only when the
+configuration asks for them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from owlclaw.agents import Agents
 from owlclaw.compose.memory import open_recall
 from owlclaw.compose.read import open_timer_registrations
 from owlclaw.config import OwlClawConfig
-from owlclaw.timers.hatchet_backend import HatchetBackend
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import Deliver, RetryPolicy, TimerWorker
 from projections import ProjectionRunner
@@ -29,16 +29,23 @@ def place_agents(
     owner: bool,
     idle_s: float | None = 300.0,
     recall: bool = True,
+    embedder: Embedder | None = None,
+    import_litellm: bool = True,
 ) -> Agents:
     """The configured placement: the cluster's actors (``owner``: this process started them and
     stops them; ``runtime.hosts`` of them with ``shared`` placement), or agents hosted in this
     process. An agent idle for ``idle_s`` is passivated (None: never); ``recall``: agents hosted
-    here recall from the memory view (False: ``MEMORY_UNAVAILABLE``; Ray hosts open their own)."""
+    here recall from the memory view (False: ``MEMORY_UNAVAILABLE``; Ray hosts open their own)
+    with ``embedder`` (None: the configured model in this process); litellm's import starts in
+    the background now, unless not ``import_litellm`` (then: on the first model call, or when the
+    caller starts it, ``owlclaw.llm.providers.litellm_loading``)."""
     if config.runtime.placement == "local":
         from actors.host import AgentHost
+        from owlclaw.runtime.models import LiteLLM
 
-        memory = open_recall(ledger, config) if recall else None
-        return AgentHost(ledger, config, idle_s=idle_s, memory=memory)
+        memory = open_recall(ledger, config, embedder) if recall else None
+        llm = LiteLLM(import_now=import_litellm)
+        return AgentHost(ledger, config, idle_s=idle_s, memory=memory, llm=llm)
     from actors.cluster import connect
     from actors.directory import AgentDirectory
 
@@ -78,6 +85,8 @@ def timer_backend(config: OwlClawConfig) -> TimerBackend:
     """The configured backend, for a process that finds Hatchet in its environment."""
     if config.timers.backend == "hatchet":
         from hatchet_sdk import Hatchet
+
+        from owlclaw.timers.hatchet_backend import HatchetBackend
 
         return HatchetBackend(Hatchet())
     return BuiltinBackend()

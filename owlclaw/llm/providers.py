@@ -5,11 +5,26 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from owlclaw.background import load_in_background
+
 _lock = threading.Lock()
 _registered = False
+_loading: Future[Any] | None = None
+
+
+def litellm_loading() -> Future[Any]:
+    """``litellm_with_offline_providers()``, started in the background on the first call (the
+    import takes seconds of CPU: a server starts it once it serves, so that its first run does
+    not pay it in full); the same future on every call."""
+    global _loading  # noqa: PLW0603 - one import per process
+    with _lock:
+        if _loading is None:
+            _loading = load_in_background(litellm_with_offline_providers, "litellm-import")
+        return _loading
 
 
 def litellm_with_offline_providers() -> Any:

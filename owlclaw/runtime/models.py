@@ -19,7 +19,7 @@ from events import catalog as ev
 from events.run import Run
 from owlclaw import tracing
 from owlclaw.config import RuntimeConfig
-from owlclaw.llm.providers import litellm_with_offline_providers, unlogged
+from owlclaw.llm.providers import litellm_loading, unlogged
 from owlclaw.tools.encoding import json_safe
 from owlclaw.tools.live import reraise_cancellation
 
@@ -42,10 +42,15 @@ class Completer(Protocol):
 
 class LiteLLM:
     """The ``Completer`` of litellm in this process (by default with OwlClaw's offline
-    providers registered: importing it takes seconds, so it happens here, not on a first run)."""
+    providers registered). Its import takes seconds of CPU: it starts in the background when
+    this is made (``litellm_loading``, once per process; not ``import_now``: on the first call,
+    unless its owner starts it, as a server does once it serves) and the first call waits for
+    it."""
 
-    def __init__(self, litellm: Any = None):
-        self.litellm = litellm if litellm is not None else litellm_with_offline_providers()
+    def __init__(self, litellm: Any = None, *, import_now: bool = True):
+        self._litellm = litellm
+        if litellm is None and import_now:
+            litellm_loading()
 
     async def complete(
         self,
@@ -54,7 +59,9 @@ class LiteLLM:
         tools: list[dict[str, Any]],
         timeout_s: float,
     ) -> Answer:
-        return await complete(self.litellm, model, messages, tools, timeout_s)
+        if self._litellm is None:
+            self._litellm = await asyncio.wrap_future(litellm_loading())
+        return await complete(self._litellm, model, messages, tools, timeout_s)
 
 
 async def ask(

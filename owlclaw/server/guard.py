@@ -21,14 +21,14 @@ from aiohttp.typedefs import Middleware
 
 from events import UnknownAgent
 from events.agent_state import UnknownApproval
-from owlclaw.a2a.routes import PREFIX as A2A_PREFIX
-from owlclaw.a2a.routes import is_card_path
+from owlclaw.a2a.paths import PREFIX as A2A_PREFIX
+from owlclaw.a2a.paths import is_card_path
 from owlclaw.access.authorize import Action, Principal, authorize, authorize_some, bootstrap
 from owlclaw.access.caller import calling_as
 from owlclaw.server import inspection
 from owlclaw.server.http_errors import json_error
-from owlclaw.server.mcp_server import PATH as MCP_PATH
 from owlclaw.server.metrics_route import PATH as METRICS_PATH
+from owlclaw.server.mounts import MCP_PATH
 from owlclaw.server.service import NotServed, Service
 
 ROUTES: dict[tuple[str, str], Action] = {

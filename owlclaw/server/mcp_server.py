@@ -1,8 +1,9 @@
 """OwlClaw as an MCP server: ``owlclaw run`` serves MCP over streamable HTTP at ``/mcp``, so any
 MCP client (Claude Desktop, Cursor, ...) can drive and inspect the served agents.
 
-The official SDK's ``MCPServer`` is mounted in the webhook's aiohttp app with ``aiohttp-asgi``:
-the same port, and the webhook's bearer-token guard in front of it. Every tool is a thin call into
+The official SDK's ``MCPServer`` is mounted in the webhook's aiohttp app with ``aiohttp-asgi``
+(on the first request to ``/mcp``: ``owlclaw.server.mounts``): the same port, and the webhook's
+bearer-token guard in front of it. Every tool is a thin call into
 what the webhook, the CLI and the console already use (``Service``, the agent messages, the
 approvals, ``memory_of``, the run narration); a refusal (unknown agent, run or approval, an answer
 to a closed approval, bad arguments) is an MCP tool error with its message, never a traceback.
@@ -16,8 +17,8 @@ clients cache.
 
 Stateless with JSON responses: every request stands alone (the tools answer once, nothing is
 pushed), so a restarted ``owlclaw run`` does not strand its clients' sessions. The SDK's session
-manager still runs for the app's lifetime: its Starlette app's lifespan, sent by aiohttp-asgi on
-the aiohttp app's startup and cleanup (in a task of its own, as the manager's task group needs).
+manager still runs from the first request to the aiohttp app's cleanup (in a task of its own,
+as the manager's task group needs).
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Annotated, Any, Literal
 
 import msgspec
-from aiohttp import web
-from aiohttp_asgi import ASGIResource
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field
@@ -49,7 +48,6 @@ from owlclaw.server.service import NotServed, Service
 from projections import MemoryView
 from projections.recall import MAX_LIMIT, MIN_LIMIT
 
-PATH = "/mcp"
 PRINCIPAL = "mcp"
 """Who answered an approval through MCP with the server token (a principal answers as itself)."""
 TRIGGER = "mcp"
@@ -116,17 +114,17 @@ def traceparent(meta: Mapping[str, Any] | None, headers: Mapping[str, str] | Non
     return value
 
 
-def mount(app: web.Application, service: Service) -> None:
-    """Serve MCP at ``/mcp`` in ``app`` (behind its middlewares), the session manager running
-    while the app does."""
+def asgi(service: Service) -> tuple[Any, Callable[[], AbstractAsyncContextManager[Any]]]:
+    """The MCP endpoint's ASGI handler and its session manager's run, which must be running
+    while it serves (``owlclaw.server.mounts`` mounts both at ``/mcp``)."""
     server = make_server(service)
-    starlette = server.streamable_http_app(
+    # Makes the session manager; its own ASGI handler answers at /mcp (the Starlette app would
+    # route by the path below its root: none, here).
+    server.streamable_http_app(
         stateless_http=True, json_response=True, host=service.config.server.host
     )
-    # The manager's own ASGI handler answers at /mcp: the Starlette app would route by the path
-    # below its root (none, here); its lifespan is what runs the manager.
-    app.router.register_resource(ASGIResource(server.session_manager.handle_request, PATH))
-    ASGIResource(starlette).lifespan_mount(app)
+    manager = server.session_manager
+    return manager.handle_request, manager.run
 
 
 def make_server(service: Service) -> MCPServer[Any]:

@@ -12,9 +12,10 @@ from typing import Any
 from owlclaw.access.authorize import Action, Principal, authorize
 from owlclaw.runtime.approvals import PendingApproval
 
-SERVER_WIDE = ("workers", "mcp_servers")
+SERVER_WIDE = ("workers", "mcp_servers", "startup")
 """Parts of the status report that are the whole server's (its workers name every agent with
-a heartbeat): shown only to a principal who may read the status of every agent."""
+a heartbeat; its start-up's timings): shown only to a principal who may read the status of every
+agent."""
 
 
 def seen_status(principal: Principal, report: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ Its recurring duties (serving locks, approval expiry, sub-agent watch, heartbeat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import threading
@@ -29,6 +28,7 @@ from owlclaw.access.authorize import Principal
 from owlclaw.access.store import PrincipalStore
 from owlclaw.agents import Agents
 from owlclaw.app import AgentApp
+from owlclaw.compose.memory import LoadedInBackground
 from owlclaw.compose.read import ConfiguredView, open_served_views
 from owlclaw.compose.write import (
     place_agents,
@@ -41,6 +41,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
 from owlclaw.heartbeat.config import heartbeat_sources
 from owlclaw.heartbeat.wake import SourceResult
+from owlclaw.llm.providers import litellm_loading
 from owlclaw.messages import (
     Activate,
     AnswerApproval,
@@ -61,10 +62,12 @@ from owlclaw.server.duties import (
 from owlclaw.server.hatchet import HatchetParts
 from owlclaw.server.metrics import Metrics
 from owlclaw.server.serving_locks import ServingLocks, server_name
+from owlclaw.server.startup import StartupTimes
 from owlclaw.supervisor import Supervisor
 from owlclaw.timers.registrations import BuiltinBackend, TimerBackend
 from owlclaw.timers.worker import TimerWorker
 from projections import MemoryView, ProjectionRunner, View
+from projections.embedders import Embedder, embedder_for
 from projections.memory_ages import AgePolicy
 from projections.rebuild import upgrade
 
@@ -90,7 +93,10 @@ class Service:
         apps: Sequence[AgentApp],
         *,
         progress: Callable[[str], None] = lambda _: None,
+        before_model_load: Callable[[], object] = lambda: None,
     ):
+        """``progress`` is told each phase of the start; ``before_model_load`` runs in the
+        embedding model's background load before the model loads (a test holds it there)."""
         self.config = config
         self.apps = {app.agent_id: app for app in apps}
         self.progress = progress
@@ -108,7 +114,10 @@ class Service:
         """The local Hatchet engine and the Hatchet worker, with the ``hatchet`` backend."""
         self.ready = False
         """Every part started: the webhook answers 503 until then."""
-        self._warming: asyncio.Task[list[list[float]]] | None = None
+        self.embedder: LoadedInBackground | None = None
+        """The memory view's embedder (and local recall's): its model loads once serving."""
+        self.before_model_load = before_model_load
+        self.startup = StartupTimes()
         self._locks: ServingLocks | None = None
         self.views: list[View] = []
         """The projections' views this service keeps current (read by the console)."""
@@ -120,8 +129,9 @@ class Service:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.progress("database")
+        self._phase("postgresql", "PostgreSQL")
         self.database = await asyncio.to_thread(open_database, self.config)
+        self._phase("database", "database")
         self.ledger = await self._open_ledger(self.database)
         self._locks = self._serving_locks(self.database)
         await asyncio.to_thread(self._locks.acquire)  # before this server touches its agents
@@ -131,20 +141,25 @@ class Service:
         for agent_id, app in self.apps.items():
             await asyncio.to_thread(self.ledger.attach_app, agent_id, str(app.root))
         if starts_hatchet_engine(self.config):
-            self.progress("Hatchet engine (in the background)")
+            self._phase("hatchet_engine", "Hatchet engine (in the background)")
             self._hatchet.start_engine(self.database)
-        self.progress("projections")
-        shared = views_embedder(self.config)
-        views, behind = await asyncio.to_thread(open_served_views, self.ledger, self.config, shared)
+        if self.config.runtime.placement != "local":
+            self._phase("ray", "Ray")
+            self._connect_ray()  # Ray wants its driver set up on the main thread
+        self._phase("projections", "projections")
+        self.embedder = LoadedInBackground(self._views_embedder())
+        views, behind = await asyncio.to_thread(
+            open_served_views, self.ledger, self.config, self.embedder
+        )
         self.views = views
-        self.progress(f"agents ({self.config.runtime.placement} placement)")
-        self._agents = self._place_agents()  # Ray wants its driver set up on the main thread
-        # The embedding model is loaded now, not in the first memory's batch or recall. Hosted
-        # here, the load waits: in a thread beside the agents' start it contends for the GIL.
-        embedder = self.view(MemoryView).embedder
-        self._warming = asyncio.create_task(asyncio.to_thread(embedder.embed, ["warm-up"]))
-        if self.config.runtime.placement == "local":
-            await self._warming
+        self._phase("agents", f"agents ({self.config.runtime.placement} placement)")
+        self._agents = place_agents(
+            self.ledger,
+            self._as_client(),
+            owner=True,
+            embedder=self.embedder,
+            import_litellm=False,  # once serving (below)
+        )
         self.projections = [ProjectionRunner(self.ledger, view) for view in views]
         for runner in self.projections:
             self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
@@ -156,12 +171,13 @@ class Service:
             await start_hosts(self._agents, self._as_client())  # the Hatchet worker needs them
         for agent_id in self.apps:  # the first trigger should not wait for imports
             await self.agents.ask(Activate(agent_id=agent_id))
-        self.progress(f"timer service ({self.config.timers.backend})")
+        self._phase("timers", f"timer service ({self.config.timers.backend})")
         await self._hatchet.engine_started()
         worker, runner = await asyncio.to_thread(self._timers)
         self.projections.append(runner)
         self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
         self.supervisor.start("timer-worker", worker.run)
+        self._phase("duties", "recurring duties")
         served = list(self.apps)
         expiry = functools.partial(approval_expiry, self.ledger, self.agents, served)
         self.supervisor.start("approval-expiry", expiry)
@@ -176,8 +192,24 @@ class Service:
             self.supervisor.start("archive-retention", retention)
         self._start_memory_ages(served)
         self._start_heartbeats()
-        await self._warming
+        self.startup.serving()
         self.ready = True
+        self._load_in_background()
+
+    def _phase(self, name: str, told: str) -> None:
+        """Begin phase ``name`` of the start, telling ``progress`` what starts."""
+        self.startup.begin(name)
+        self.progress(told)
+
+    def _load_in_background(self) -> None:
+        """What the first recall and the first model call need, loaded while the server serves
+        (each waits for its load; nothing else does)."""
+        self.progress("background loads (embedding model, litellm)")
+        assert self.embedder is not None
+        loading = self.embedder.start(self.before_model_load)
+        self.startup.time_background("embedding_model", loading)
+        if self.config.runtime.placement == "local":  # Ray's hosts import it in their processes
+            self.startup.time_background("litellm", litellm_loading())
 
     def _start_memory_ages(self, served: Sequence[str]) -> None:
         """Apply the memory age policy to the served agents, unless both its steps are off."""
@@ -222,9 +254,6 @@ class Service:
         engine_stopped = asyncio.get_running_loop().run_in_executor(None, self._hatchet.stop_engine)
         if self._agents is not None:
             await self._agents.close()
-        if self._warming is not None:  # a start that failed half-way may have left it running
-            with contextlib.suppress(Exception):
-                await self._warming
         if self.config.runtime.placement != "local":
             from actors.cluster import disconnect
 
@@ -254,13 +283,17 @@ class Service:
         name = server_name(server.host, server.port, self.config.ray_address if shared else None)
         return ServingLocks(database.url, name, list(self.apps), shared=shared)
 
-    def _place_agents(self) -> Agents:
-        assert self.ledger is not None
-        if self.config.runtime.placement != "local":
-            from actors.cluster import connect
+    def _connect_ray(self) -> None:
+        from actors.cluster import connect
 
-            connect(self.config, logging_level=logging.ERROR)
-        return place_agents(self.ledger, self._as_client(), owner=True)
+        connect(self.config, logging_level=logging.ERROR)
+
+    def _views_embedder(self) -> Embedder:
+        """The node's embedding actor with agents on Ray (``views_embedder``), else the model in
+        this process."""
+        memory = self.config.memory
+        shared = views_embedder(self.config)
+        return shared or embedder_for(memory.embedding_model, memory.embedding_dimensions)
 
     @property
     def agents(self) -> Agents:
@@ -362,6 +395,7 @@ class Service:
             "hatchet": self._hatchet_health(),
             "agents": agents,
             "workers": [msgspec.to_builtins(w) for w in self.supervisor.status()],
+            "startup": self.startup.report(),
         }
 
     async def report(self) -> dict[str, Any]:

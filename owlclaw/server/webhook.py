@@ -59,22 +59,20 @@ from typing import Any, Literal
 
 import msgspec
 from aiohttp import web
-from aiohttp_asgi import ASGIResource
 
 from events.agent_state import ApprovalClosed, UnknownTools
-from owlclaw.a2a.routes import PREFIX as A2A_PREFIX
-from owlclaw.a2a.routes import a2a_app
 from owlclaw.access.authorize import BOOTSTRAP
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
-from owlclaw.server import inspection, mcp_server
+from owlclaw.server import inspection
 from owlclaw.server.approval_refusals import refusal_of
 from owlclaw.server.console import make_console
 from owlclaw.server.guard import guard, principal_of
 from owlclaw.server.http_errors import json_error as _error
 from owlclaw.server.http_errors import json_errors
 from owlclaw.server.metrics_route import metrics_route
+from owlclaw.server.mounts import mount_a2a, mount_mcp
 from owlclaw.server.request_body import BadBody, decode_body
 from owlclaw.server.seen import seen_approvals, seen_status
 from owlclaw.server.service import Service
@@ -177,12 +175,6 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
     return [web.get("/approvals", approvals), web.post("/approvals/{approval_id}", answer)]
 
 
-def _a2a(service: Service) -> ASGIResource:
-    """The served agents as A2A agents: the SDK's Starlette app, mounted at ``/a2a``."""
-    base_url = f"http://{service.config.server.host}:{service.config.server.port}"
-    return ASGIResource(a2a_app(service, service.apps, base_url), root_path=A2A_PREFIX)
-
-
 def make_app(service: Service, token: str) -> web.Application:
     async def submit(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
@@ -282,10 +274,10 @@ def make_app(service: Service, token: str) -> web.Application:
     async def console(_: web.Request) -> web.Response:
         raise web.HTTPFound("/ui/")
 
-    app.router.register_resource(_a2a(service))
+    mount_a2a(app, service)
     app.router.add_get("/ui", console)
     app.add_subapp("/ui", make_console(service, token))
-    mcp_server.mount(app, service)
+    mount_mcp(app, service)
     return app
 
 

@@ -169,3 +169,13 @@ def test_a_peers_task_is_the_recorded_result_with_its_id_state_and_answer() -> N
         "state": "completed",
         "answer": "four",
     }
+
+
+def test_the_card_path_the_guard_knows_without_the_sdk_is_the_sdks() -> None:
+    from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+
+    from owlclaw.a2a.paths import CARD_PATH, is_card_path
+
+    assert CARD_PATH == AGENT_CARD_WELL_KNOWN_PATH
+    assert is_card_path(f"/a2a/my-agent{AGENT_CARD_WELL_KNOWN_PATH}")
+    assert not is_card_path("/a2a/my-agent")
