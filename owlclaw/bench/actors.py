@@ -149,13 +149,18 @@ def _processes() -> Iterable[tuple[int, str, str]]:
         yield int(proc.name), comm, cmdline
 
 
-def _ray_pids(hosts: list[int]) -> list[int]:
-    """Ray's own processes (raylet, GCS, its agents, monitors and workers) but the hosts."""
+OWN_ACTORS = ("ray::AgentHostActor", "ray::LLMActor", "ray::EmbedderActor")
+"""OwlClaw's actors' processes (Ray names a worker after its actor's class)."""
+
+
+def _ray_pids() -> list[int]:
+    """Ray's own processes: raylet, GCS, its agents, monitors and idle workers (not the
+    processes of OwlClaw's actors, nor this driver)."""
     return [
         pid
         for pid, comm, cmdline in _processes()
-        if pid not in hosts
-        and pid != os.getpid()
+        if pid != os.getpid()
+        and not cmdline.startswith(OWN_ACTORS)
         and (
             comm in ("raylet", "gcs_server")
             or cmdline.startswith("ray::")
@@ -282,7 +287,7 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
     asyncio.run(_run_all(directory, list(hosts.values())))  # each host's warm run
     handles = [directory.handle(n) for n in hosts.values()]
     pids = [ray.get(handle.pid.remote()) for handle in handles]
-    ray_pids = _ray_pids(pids)
+    ray_pids = _ray_pids()
     activated = _activations(directory, hosts.values())
     before = _cpu_used(pids, ray_pids)
     elapsed, run_ids = asyncio.run(_run_all(directory, names))
