@@ -7,7 +7,9 @@ concurrency group, so it answers even while the host's loop is busy.
 
 from __future__ import annotations
 
+import gc
 import sys
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,6 +25,7 @@ from owlclaw.compose.memory import open_recall
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
 from owlclaw.messages import Message
+from owlclaw.tools.builtin.handlers import BUILTINS
 
 
 class Placed(Protocol):
@@ -59,11 +62,28 @@ class AgentHostActor:
         self.host = AgentHost(
             self.ledger, self.config, idle_s=idle_s, memory=memory, agents=agents, llm=llm
         )
+        # What start-up made (OwlClaw, litellm: ~460k objects) lives as long as the process:
+        # out of the collector's sight, a full collection no longer walks it (~2-3 ms of CPU
+        # per run on a shared host, bench actors).
+        gc.freeze()
 
     async def ask(self, message: Message[Any]) -> Any:
         """Every message, on the host's loop (handlers never block it, so ``Cancel`` answers
         while a run is in flight)."""
         return await self.host.ask(message)
+
+    async def model_call_cpu_ms(self, model: str, calls: int) -> float:
+        """CPU milliseconds per call of ``calls`` calls to ``model`` made on this host's loop
+        the way its runs make them (its ``Completer``, the built-in tools' schemas), without a
+        run around them: litellm's share of the host's CPU per run (``owlclaw bench actors``).
+        It measures the whole process, so it is asked while the host runs nothing else."""
+        tools = [tool.spec.function_schema() for tool in BUILTINS.values()]
+        messages = [{"role": "user", "content": "go"}]
+        llm = self.host.hosted.llm
+        began = time.process_time()
+        for _ in range(calls):
+            await llm.complete(model, list(messages), tools, 30.0)
+        return (time.process_time() - began) * 1000 / calls
 
     @ray.method(concurrency_group="control")
     def status(self, agent_id: str | None = None) -> HostStatus:

@@ -102,6 +102,8 @@ class _UnusedTranscoder(Transcoder):
 
 
 _TYPE_INFO = threading.Lock()
+MAX_PREPARED = 10_000
+"""Events ``MsgspecMapper.prepare`` keeps for their appends at most."""
 
 
 def _decoders() -> dict[type[LedgerEvent], msgspec.json.Decoder[Any]]:
@@ -125,9 +127,31 @@ class MsgspecMapper(Mapper[UUID]):
         """Seals content fields on store and opens them on load (None: stored as they are)."""
         self.redactor = Redactor()
         """Replaces secret values in an event before it is sealed and stored."""
+        self._prepared: dict[tuple[UUID, int], tuple[LedgerEvent, StoredEvent]] = {}
+        """Events stored ahead of their append (``prepare``), by stream position."""
+
+    def prepare(self, domain_event: LedgerEvent) -> StoredEvent:
+        """The event as it will be stored, kept for its append: ``Ledger.seal`` chains a run's
+        pending events before they are appended, and their append then reuses these bytes
+        instead of redacting, sealing and encoding each event again."""
+        stored = self._store(domain_event)
+        if len(self._prepared) >= MAX_PREPARED:  # appends that never came (a failed run)
+            self._prepared.clear()
+        self._prepared[(domain_event.originator_id, domain_event.originator_version)] = (
+            domain_event,
+            stored,
+        )
+        return stored
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         assert isinstance(domain_event, LedgerEvent), type(domain_event)
+        position = (domain_event.originator_id, domain_event.originator_version)
+        prepared = self._prepared.pop(position, None)
+        if prepared is not None and prepared[0] is domain_event:
+            return prepared[1]
+        return self._store(domain_event)
+
+    def _store(self, domain_event: LedgerEvent) -> StoredEvent:
         domain_event = self.redactor.event(domain_event)
         if self.sealer is not None:
             domain_event = self.sealer.seal_event(domain_event)

@@ -34,11 +34,18 @@ _CREATE = (
     "CREATE INDEX IF NOT EXISTS ledger_keys_agent ON ledger_keys (agent)",
 )
 _OBTAIN = (
-    "WITH made AS (INSERT INTO ledger_keys (key_id, scope, scope_id, agent, key)"
+    "WITH unflushed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),"
+    " made AS (INSERT INTO ledger_keys (key_id, scope, scope_id, agent, key)"
     " VALUES (%(id)s, %(scope)s, %(scope_id)s, %(agent)s, %(key)s)"
     " ON CONFLICT (key_id) DO NOTHING RETURNING key)"
-    " SELECT key FROM made UNION ALL SELECT key FROM ledger_keys WHERE key_id = %(id)s"
+    " SELECT key FROM made, unflushed"
+    " UNION ALL SELECT key FROM ledger_keys, unflushed WHERE key_id = %(id)s"
 )
+"""A key made (or the one another process made first) in one statement, its own transaction:
+one round trip. Its commit does not wait for the WAL flush (``synchronous_commit`` off for this
+transaction alone, set inside it; each arm that returns the key reads ``unflushed``): the event
+sealed under the key commits after it, and flushing that commit flushes the WAL before it, this
+key's insert included."""
 _RECORD_COLUMNS = "key_id, scope, scope_id, agent, created_at, destroyed_at, destroyed_by, reason"
 
 
@@ -55,10 +62,7 @@ class PostgresKeyStore:
     def obtain(self, ref: DataKey) -> bytes:
         key = self._cached(ref.key_id)
         if key is None:
-            with self._datastore.get_connection() as conn, conn.transaction():
-                # No flush of its own: the event sealed under the key commits after it, and
-                # flushing that commit flushes the WAL before it, this key's insert included.
-                conn.execute("SET LOCAL synchronous_commit TO off")
+            with self._datastore.get_connection() as conn:
                 row = conn.execute(
                     _OBTAIN,
                     {

@@ -261,8 +261,8 @@ class Ledger:
 
         The hash the SQL append will store is computed here from the same inputs: the stored
         hash before the pending events (``run.head``, or read back), and each pending event's
-        topic and state as the mapper stores them (``to_stored_event``, deterministic msgspec
-        JSON) through ``row_hash``. Reading it back after the commit instead would need a second
+        topic and state as the mapper stores them (``prepare``: the append then stores those very
+        bytes) through ``row_hash``. Reading it back after the commit instead would need a second
         commit, and a crash between the two would leave an ended run unsealed."""
         pending = run.pending_events
         if not pending:
@@ -274,7 +274,7 @@ class Ledger:
         if previous is None:
             raise StreamConflict(f"run {run.id}: version {before} is not stored, cannot seal")
         for event in pending:
-            stored = self._mapper.to_stored_event(event)
+            stored = self._mapper.prepare(event)
             previous = row_hash(
                 previous, run.id, stored.originator_version, stored.topic, stored.state
             )

@@ -39,6 +39,7 @@ BUDGET_BYTES = 16 * 1024**3
 SCRIPT = "bench-actors"
 DECIDE = {"name": "log_decision", "arguments": {"reasoning": "go", "decision_type": "other"}}
 STEPS = [{"tool_calls": [DECIDE]}]
+MODEL = f"scripted/{SCRIPT}"
 IDLE_S = 30.0
 """Shared hosts passivate an agent idle this long: longer than the runs take, since a host busy
 for longer passivates agents whose run is still on its way (what a short idle time costs, not
@@ -57,17 +58,26 @@ METHOD = {
     " agents over wall time until the last ends; shared placement on `hosts` host actors, every "
     "agent active when the runs start (activations_during_runs: those the hosts had to activate "
     "again meanwhile; activation is measured apart, in activation_*)",
-    "cpu_ms_per_run": "CPU time (user + system) during the 1,000 runs, per run: of the host "
-    "processes, of this driver, of PostgreSQL's processes (those alive at the start and the "
-    "end), and the rest of the machine's busy time (/proc/stat: Ray's raylet and GCS, the "
-    "kernel); 2 cores give at most 2,000 CPU ms per second to all of them",
+    "cpu_ms_per_run": "CPU time (user + system) during the 1,000 runs, per run, read from "
+    "/proc/<pid>/stat before and after: of the host processes, of this driver, of PostgreSQL's "
+    "processes (those alive at the start and the end), of Ray's own processes (raylet, GCS, its "
+    "agents and idle workers; ray), and the rest of the machine's busy time (/proc/stat) after "
+    "hosts, driver and PostgreSQL (ray_and_the_rest: Ray and the kernel); 2 cores give at most "
+    "2,000 CPU ms per second to all of them; the flat *_cpu_per_run_ms figures are the same, "
+    "cpu_per_run_ms the machine's busy time per run",
+    "warm_up": "before the measured runs every host makes one run (litellm and the runtime "
+    "finish their lazy set-up there, outside the measured window)",
     "machine_busy_share": "busy time of all cores over cores times wall time, during the runs",
     "litellm_share_of_run_time": "sum of LLMResponded.latency_ms over sum of "
     "RunCompleted.duration_ms",
-    "litellm_cpu_ms_per_call": "CPU time of one litellm call to the same scripted model, made "
-    "the way a run makes it (owlclaw.runtime.models.complete, built-in tools' schemas) in a "
-    "loop in this driver, without OwlClaw's run around it (median of 3 runs of 200 calls); a run "
-    "makes two",
+    "litellm_cpu_per_call_ms": "process CPU time of one litellm call to the same scripted "
+    "model, made in each host right after the measured runs, on its loop, the way its runs make "
+    "it (its Completer, built-in tools' schemas) without OwlClaw's run around it: per host the "
+    "median of 3 rounds of 200 calls, then the mean over the hosts (litellm_cpu_ms_per_call: "
+    "the same figure); litellm_cpu_per_run_ms is it times the model calls a run made "
+    "(model_calls_per_run, LLMResponded events per run)",
+    "owlclaw_to_litellm_cpu_ratio": "(hosts_cpu_per_run_ms - litellm_cpu_per_run_ms) / "
+    "litellm_cpu_per_run_ms: OwlClaw's own CPU in the hosts per unit of litellm's",
     "runs_per_second_cpu_ceiling": "the machine's cores times 1,000 CPU ms over the hosts' and "
     "driver's CPU ms per run: the rate if PostgreSQL and Ray took no CPU at all",
 }
@@ -78,7 +88,7 @@ def _config(db: Database, scripts: Path) -> OwlClawConfig:
     return OwlClawConfig(
         database_url=db.url,
         database_name=str(db.params["dbname"]),
-        runtime=RuntimeConfig(models=(f"scripted/{SCRIPT}",), scripts_dir=str(scripts)),
+        runtime=RuntimeConfig(models=(MODEL,), scripts_dir=str(scripts)),
     )
 
 
@@ -94,16 +104,19 @@ def _directory(
     return directory
 
 
-def _litellm_share(ledger: Ledger, run_ids: list[str]) -> float:
-    """Time inside acompletion (litellm + the zero-latency provider) over the runs' time."""
+def _model_calls(ledger: Ledger, run_ids: list[str]) -> tuple[float, float]:
+    """Time inside acompletion (litellm + the zero-latency provider) over the runs' time, and
+    the model calls (LLMResponded) per run."""
     llm = total = 0.0
+    calls = 0
     for run_id in run_ids:
         for e in ledger.stream(uuid.UUID(run_id)):
             if isinstance(e, ev.LLMResponded):
                 llm += e.latency_ms
+                calls += 1
             elif isinstance(e, ev.RunCompleted):
                 total += e.duration_ms
-    return round(llm / total, 3) if total else 0.0
+    return (round(llm / total, 3) if total else 0.0), calls / max(1, len(run_ids))
 
 
 def _rss_of(pid: int) -> int:
@@ -122,14 +135,38 @@ def _cpu_s(pid: int) -> float:
 
 
 def _pids_named(name: str) -> list[int]:
-    pids = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
+    return [pid for pid, comm, _ in _processes() if comm == name]
+
+
+def _processes() -> Iterable[tuple[int, str, str]]:
+    """Each process of this machine: pid, name (comm) and command line (Linux)."""
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if comm.read_text().strip() == name:
-                pids.append(int(comm.parent.name))
+            comm = (proc / "comm").read_text().strip()
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return pids
+        yield int(proc.name), comm, cmdline
+
+
+OWN_ACTORS = ("ray::AgentHostActor", "ray::LLMActor", "ray::EmbedderActor")
+"""OwlClaw's actors' processes (Ray names a worker after its actor's class)."""
+
+
+def _ray_pids() -> list[int]:
+    """Ray's own processes: raylet, GCS, its agents, monitors and idle workers (not the
+    processes of OwlClaw's actors, nor this driver)."""
+    return [
+        pid
+        for pid, comm, cmdline in _processes()
+        if pid != os.getpid()
+        and not cmdline.startswith(OWN_ACTORS)
+        and (
+            comm in ("raylet", "gcs_server")
+            or cmdline.startswith("ray::")
+            or "/site-packages/ray/" in cmdline
+        )
+    ]
 
 
 def _machine_busy_s() -> float:
@@ -139,37 +176,27 @@ def _machine_busy_s() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_used(host_pids: list[int]) -> dict[str, float]:
-    """CPU seconds used so far by the hosts, this driver, PostgreSQL and the whole machine."""
+def _cpu_used(host_pids: list[int], ray_pids: list[int]) -> dict[str, float]:
+    """CPU seconds used so far by the hosts, this driver, PostgreSQL, Ray and the machine."""
     return {
         "hosts": sum(_cpu_s(p) for p in host_pids),
         "driver": time.process_time(),
         "postgresql": sum(_cpu_s(p) for p in _pids_named("postgres")),
+        "ray": sum(_cpu_s(p) for p in ray_pids),
         "machine": _machine_busy_s(),
     }
 
 
-def _litellm_cpu_ms_per_call(calls: int = 200) -> float:
-    """What litellm alone costs a run, in this process: the floor under a host's CPU per run."""
-    from owlclaw.llm.providers import litellm_with_offline_providers
-    from owlclaw.llm.scripted import register_script
-    from owlclaw.runtime.models import complete
-    from owlclaw.tools.builtin.handlers import BUILTINS
+def _litellm_cpu_ms_per_call(handles: list[Any], calls: int = 200) -> float:
+    """What litellm alone costs a host per model call, measured in the hosts themselves (one
+    at a time, idle): the floor under a host's CPU per run."""
+    import ray
 
-    litellm = litellm_with_offline_providers()
-    register_script(SCRIPT, STEPS)
-    tools = [tool.spec.function_schema() for tool in BUILTINS.values()]
-    messages = [{"role": "user", "content": "go"}]
-    model = f"scripted/{SCRIPT}"
-
-    async def timed() -> float:
-        began = time.process_time()
-        for _ in range(calls):
-            await complete(litellm, model, list(messages), tools, 30.0)
-        return (time.process_time() - began) * 1000 / calls
-
-    samples = [asyncio.run(timed()) for _ in range(4)][1:]  # the first warms litellm up
-    return round(statistics.median(samples), 2)
+    per_host = []
+    for handle in handles:
+        rounds = [ray.get(handle.model_call_cpu_ms.remote(MODEL, calls)) for _ in range(3)]
+        per_host.append(statistics.median(rounds))
+    return statistics.fmean(per_host)
 
 
 def _start_node_llm() -> tuple[Any, float]:
@@ -238,7 +265,7 @@ def dedicated(ledger: Ledger, config: OwlClawConfig, agents: int) -> dict[str, A
         "runs_per_second": round(agents / elapsed, 1),
         "runs_per_second_across_1000_agents": None,
         "why_not_1000": f"1,000 dedicated agents need ~{per_agent * 1000 / 1024**3:.0f} GB",
-        "litellm_share_of_run_time": _litellm_share(ledger, run_ids),
+        "litellm_share_of_run_time": _model_calls(ledger, run_ids)[0],
     }
 
 
@@ -257,15 +284,21 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
         for n in names
         if n not in hosts.values()
     ]
-    pids = [ray.get(directory.handle(n).pid.remote()) for n in hosts.values()]
+    asyncio.run(_run_all(directory, list(hosts.values())))  # each host's warm run
+    handles = [directory.handle(n) for n in hosts.values()]
+    pids = [ray.get(handle.pid.remote()) for handle in handles]
+    ray_pids = _ray_pids()
     activated = _activations(directory, hosts.values())
-    before = _cpu_used(pids)
+    before = _cpu_used(pids, ray_pids)
     elapsed, run_ids = asyncio.run(_run_all(directory, names))
-    used = {k: (v - before[k]) * 1000 / agents for k, v in _cpu_used(pids).items()}
+    used = {k: (v - before[k]) * 1000 / agents for k, v in _cpu_used(pids, ray_pids).items()}
     activated = _activations(directory, hosts.values()) - activated
+    litellm_per_call = _litellm_cpu_ms_per_call(handles)
+    share, calls_per_run = _model_calls(ledger, run_ids)
+    litellm_per_run = litellm_per_call * calls_per_run
     ours = used["hosts"] + used["driver"]
     cores = os.cpu_count() or 1
-    rss_after = sum(ray.get(directory.handle(n).rss_bytes.remote()) for n in hosts.values())
+    rss_after = sum(ray.get(handle.rss_bytes.remote()) for handle in handles)
     imported = ray.get(directory.handle(names[0]).imported.remote(HEAVY))
     time.sleep(IDLE_S + 1)  # idle_s passes: every agent is passivated
     warm = [ray.get(directory.handle(n).ask.remote(Activate(agent_id=n))) for n in names[:200]]
@@ -287,11 +320,23 @@ def shared(ledger: Ledger, config: OwlClawConfig, agents: int, pool: int) -> dic
             "hosts": round(used["hosts"], 2),
             "driver": round(used["driver"], 2),
             "postgresql": round(used["postgresql"], 2),
+            "ray": round(used["ray"], 2),
             "ray_and_the_rest": round(used["machine"] - ours - used["postgresql"], 2),
         },
+        "cpu_per_run_ms": round(used["machine"], 2),
+        "hosts_cpu_per_run_ms": round(used["hosts"], 2),
+        "driver_cpu_per_run_ms": round(used["driver"], 2),
+        "postgresql_cpu_per_run_ms": round(used["postgresql"], 2),
+        "ray_cpu_per_run_ms": round(used["ray"], 2),
         "machine_busy_share": round(used["machine"] * agents / 1000 / (cores * elapsed), 3),
-        "litellm_share_of_run_time": _litellm_share(ledger, run_ids),
-        "litellm_cpu_ms_per_call": _litellm_cpu_ms_per_call(),
+        "litellm_share_of_run_time": share,
+        "litellm_cpu_ms_per_call": round(litellm_per_call, 2),
+        "litellm_cpu_per_call_ms": round(litellm_per_call, 2),
+        "model_calls_per_run": round(calls_per_run, 2),
+        "litellm_cpu_per_run_ms": round(litellm_per_run, 2),
+        "owlclaw_to_litellm_cpu_ratio": round(
+            (used["hosts"] - litellm_per_run) / litellm_per_run, 2
+        ),
         "runs_per_second_cpu_ceiling": round(cores * 1000 / ours, 1),
     }
 

@@ -229,3 +229,32 @@ def test_nul_in_sealed_content_reads_back_as_u_fffd_as_in_plaintext_events() -> 
     for event in (answer, result):
         expected = plain.to_domain_event(plain.to_stored_event(event))
         assert mapper.to_domain_event(mapper.to_stored_event(event)) == expected
+
+
+def test_an_event_prepared_for_its_append_is_sealed_once_and_stored_as_prepared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ledger.seal chains a run's pending events before their append: the append stores the
+    very bytes chained, without redacting, sealing and encoding the event again."""
+    mapper, _ = _mapper()
+    event = _samples()[2]
+    prepared = mapper.prepare(event)
+    sealed: list[LedgerEvent] = []
+    seal_event = Sealer.seal_event
+    monkeypatch.setattr(
+        Sealer, "seal_event", lambda self, e: sealed.append(e) or seal_event(self, e)
+    )
+    assert mapper.to_stored_event(event) == prepared
+    assert sealed == []
+    assert mapper.to_stored_event(event) == prepared  # stored again (a retried append): resealed
+    assert sealed == [event]
+
+
+def test_a_prepared_event_is_not_what_another_event_at_its_position_stores() -> None:
+    mapper, _ = _mapper()
+    event = _samples()[2]
+    assert isinstance(event, ev.LLMResponded)
+    mapper.prepare(event)
+    other = msgspec.structs.replace(event, message={"content": "something else"})
+    stored = mapper.to_stored_event(other)
+    assert mapper.to_domain_event(stored) == other
