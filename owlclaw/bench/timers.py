@@ -316,12 +316,14 @@ METHOD = (
     " Built-in: {fires} one-off fires 25 ms apart, delivered by a TimerWorker in this process."
     " Hatchet: the local engine (hatchet-engine + hatchet-api, v0.104.7) on this PostgreSQL,"
     " `owlclaw timers hatchet-worker` as its own process delivering to the same hosts;"
-    " {fires} one-off fires 50 ms apart, registered at least 8 s ahead (the ticker's lead)."
+    " {fires} one-off fires 50 ms apart, registered at least {lead} s ahead (LEAD); the engine"
+    " triggers each {early} s before its fire time (EARLY) and the task waits for it."
     " After restart: 40 fires due 20-59 s after their registration, right before `restart()`"
     " (SIGTERM, the engine cleans up, started again on the same database and ports), and 40"
-    " registered once it is back, due 10-49 s after; their lateness together, then per group."
-    " Stages: the {fires} fires' lateness split by their task runs' created and started times as"
-    " the engine lists them."
+    " registered once it is back, due {lead_2}-{lead_41} s after; their lateness together, then"
+    " per group. Stages: the {fires} fires' lateness split by their task runs' created and"
+    " started times as the engine lists them; the slack is how long before the fire time its"
+    " task had started."
     " Throughput: in-process agents, one TimerWorker."
     " Each host runs once before any fire (its first run loads litellm). With a background"
     " load, that many burner processes (a tight Python loop each) run the whole time."
@@ -358,7 +360,19 @@ def _run(
     from actors.cluster import connect
 
     count = 20
-    result: dict[str, Any] = {"method": METHOD.format(agents=count, fires=fires, hosts=HOSTS)}
+    from owlclaw.timers.hatchet_backend import EARLY, LEAD
+
+    lead = int(LEAD.total_seconds())
+    method = METHOD.format(
+        agents=count,
+        fires=fires,
+        hosts=HOSTS,
+        lead=lead,
+        early=int(EARLY.total_seconds()),
+        lead_2=lead + 2,
+        lead_41=lead + 41,
+    )
+    result: dict[str, Any] = {"method": method}
     with tempfile.TemporaryDirectory() as scripts:
         config = _config(db, Path(scripts))
         connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)
