@@ -132,7 +132,9 @@ class TimersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     hatchet_slots: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 32
     """Deliveries the Hatchet worker runs at once. One holds its slot until the agent's verdict
     is committed (milliseconds, never the run): 32 keep four shared hosts' ledger pools busy
-    during a burst of fires, where more would only queue in those pools (SDK default 100)."""
+    during a burst of fires, where more would only queue in those pools (SDK default 100). The
+    worker takes more tasks from the engine (``hatchet_backend.ENGINE_SLOTS``): a task that
+    waits for its fire time holds none of these."""
     hatchet_bin: str | None = None
     """Hatchet engine binaries (scripts/build-hatchet.sh): with ``backend = "hatchet"`` and no
     HATCHET_CLIENT_TOKEN, ``owlclaw run`` starts this engine on OwlClaw's PostgreSQL server

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -24,12 +25,13 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.agents import Agents
 from owlclaw.bench import percentiles
+from owlclaw.bench.burners import busy_cores
 from owlclaw.compose.read import open_timer_registrations
 from owlclaw.compose.write import place_agents, start_hosts, start_timers
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
-from owlclaw.messages import Fire, FireOutcome, Result
+from owlclaw.messages import Fire, FireOutcome, Result, SubmitAndWait
 from owlclaw.timers.registrations import BuiltinBackend, TimerRegistrations
 from projections import ProjectionRunner
 
@@ -111,6 +113,25 @@ def _wait_fired(
     while len(fired := _fired(ledger, names)) < len(fires) and time.monotonic() < deadline:
         time.sleep(0.5)
     return fired
+
+
+def _warm_names(hosts: int) -> list[str]:
+    """One agent name per shared host (placement hashes a name's crc32 onto the pool)."""
+    names: dict[int, str] = {}
+    i = 0
+    while len(names) < hosts:
+        name = f"warm-{i}"
+        names.setdefault(zlib.crc32(name.encode()) % hosts, name)
+        i += 1
+    return [names[h] for h in range(hosts)]
+
+
+async def _warm(agents: Agents, hosts: int) -> None:
+    """One run on each host before anything is timed: a host imports litellm and prepares its
+    statements on its first run, which no fire should pay for."""
+    await asyncio.gather(
+        *(agents.ask(SubmitAndWait(agent_id=n, trigger="webhook")) for n in _warm_names(hosts))
+    )
 
 
 def builtin_lateness(
@@ -295,13 +316,17 @@ METHOD = (
     " Built-in: {fires} one-off fires 25 ms apart, delivered by a TimerWorker in this process."
     " Hatchet: the local engine (hatchet-engine + hatchet-api, v0.104.7) on this PostgreSQL,"
     " `owlclaw timers hatchet-worker` as its own process delivering to the same hosts;"
-    " {fires} one-off fires 50 ms apart, registered at least 8 s ahead (the ticker's lead)."
+    " {fires} one-off fires 50 ms apart, registered at least {lead} s ahead (LEAD); the engine"
+    " triggers each {early} s before its fire time (EARLY) and the task waits for it."
     " After restart: 40 fires due 20-59 s after their registration, right before `restart()`"
     " (SIGTERM, the engine cleans up, started again on the same database and ports), and 40"
-    " registered once it is back, due 10-49 s after; their lateness together, then per group."
-    " Stages: the {fires} fires' lateness split by their task runs' created and started times as"
-    " the engine lists them."
+    " registered once it is back, due {lead_2}-{lead_41} s after; their lateness together, then"
+    " per group. Stages: the {fires} fires' lateness split by their task runs' created and"
+    " started times as the engine lists them; the slack is how long before the fire time its"
+    " task had started."
     " Throughput: in-process agents, one TimerWorker."
+    " Each host runs once before any fire (its first run loads litellm). With a background"
+    " load, that many burner processes (a tight Python loop each) run the whole time."
 )
 
 
@@ -312,14 +337,42 @@ def run(
     fires: int = 200,
     pending: int = 10_000,
     hatchet_bin: Path | None = None,
+    background_load: int = 0,
     progress: Progress = lambda _: None,
+) -> dict[str, Any]:
+    """The figures, measured with ``background_load`` cores kept busy (``busy_cores``): a
+    machine made slower, as timers meet on a loaded or smaller one."""
+    with busy_cores(background_load):
+        result = _run(server, db, fires, pending, hatchet_bin, progress)
+    return {"background_load_cores": background_load, **result}
+
+
+def _run(
+    server: Database,
+    db: Database,
+    fires: int,
+    pending: int,
+    hatchet_bin: Path | None,
+    progress: Progress,
 ) -> dict[str, Any]:
     import ray
 
     from actors.cluster import connect
 
     count = 20
-    result: dict[str, Any] = {"method": METHOD.format(agents=count, fires=fires, hosts=HOSTS)}
+    from owlclaw.timers.hatchet_backend import EARLY, LEAD
+
+    lead = int(LEAD.total_seconds())
+    method = METHOD.format(
+        agents=count,
+        fires=fires,
+        hosts=HOSTS,
+        lead=lead,
+        early=int(EARLY.total_seconds()),
+        lead_2=lead + 2,
+        lead_41=lead + 41,
+    )
+    result: dict[str, Any] = {"method": method}
     with tempfile.TemporaryDirectory() as scripts:
         config = _config(db, Path(scripts))
         connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -330,6 +383,8 @@ def run(
                 began = time.perf_counter()
                 asyncio.run(start_hosts(hosts, config))
                 result["hosts_start_s"] = round(time.perf_counter() - began, 1)
+                progress("one warm run on each host…")
+                asyncio.run(_warm(hosts, HOSTS))
                 progress("built-in backend: lateness…")
                 result["builtin"] = {
                     "lateness": builtin_lateness(ledger, config, hosts, fires, count)

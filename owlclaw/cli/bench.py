@@ -249,6 +249,9 @@ def bench_timers(
     hatchet_bin: Annotated[
         Path | None, typer.Option(help="Hatchet engine binaries (default .owlclaw/bin if built).")
     ] = None,
+    background_load: Annotated[
+        int, typer.Option(min=0, help="Cores kept busy by burner processes while measuring.")
+    ] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Fire lateness of the built-in and Hatchet backends; built-in throughput under load."""
@@ -266,6 +269,7 @@ def bench_timers(
             fires=fires,
             pending=pending,
             hatchet_bin=hatchet_bin,
+            background_load=background_load,
             progress=status.update,
         )
     print_figures(result, as_json)

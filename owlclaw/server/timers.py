@@ -19,7 +19,7 @@ from owlclaw.compose.write import place_agents, start_hosts, start_timers, timer
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import Fire, FireOutcome
 from owlclaw.supervisor import Supervisor
-from owlclaw.timers.hatchet_backend import HatchetBackend, fire_task
+from owlclaw.timers.hatchet_backend import ENGINE_SLOTS, HatchetBackend, fire_task
 from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import Deliver, RetryPolicy
 
@@ -56,7 +56,7 @@ def hatchet_worker(
     """Run the Hatchet worker that delivers fires (blocks; Hatchet handles signals) to the
     ``served`` agents (None: every agent); it hands the others' fires back (``hand_back``).
 
-    A delivery holds one of the worker's slots until the agent's verdict (TimerFired) is
+    A delivery holds one of ``timers.hatchet_slots`` until the agent's verdict (TimerFired) is
     committed, never for the run, which goes on in the agent's mailbox. With ``shared``
     placement the host actors are started before the worker takes its first task, so no
     delivery waits for a host to start while fires queue behind it for a slot."""
@@ -73,8 +73,12 @@ def hatchet_worker(
     grace = timedelta(seconds=config.timers.misfire_grace_s)
     backend = HatchetBackend(hatchet)
     registrations = TimerRegistrations(ledger, backend=backend, served=served)
-    task = fire_task(hatchet, deliver, retry, grace, hand_back=registrations.hand_back)
-    hatchet.worker("owlclaw-timers", slots=config.timers.hatchet_slots, workflows=[task]).start()
+    slots = config.timers.hatchet_slots
+    task = fire_task(
+        hatchet, deliver, retry, grace, hand_back=registrations.hand_back, deliveries=slots
+    )
+    engine_slots = max(ENGINE_SLOTS, slots)  # tasks waiting for their fire time hold one each
+    hatchet.worker("owlclaw-timers", slots=engine_slots, workflows=[task]).start()
 
 
 def _via_server(config: OwlClawConfig) -> Deliver:

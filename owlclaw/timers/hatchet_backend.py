@@ -8,34 +8,57 @@ deliver a fire twice; the agent deduplicates by (schedule id, fire time). A fail
 retried by Hatchet itself up to the task's ``retries``, with exponential backoff (2, 4, 8 s... up
 to ``BACKOFF_MAX_S``), so that retries outlast a restart of OwlClaw's database, which is what
 fails a delivery.
+
+The engine's own path from a schedule's trigger time to a started task (its ticker, ~15-20
+sequential transactions, three hops through its PostgreSQL message queue polled every second,
+worker slots refreshed every 1-1.5 s; none of it settable) cost ~1 s at p99 on a machine with a
+core kept busy. So a one-off is registered to trigger ``EARLY`` before its fire time: the engine's
+latency is spent before the fire, and the task waits out the rest (``FireDelivery``). A cancel in
+those last seconds is still honoured: the agent records a fire of an ended schedule as
+TimerDeduplicated. Crons trigger at their minute, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hatchet_sdk import Context, EmptyModel
 
+from events import LedgerUnavailable
 from events.cron import canonical_cron, cron_times
-from owlclaw.messages import Fire
+from owlclaw.messages import Fire, FireOutcome
 from owlclaw.timers.fires import GRACE, decide, on_missed_of
 from owlclaw.timers.worker import Deliver, RetryPolicy
 
 if TYPE_CHECKING:
     from hatchet_sdk import Hatchet
 
+log = logging.getLogger(__name__)
 TASK = "owlclaw-timer-fire"
 CRON_FIRE_TIME = "hatchet__cron_scheduled_at"
-LEAD = timedelta(seconds=8)
-"""A one-off due at least this far ahead is held by Hatchet: the ticker's 5 s look-ahead, with
-margin for a poll delayed under load (its polls never overlap: a slow one pushes the next)."""
+EARLY = timedelta(seconds=2)
+"""A one-off triggers this long before its fire time; its task waits until the fire time."""
+LEAD = timedelta(seconds=10)
+"""A one-off due at least this far ahead is held by Hatchet: its trigger (``EARLY`` before the
+fire) is then at least 8 s ahead, the ticker's 5 s look-ahead with margin for a poll delayed under
+load (its polls never overlap: a slow one pushes the next)."""
+ENGINE_SLOTS = 200
+"""Tasks the worker takes from the engine at once: tasks waiting for their fire time hold a slot
+each, so deliveries are bounded apart (``timers.hatchet_slots``), not by the engine's slots."""
+REFUSED_PAUSES_S = (1.0, 2.0, 4.0, 8.0, 16.0)
+"""Pauses between deliveries refused because OwlClaw's PostgreSQL is away (LedgerUnavailable):
+the task retries itself, since the engine, often on the same PostgreSQL, may never hear that it
+failed and so never retry it."""
 BACKOFF_FACTOR = 2.0
 """The engine waits BACKOFF_FACTOR ** n seconds before the n-th retry of a failed delivery (2, 4,
 8 s with the default 3 retries: the last one 14 s after the first failure)."""
 BACKOFF_MAX_S = 60
+EXECUTION_TIMEOUT = timedelta(minutes=2)
+"""A task's longest run: the wait for its fire time and deliveries refused meanwhile (~35 s)."""
 
 
 class HatchetBackend:
@@ -70,7 +93,7 @@ class HatchetBackend:
         fire_at: datetime = row["next_fire_at"]
         scheduled = self.hatchet.scheduled.create(
             workflow_name=TASK,
-            trigger_at=fire_at,
+            trigger_at=fire_at - EARLY,
             input={**fire_input, "fire_time": fire_at.isoformat()},
             additional_metadata=metadata,
         )
@@ -106,31 +129,89 @@ def fire_of(
     )
 
 
+def until_due(task_input: dict[str, Any], now: datetime) -> float:
+    """Seconds a one-off's task waits for its fire time: ``EARLY`` at most, so a run made by
+    hand for a later fire is delivered as before; none for a cron (it triggers on time)."""
+    stamp = task_input.get("fire_time")
+    if not stamp:
+        return 0.0
+    ahead = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) - now
+    return max(0.0, min(ahead, EARLY).total_seconds())
+
+
+def refused(error: BaseException) -> bool:
+    """The agent's writer could not reach the database (raised here, or through a Ray actor)."""
+    return isinstance(error, LedgerUnavailable) or isinstance(
+        getattr(error, "cause", None), LedgerUnavailable
+    )
+
+
+class FireDelivery:
+    """What the task does with a fire: wait for its time (not holding a delivery), then deliver
+    it, ``deliveries`` at most at once, retrying a delivery the database refused."""
+
+    def __init__(
+        self,
+        deliver: Deliver,
+        deliveries: int,
+        grace: timedelta = GRACE,
+        hand_back: Callable[[Fire], bool] = lambda _: False,
+        pauses_s: tuple[float, ...] = REFUSED_PAUSES_S,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
+        self.deliver = deliver
+        self.deliveries = asyncio.Semaphore(deliveries)
+        self.grace = grace
+        self.hand_back = hand_back
+        self.pauses_s = pauses_s
+        self.sleep = sleep
+
+    async def __call__(
+        self, task_input: dict[str, Any], metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        await self.sleep(until_due(task_input, datetime.now(UTC)))
+        async with self.deliveries:
+            fire = fire_of(task_input, metadata, datetime.now(UTC), self.grace)
+            if await asyncio.to_thread(self.hand_back, fire):
+                return {"key": fire.key, "outcome": "handed back", "run_id": None}
+            outcome = await self._deliver(fire)
+        return {"key": fire.key, "outcome": outcome.kind, "run_id": outcome.run_id}
+
+    async def _deliver(self, fire: Fire) -> FireOutcome:
+        for pause in self.pauses_s:
+            try:
+                return await self.deliver(fire)
+            except Exception as error:
+                if not refused(error):
+                    raise
+                log.warning("delivery of %s refused, again in %g s: %s", fire.key, pause, error)
+            await self.sleep(pause)
+        return await self.deliver(fire)
+
+
 def fire_task(
     hatchet: Hatchet,
     deliver: Deliver,
     retry: RetryPolicy | None = None,
     grace: timedelta = GRACE,
     hand_back: Callable[[Fire], bool] = lambda _: False,
+    deliveries: int = 32,
 ) -> Any:
-    """The Hatchet task that receives fires; Hatchet retries it on failure, with backoff.
-    A fire of an agent this worker does not serve goes to ``hand_back`` instead (it answers
-    whether it took it: ``TimerRegistrations.hand_back``), not to another server's agent."""
+    """The Hatchet task that receives fires (``FireDelivery``); Hatchet retries it on failure,
+    with backoff. A fire of an agent this worker does not serve goes to ``hand_back`` instead (it
+    answers whether it took it: ``TimerRegistrations.hand_back``), not to another server's agent."""
     retries = (retry or RetryPolicy()).max_retries
+    delivery = FireDelivery(deliver, deliveries, grace, hand_back)
 
     @hatchet.task(
         name=TASK,
         retries=retries,
         backoff_factor=BACKOFF_FACTOR,
         backoff_max_seconds=BACKOFF_MAX_S,
+        execution_timeout=EXECUTION_TIMEOUT,
         input_validator=EmptyModel,
     )
     async def owlclaw_timer_fire(task_input: EmptyModel, ctx: Context) -> dict[str, Any]:
-        raw = task_input.model_dump()
-        fire = fire_of(raw, dict(ctx.additional_metadata or {}), datetime.now(UTC), grace)
-        if await asyncio.to_thread(hand_back, fire):
-            return {"key": fire.key, "outcome": "handed back", "run_id": None}
-        outcome = await deliver(fire)
-        return {"key": fire.key, "outcome": outcome.kind, "run_id": outcome.run_id}
+        return await delivery(task_input.model_dump(), dict(ctx.additional_metadata or {}))
 
     return owlclaw_timer_fire

@@ -59,7 +59,7 @@ AFTER_RESTART_S = 90
 """How long a fire may take once the database answers again (far less than LEASE)."""
 OUTAGE_S = 3.0
 DELAY_S = 20
-"""The served schedule's delay: far enough ahead for Hatchet to hold it (LEAD, 8 s)."""
+"""The served schedule's delay: far enough ahead for Hatchet to hold it (LEAD, 10 s)."""
 FOCUS = "fire during the outage"
 SCRIPT = {
     "cases": [

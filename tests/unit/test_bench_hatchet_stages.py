@@ -63,3 +63,17 @@ def test_a_run_the_worker_has_not_started_is_left_out() -> None:
     ]
     split = stages(Engine(runs), [fired("s0", 0, 30), fired("s1", 1, 30)], DUE)
     assert split["fires_matched"] == 1
+
+
+def test_a_task_started_before_the_fire_time_reports_its_slack() -> None:
+    """Triggered early, the task waits for the fire time: its slack is how long it was ready
+    before, and the delivery is timed from the fire time, not from its start."""
+    fires = [fired("early", 0, 30), fired("late", 1, 500)]
+    runs = [run("early", 0, -2000, 400), run("late", 1, -2000, 2300)]
+    split = stages(Engine(runs), fires, DUE)
+    assert split["due_to_task_created"]["p50_ms"] == -2000
+    # ready 1.6 s before its fire, and 0.3 s after (the median of two is their mean)
+    assert split["slack_before_due"]["p99_ms"] == 1600
+    assert split["slack_before_due"]["p50_ms"] == (1600 - 300) / 2
+    assert split["due_or_started_to_timer_fired"]["p99_ms"] == 200  # 500 late, started 300 late
+    assert split["started_to_timer_fired"]["p99_ms"] == 1630  # includes the wait
