@@ -24,7 +24,9 @@ from owlclaw.agents import Agents, HostStatus
 from owlclaw.compose.memory import open_recall
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import open_database
+from owlclaw.llm.providers import litellm_loading
 from owlclaw.messages import Message
+from owlclaw.runtime.models import LiteLLM
 from owlclaw.tools.builtin.handlers import BUILTINS
 
 
@@ -58,7 +60,11 @@ class AgentHostActor:
             NodeEmbedder(settings.embedding_model, settings.embedding_dimensions),
         )
         agents = placed.open(self.ledger, self.config) if placed is not None else None
-        llm = NodeLLM() if placed is not None and placed.node_llm else None
+        node_llm = placed is not None and placed.node_llm
+        self._import_litellm = not node_llm
+        """litellm in this process: its import (seconds of CPU) starts after the first message,
+        which (an agent's activation at the server's start) it would slow down."""
+        llm = NodeLLM() if node_llm else LiteLLM(import_now=False)
         self.host = AgentHost(
             self.ledger, self.config, idle_s=idle_s, memory=memory, agents=agents, llm=llm
         )
@@ -70,7 +76,12 @@ class AgentHostActor:
     async def ask(self, message: Message[Any]) -> Any:
         """Every message, on the host's loop (handlers never block it, so ``Cancel`` answers
         while a run is in flight)."""
-        return await self.host.ask(message)
+        try:
+            return await self.host.ask(message)
+        finally:
+            if self._import_litellm:
+                self._import_litellm = False
+                litellm_loading()
 
     async def model_call_cpu_ms(self, model: str, calls: int) -> float:
         """CPU milliseconds per call of ``calls`` calls to ``model`` made on this host's loop

@@ -129,8 +129,12 @@ class Service:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        opening = asyncio.ensure_future(asyncio.to_thread(open_database, self.config))
+        if self.config.runtime.placement != "local":  # while PostgreSQL starts in its thread
+            self._phase("ray", "Ray")
+            self._connect_ray()  # Ray wants its driver set up on the main thread
         self._phase("postgresql", "PostgreSQL")
-        self.database = await asyncio.to_thread(open_database, self.config)
+        self.database = await opening
         self._phase("database", "database")
         self.ledger = await self._open_ledger(self.database)
         self._locks = self._serving_locks(self.database)
@@ -143,9 +147,6 @@ class Service:
         if starts_hatchet_engine(self.config):
             self._phase("hatchet_engine", "Hatchet engine (in the background)")
             self._hatchet.start_engine(self.database)
-        if self.config.runtime.placement != "local":
-            self._phase("ray", "Ray")
-            self._connect_ray()  # Ray wants its driver set up on the main thread
         self._phase("projections", "projections")
         self.embedder = LoadedInBackground(self._views_embedder())
         views, behind = await asyncio.to_thread(

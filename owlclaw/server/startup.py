@@ -2,8 +2,10 @@
 startup``.
 
 The first phase, ``process``, is from the process's creation (as the kernel records it) to the
-service's start: the interpreter, the imports and the apps' validation. Each next phase ends where
-the one after it begins; the background loads started at serving are timed apart, as they end.
+service's start: the interpreter, the imports, the apps' validation and the webhook's set-up.
+Each next phase ends where the one after it begins (Ray's start runs beside PostgreSQL's, so the
+``postgresql`` phase is what is left of that after Ray's); the background loads started at
+serving are timed apart, as they end.
 """
 
 from __future__ import annotations
@@ -55,13 +57,14 @@ class StartupTimes:
         self.imported_before_serving: list[str] | None = None
         self._phase: str | None = None
         self._began = time.time()
-        self.phases["process"] = round(process_age_s(), 3)
 
     def begin(self, phase: str) -> None:
-        """End the current phase and begin ``phase``."""
+        """End the current phase (the first: ``process``) and begin ``phase``."""
         now = time.time()
         if self._phase is not None:
             self.phases[self._phase] = round(now - self._began, 3)
+        elif not self.phases:
+            self.phases["process"] = round(process_age_s(), 3)
         self._phase, self._began = phase, now
 
     def serving(self) -> None:
