@@ -126,12 +126,19 @@ def _warm_names(hosts: int) -> list[str]:
     return [names[h] for h in range(hosts)]
 
 
-async def _warm(agents: Agents, hosts: int) -> None:
+def _warm(ledger: Ledger, agents: Agents, hosts: int) -> None:
     """One run on each host before anything is timed: a host imports litellm and prepares its
     statements on its first run, which no fire should pay for."""
-    await asyncio.gather(
-        *(agents.ask(SubmitAndWait(agent_id=n, trigger="webhook")) for n in _warm_names(hosts))
-    )
+    names = _warm_names(hosts)
+    for name in names:
+        ledger.append(ledger.register_agent(name))
+
+    async def runs() -> None:
+        await asyncio.gather(
+            *(agents.ask(SubmitAndWait(agent_id=n, trigger="webhook")) for n in names)
+        )
+
+    asyncio.run(runs())
 
 
 def builtin_lateness(
@@ -384,7 +391,7 @@ def _run(
                 asyncio.run(start_hosts(hosts, config))
                 result["hosts_start_s"] = round(time.perf_counter() - began, 1)
                 progress("one warm run on each host…")
-                asyncio.run(_warm(hosts, HOSTS))
+                _warm(ledger, hosts, HOSTS)
                 progress("built-in backend: lateness…")
                 result["builtin"] = {
                     "lateness": builtin_lateness(ledger, config, hosts, fires, count)
