@@ -83,7 +83,7 @@ ENTRIES: tuple[Entry, ...] = (
         "{rehydrate_events:,} events (snapshot every 100) is loaded back",
         run=_ledger,
         full={"events_per_writer": 3000, "rehydrate_events": 100_000},
-        quick={"events_per_writer": 300, "rehydrate_events": 20_000},
+        quick={"events_per_writer": 200, "rehydrate_events": 10_000},
         headlines=(
             _p(
                 "ratio vs stock, 8 writers x 8 agents",
@@ -126,7 +126,7 @@ ENTRIES: tuple[Entry, ...] = (
         "zero latency; figures from the recorded events",
         run=_runtime,
         full={"runs": 60},
-        quick={"runs": 20},
+        quick={"runs": 15},
         headlines=(
             _p(
                 "tool step overhead p50",
@@ -165,7 +165,7 @@ ENTRIES: tuple[Entry, ...] = (
         "requests at the server",
         run=_runtime_openai,
         full={"runs": 60},
-        quick={"runs": 20},
+        quick={"runs": 15},
         headlines=(
             _p("OwlClaw step p50", "owlclaw_step.p50_ms", "ms", "durable step"),
             _p("bare litellm step p50", "bare_litellm_step.p50_ms", "ms", "nothing kept"),
@@ -218,7 +218,7 @@ ENTRIES: tuple[Entry, ...] = (
         "60 memories",
         run=_projections,
         full={"events": 100_000, "memories": 1_000_000},
-        quick={"events": 10_000, "memories": 100_000},
+        quick={"events": 5_000, "memories": 50_000},
         headlines=(
             _p(
                 "recall p95",
@@ -265,12 +265,12 @@ ENTRIES: tuple[Entry, ...] = (
         "a run on shared Ray host actors; built-in throughput while holding pending timers. "
         "Hatchet's figures need the engine `make test` builds (`<data_dir>/bin`, or "
         "`OWLCLAW_HATCHET_BIN`).",
-        method="{fires} fires 50 ms apart over 20 agents on 4 shared host actors, per backend "
-        "(Hatchet: then an engine restart and the fires of the minute after); 1,000 due fires "
+        method="{fires} fires over 20 agents on 4 shared host actors, per backend (Hatchet: "
+        "then an engine restart and {restart_fires} fires either side of it); 1,000 due fires "
         "while {pending:,} timers are pending",
         run=_timers,
-        full={"fires": 200, "pending": 10_000},
-        quick={"fires": 50, "pending": 1_000},
+        full={"fires": 200, "pending": 10_000, "restart_fires": 40},
+        quick={"fires": 40, "pending": 1_000, "restart_fires": 10},
         headlines=(
             _p("built-in lateness p50", "builtin.lateness.p50_ms", "ms", "built-in backend"),
             _p("built-in lateness p99", "builtin.lateness.p99_ms", "ms", "built-in backend"),

@@ -32,17 +32,20 @@ the figures are in [benchmark notes](benchmark-notes.md).
 
 def render(runs: Sequence[SuiteRun], entries: Sequence[Entry]) -> str:
     """The page: the intro, then each catalogued bench with its latest run in ``runs``."""
+    ordered = sorted(runs, key=lambda s: s.started_at)
     latest: dict[str, tuple[SuiteRun, BenchRun]] = {}
-    for suite in sorted(runs, key=lambda s: s.started_at):
+    for suite in ordered:
         for bench in suite.benches:
             latest[bench.bench] = (suite, bench)
-    parts = [INTRO, "From these runs of `owlclaw bench all`:\n"]
-    parts += [
-        f"- {s.started_at:%Y-%m-%d %H:%M UTC} ({'quick' if s.quick else 'full'} sizes, "
-        f"{s.duration_s:g} s): {', '.join(b.bench for b in s.benches)}"
-        for s in sorted(runs, key=lambda s: s.started_at)
-    ]
-    parts.append("")
+    parts = [INTRO]
+    if ordered:
+        parts.append("From these runs of `owlclaw bench all`:\n")
+        parts += [
+            f"- {s.started_at:%Y-%m-%d %H:%M UTC} ({'quick' if s.quick else 'full'} sizes, "
+            f"{s.duration_s:g} s): {', '.join(b.bench for b in s.benches)}"
+            for s in ordered
+        ]
+        parts.append("")
     for entry in entries:
         parts.append(f"## {entry.title}\n\n{entry.note}\n")
         if entry.name not in latest:

@@ -224,6 +224,7 @@ def hatchet_lateness(
     count: int,
     bin_dir: Path,
     progress: Progress,
+    restart_fires: int = 40,
 ) -> dict[str, Any]:
     from hatchet_sdk import Hatchet
 
@@ -259,14 +260,19 @@ def hatchet_lateness(
             progress("Hatchet: restarting the engine, fires in the minute after…")
             before = [f"restart-pending-{i}" for i in range(count)]
             now = datetime.now(UTC)
-            pending = [(before[i % count], now + timedelta(seconds=20 + i)) for i in range(40)]
+            pending = [
+                (before[i % count], now + timedelta(seconds=20 + i)) for i in range(restart_fires)
+            ]
             _fire_through(ledger, view, pending)
             began = time.perf_counter()
             engine.restart()
             restart_s = time.perf_counter() - began
             back = datetime.now(UTC)
             after = [f"restart-new-{i}" for i in range(count)]
-            new = [(after[i % count], back + LEAD + timedelta(seconds=2 + i)) for i in range(40)]
+            new = [
+                (after[i % count], back + LEAD + timedelta(seconds=2 + i))
+                for i in range(restart_fires)
+            ]
             _fire_through(ledger, view, new)
             late_pending = _lateness_ms(_wait_fired(ledger, before, pending, 120))
             late_new = _lateness_ms(_wait_fired(ledger, after, new, 120))
@@ -296,9 +302,10 @@ METHOD = (
     " Hatchet: the local engine (hatchet-engine + hatchet-api, v0.104.7) on this PostgreSQL,"
     " `owlclaw timers hatchet-worker` as its own process delivering to the same hosts;"
     " {fires} one-off fires 50 ms apart, registered at least 8 s ahead (the ticker's lead)."
-    " After restart: 40 fires due 20-59 s after their registration, right before `restart()`"
-    " (SIGTERM, the engine cleans up, started again on the same database and ports), and 40"
-    " registered once it is back, due 10-49 s after; their lateness together, then per group."
+    " After restart: {restart_fires} fires due 1 s apart from 20 s after their registration,"
+    " right before `restart()` (SIGTERM, the engine cleans up, started again on the same"
+    " database and ports), and {restart_fires} registered once it is back, due 1 s apart from"
+    " 10 s after; their lateness together, then per group."
     " Stages: the {fires} fires' lateness split by their task runs' created and started times as"
     " the engine lists them."
     " Throughput: in-process agents, one TimerWorker."
@@ -313,13 +320,16 @@ def run(
     pending: int = 10_000,
     hatchet_bin: Path | None = None,
     progress: Progress = lambda _: None,
+    restart_fires: int = 40,
 ) -> dict[str, Any]:
     import ray
 
     from actors.cluster import connect
 
     count = 20
-    result: dict[str, Any] = {"method": METHOD.format(agents=count, fires=fires, hosts=HOSTS)}
+    result: dict[str, Any] = {
+        "method": METHOD.format(agents=count, fires=fires, hosts=HOSTS, restart_fires=restart_fires)
+    }
     with tempfile.TemporaryDirectory() as scripts:
         config = _config(db, Path(scripts))
         connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -336,7 +346,7 @@ def run(
                 }
                 if hatchet_bin is not None:
                     result["hatchet"] = hatchet_lateness(
-                        server, config, fires, count, hatchet_bin, progress
+                        server, config, fires, count, hatchet_bin, progress, restart_fires
                     )
                 asyncio.run(hosts.close())
         finally:
