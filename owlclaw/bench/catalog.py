@@ -3,7 +3,10 @@
 Adding one is one ``Entry``: a ``run(url, **sizes) -> dict`` (its module imported inside it, so
 that the CLI's start does not pay for it), full and quick sizes, and the result's keys that hold
 its headline figures. Full sizes are the ``owlclaw bench NAME`` defaults; quick ones keep the
-whole ``bench all --quick`` under 3 minutes on 2 cores."""
+whole ``bench all --quick`` near 3 minutes on 2 cores. A unit test reads the committed real
+result (tests/data/bench/all-quick.json) for every entry's figures at its quick sizes: after
+adding an entry or changing its sizes, run
+``owlclaw bench all --quick --json --out tests/data/bench/all-quick.json`` again."""
 
 from __future__ import annotations
 
