@@ -19,10 +19,15 @@ from owlclaw.config import load_config
 from owlclaw.database import Database, open_database
 
 
-def _ledger(url: str, **sizes: int) -> dict[str, Any]:
+def _ledger(url: str, events_per_writer: int, rehydrate_events: int) -> dict[str, Any]:
     from owlclaw.bench import ledger
 
-    return ledger.run(url, encrypt=load_config().ledger.encrypt, **sizes)
+    return ledger.run(
+        url,
+        events_per_writer=events_per_writer,
+        rehydrate_events=rehydrate_events,
+        encrypt=load_config().ledger.encrypt,
+    )
 
 
 def _runtime(url: str, **sizes: int) -> dict[str, Any]:
@@ -43,13 +48,13 @@ def _batch(url: str, **sizes: int) -> dict[str, Any]:
     return batch.run(url, encrypt=load_config().ledger.encrypt, **sizes)
 
 
-def _projections(url: str, **sizes: int) -> dict[str, Any]:
+def _projections(url: str, events: int, memories: int) -> dict[str, Any]:
     from owlclaw.bench import projections
 
-    return projections.run(url, **sizes)
+    return projections.run(url, events=events, memories=memories)
 
 
-def _timers(url: str, **sizes: int) -> dict[str, Any]:
+def _timers(url: str, fires: int, pending: int, restart_fires: int) -> dict[str, Any]:
     """Both backends; Hatchet's figures only where its engine is built (``OWLCLAW_HATCHET_BIN``,
     else ``<data_dir>/bin``)."""
     from owlclaw.bench import timers
@@ -60,15 +65,25 @@ def _timers(url: str, **sizes: int) -> dict[str, Any]:
     return timers.run(
         open_database(config),
         Database(url),
+        fires=fires,
+        pending=pending,
         hatchet_bin=None if missing_binaries(hatchet_bin) else hatchet_bin,
-        **sizes,
+        restart_fires=restart_fires,
     )
 
 
-def _actors(url: str, **sizes: int) -> dict[str, Any]:
+def _actors(
+    url: str, agents: int, pool: int, dedicated_agents: int, registered_agents: int
+) -> dict[str, Any]:
     from owlclaw.bench import actors
 
-    return actors.run(Database(url), **sizes)
+    return actors.run(
+        Database(url),
+        agents=agents,
+        pool=pool,
+        dedicated_agents=dedicated_agents,
+        registered_agents=registered_agents,
+    )
 
 
 def _p(name: str, path: str, unit: str, method: str) -> Headline:
@@ -298,7 +313,7 @@ ENTRIES: tuple[Entry, ...] = (
         "registered passivated agents with a pending timer",
         run=_actors,
         full={"agents": 1000, "pool": 2, "dedicated_agents": 3, "registered_agents": 10_000},
-        quick={"agents": 200, "pool": 2, "dedicated_agents": 2, "registered_agents": 1_000},
+        quick={"agents": 200, "pool": 2, "dedicated_agents": 2, "registered_agents": 300},
         headlines=(
             _p(
                 "shared runs/s",

@@ -258,19 +258,20 @@ def hatchet_lateness(
             steady_stages = stages(hatchet, steady, registered)
 
             progress("Hatchet: restarting the engine, fires in the minute after…")
-            before = [f"restart-pending-{i}" for i in range(count)]
+            before = [f"restart-pending-{i}" for i in range(min(count, restart_fires))]
             now = datetime.now(UTC)
             pending = [
-                (before[i % count], now + timedelta(seconds=20 + i)) for i in range(restart_fires)
+                (before[i % len(before)], now + timedelta(seconds=20 + i))
+                for i in range(restart_fires)
             ]
             _fire_through(ledger, view, pending)
             began = time.perf_counter()
             engine.restart()
             restart_s = time.perf_counter() - began
             back = datetime.now(UTC)
-            after = [f"restart-new-{i}" for i in range(count)]
+            after = [f"restart-new-{i}" for i in range(min(count, restart_fires))]
             new = [
-                (after[i % count], back + LEAD + timedelta(seconds=2 + i))
+                (after[i % len(after)], back + LEAD + timedelta(seconds=2 + i))
                 for i in range(restart_fires)
             ]
             _fire_through(ledger, view, new)
