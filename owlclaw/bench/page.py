@@ -24,6 +24,10 @@ owlclaw bench all --json --out result.json    # --quick: smaller sizes, ~3 min o
 owlclaw bench docs result.json --out docs/benchmarks.md
 ```
 
+Quick sizes are for a smoke run and for comparing two quick runs: some figures depend on the
+size (shared runs/s over 200 agents is not the figure over 1,000, a short run weighs its warm-up
+more), so compare a figure only with one measured at the same sizes (each method gives them).
+
 Each bench also runs alone, with more figures and options: `owlclaw bench NAME --json`
 (see [the CLI](cli.md)). Earlier figures, the benches not in `bench all` and the analyses behind
 the figures are in [benchmark notes](benchmark-notes.md).
