@@ -252,6 +252,7 @@ def hatchet_lateness(
     count: int,
     bin_dir: Path,
     progress: Progress,
+    restart_fires: int = 40,
 ) -> dict[str, Any]:
     from hatchet_sdk import Hatchet
 
@@ -285,16 +286,22 @@ def hatchet_lateness(
             steady_stages = stages(hatchet, steady, registered)
 
             progress("Hatchet: restarting the engine, fires in the minute after…")
-            before = [f"restart-pending-{i}" for i in range(count)]
+            before = [f"restart-pending-{i}" for i in range(min(count, restart_fires))]
             now = datetime.now(UTC)
-            pending = [(before[i % count], now + timedelta(seconds=20 + i)) for i in range(40)]
+            pending = [
+                (before[i % len(before)], now + timedelta(seconds=20 + i))
+                for i in range(restart_fires)
+            ]
             _fire_through(ledger, view, pending)
             began = time.perf_counter()
             engine.restart()
             restart_s = time.perf_counter() - began
             back = datetime.now(UTC)
-            after = [f"restart-new-{i}" for i in range(count)]
-            new = [(after[i % count], back + LEAD + timedelta(seconds=2 + i)) for i in range(40)]
+            after = [f"restart-new-{i}" for i in range(min(count, restart_fires))]
+            new = [
+                (after[i % len(after)], back + LEAD + timedelta(seconds=2 + i))
+                for i in range(restart_fires)
+            ]
             _fire_through(ledger, view, new)
             late_pending = _lateness_ms(_wait_fired(ledger, before, pending, 120))
             late_new = _lateness_ms(_wait_fired(ledger, after, new, 120))
@@ -325,12 +332,12 @@ METHOD = (
     " `owlclaw timers hatchet-worker` as its own process delivering to the same hosts;"
     " {fires} one-off fires 50 ms apart, registered at least {lead} s ahead (LEAD); the engine"
     " triggers each {early} s before its fire time (EARLY) and the task waits for it."
-    " After restart: 40 fires due 20-59 s after their registration, right before `restart()`"
-    " (SIGTERM, the engine cleans up, started again on the same database and ports), and 40"
-    " registered once it is back, due {lead_2}-{lead_41} s after; their lateness together, then"
-    " per group. Stages: the {fires} fires' lateness split by their task runs' created and"
-    " started times as the engine lists them; the slack is how long before the fire time its"
-    " task had started."
+    " After restart: {restart_fires} fires due 1 s apart from 20 s after their registration,"
+    " right before `restart()` (SIGTERM, the engine cleans up, started again on the same"
+    " database and ports), and {restart_fires} registered once it is back, due 1 s apart from"
+    " {lead_2} s after; their lateness together, then per group. Stages: the {fires} fires'"
+    " lateness split by their task runs' created and started times as the engine lists them;"
+    " the slack is how long before the fire time its task had started."
     " Throughput: in-process agents, one TimerWorker."
     " Each host runs once before any fire (its first run loads litellm). With a background"
     " load, that many burner processes (a tight Python loop each) run the whole time."
@@ -346,11 +353,12 @@ def run(
     hatchet_bin: Path | None = None,
     background_load: int = 0,
     progress: Progress = lambda _: None,
+    restart_fires: int = 40,
 ) -> dict[str, Any]:
     """The figures, measured with ``background_load`` cores kept busy (``busy_cores``): a
     machine made slower, as timers meet on a loaded or smaller one."""
     with busy_cores(background_load):
-        result = _run(server, db, fires, pending, hatchet_bin, progress)
+        result = _run(server, db, fires, pending, hatchet_bin, progress, restart_fires)
     return {"background_load_cores": background_load, **result}
 
 
@@ -361,13 +369,14 @@ def _run(
     pending: int,
     hatchet_bin: Path | None,
     progress: Progress,
+    restart_fires: int,
 ) -> dict[str, Any]:
     import ray
 
     from actors.cluster import connect
+    from owlclaw.timers.hatchet_backend import EARLY, LEAD
 
     count = 20
-    from owlclaw.timers.hatchet_backend import EARLY, LEAD
 
     lead = int(LEAD.total_seconds())
     method = METHOD.format(
@@ -377,7 +386,7 @@ def _run(
         lead=lead,
         early=int(EARLY.total_seconds()),
         lead_2=lead + 2,
-        lead_41=lead + 41,
+        restart_fires=restart_fires,
     )
     result: dict[str, Any] = {"method": method}
     with tempfile.TemporaryDirectory() as scripts:
@@ -398,7 +407,7 @@ def _run(
                 }
                 if hatchet_bin is not None:
                     result["hatchet"] = hatchet_lateness(
-                        server, config, fires, count, hatchet_bin, progress
+                        server, config, fires, count, hatchet_bin, progress, restart_fires
                     )
                 asyncio.run(hosts.close())
         finally:

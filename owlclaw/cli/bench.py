@@ -5,10 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
+import msgspec
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from owlclaw.bench.catalog import ENTRIES, NAMES
+from owlclaw.bench.suite import SuiteRun, decode_run, run_all, select
 from owlclaw.cli.common import (
+    EXIT_FAILED,
     EXIT_USAGE,
     JsonOption,
     bench_app,
@@ -288,6 +293,83 @@ def bench_cli(
     with bench_database("owlclaw_bench_cli") as url, err.status("benchmarking…") as status:
         result = bench.run(Database(url), repeat=repeat, progress=status.update)
     print_figures(result, as_json)
+
+
+@bench_app.command("all")
+@handles_errors
+def bench_all(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~3 min on 2 cores.")
+    ] = False,
+    only: Annotated[
+        str | None,
+        typer.Option(help=f"Comma-separated benches to run, of: {', '.join(NAMES)} (default all)."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--out", help="Also write the JSON result to this file.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every headline figure in one run, each with its method and the machine's load while it
+    ran (for `owlclaw bench docs`). Exits 1 if a bench failed (its error is in the result)."""
+    try:
+        entries = select(ENTRIES, only)
+    except ValueError as e:
+        fail(str(e), "pass --only with names from the list, comma-separated", EXIT_USAGE)
+    with err.status("benchmarking…") as status:
+        result = run_all(entries, quick=quick, scratch=bench_database, progress=status.update)
+    if output is not None:
+        output.write_bytes(msgspec.json.format(msgspec.json.encode(result)) + b"\n")
+    if as_json:
+        print_json(result)
+    else:
+        out.print(suite_table(result))
+    if failed := [b.bench for b in result.benches if b.error is not None]:
+        fail(f"{', '.join(failed)} failed", "see each bench's error in the result", EXIT_FAILED)
+
+
+@bench_app.command("docs")
+@handles_errors
+def bench_docs(
+    results: Annotated[
+        list[Path], typer.Argument(help="`bench all --json` outputs; a bench's latest run wins.")
+    ],
+    output: Annotated[Path, typer.Option("--out", help="The page to write.")] = Path(
+        "docs/benchmarks.md"
+    ),
+) -> None:
+    """Write the benchmark page from `owlclaw bench all --json` outputs."""
+    from owlclaw.bench.page import render
+
+    runs = []
+    for path in results:
+        try:
+            runs.append(decode_run(path.read_bytes()))
+        except (OSError, msgspec.DecodeError) as e:
+            fail(f"{path}: {e}", "pass files written by `owlclaw bench all --json`", EXIT_USAGE)
+    output.write_text(render(runs, ENTRIES))
+    err.print(f"wrote {output}")
+
+
+def suite_table(result: SuiteRun) -> Table:
+    """``bench all``'s figures for a person: each bench's duration and load beside its name."""
+    from owlclaw.bench.page import shown_value
+
+    table = Table(title=f"bench all{' --quick' if result.quick else ''}: {result.duration_s:g} s")
+    for column in ("bench", "figure", "value"):
+        table.add_column(column, justify="right" if column == "value" else "left")
+    for bench in result.benches:
+        load = bench.load
+        label = (
+            f"{bench.bench}\n[dim]{bench.duration_s:g} s, load {load.load1_before:g}→"
+            f"{load.load1_after:g}, CPU {load.cpu_busy_share:.0%} busy[/]"
+        )
+        if bench.error is not None:
+            table.add_row(label, f"[red]failed: {escape(bench.error)}[/]", "")
+        for i, figure in enumerate(bench.figures):
+            table.add_row(label if i == 0 else "", figure.name, shown_value(figure))
+        table.add_section()
+    return table
 
 
 def print_figures(result: dict[str, Any], as_json: bool) -> None:
