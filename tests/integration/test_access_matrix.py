@@ -1,10 +1,11 @@
 """Who may do what, over one served instance: each principal (viewer, operator, approver, admin,
 scoped to ``acme.*`` or not; the server token; no token; a revoked token) x each endpoint (the
-webhook's routes, /metrics, MCP tool calls, A2A send / get / cancel, the CLI through the server)
-x an agent in and out of its scope is served, or refused: a JSON 403 naming the missing role (an
-MCP tool error naming it), 401 without a live token, and the ledger's head unchanged by each
-refusal. A list of every agent's (status, approvals) is filtered to the principal's agents, and
-an approval answered by a principal, through the webhook or MCP, is recorded as answered by it."""
+webhook's routes, the CLI's recall and verify among them, /metrics, MCP tool calls, A2A send /
+get / cancel, the CLI through the server) x an agent in and out of its scope is served, or
+refused: a JSON 403 naming the missing role (an MCP tool error naming it), 401 without a live
+token, and the ledger's head unchanged by each refusal. A list of every agent's (status,
+approvals) is filtered to the principal's agents, and an approval answered by a principal,
+through the webhook or MCP, is recorded as answered by it."""
 
 from __future__ import annotations
 
@@ -192,6 +193,14 @@ ENDPOINTS = [
     Endpoint("approvals", "viewer", "list", webhook("GET", "/approvals"), http_ok(200)),
     Endpoint("status", "viewer", "list", webhook("GET", "/status"), http_ok(200)),
     Endpoint("metrics", "viewer", "server", webhook("GET", "/metrics"), http_ok(200)),
+    Endpoint(
+        "memory", "viewer", "agent",
+        webhook("GET", "/agents/{agent}/memory?recall=orders&k=3"), http_ok(200),
+    ),
+    Endpoint(
+        "verify", "viewer", "agent",
+        webhook("POST", "/agents/{agent}/runs/1/verify"), http_ok(200),
+    ),
     Endpoint(
         "mcp trigger_run", "operator", "agent",
         mcp("trigger_run", lambda a: {"agent_id": a, "focus": "look"}), mcp_ok,
