@@ -327,7 +327,7 @@ async def matrix(
                 got = await endpoint.send(http, bearer, agent)
                 assert got == want, (name, endpoint.name, agent, got)
                 assert await asyncio.to_thread(ledger.log.head) == before, (name, endpoint.name)
-    assert len(served) == 36  # of 5 x 17 x 2: the other 134 were refused above
+    assert len(served) == 42  # of 5 x 19 x 2: the other 148 were refused above
     for bearer in ({}, {"Authorization": f"Bearer {revoked}"}, {"Authorization": "Bearer x"}):
         for endpoint in ENDPOINTS:
             got = await endpoint.send(http, bearer, IN)
