@@ -86,18 +86,17 @@ def server_client(config: OwlClawConfig, timeout_s: float = 30.0) -> ServerClien
 
 def ask_server(config: OwlClawConfig, ask: Callable[[ServerClient], T]) -> T | None:
     """The running ``owlclaw run``'s answer (its warm embedder and views, its loaded code: what
-    this process would otherwise import and start); None when no server listens at the
-    configured address, and the caller does the work itself. A server that answers with an
-    error, or does not answer in time, is reported (ServerRefused, ServerTimedOut), never
-    redone here: it is there, and may still be doing what was asked."""
-    from owlclaw.client import ServerTimedOut, ServerUnavailable
+    this process would otherwise import and start); None when nothing listens at the configured
+    address (the connection is refused), and the caller does the work itself. A server that
+    answers with an error, drops the connection or does not answer in time is reported
+    (ServerRefused, ServerUnavailable), never redone here: it is there, and may still be doing
+    what was asked."""
+    from owlclaw.client import NoServer
 
     with server_client(config, timeout_s=SERVED_TIMEOUT_S) as client:
         try:
             return ask(client)
-        except ServerTimedOut:
-            raise
-        except ServerUnavailable:
+        except NoServer:
             return None
 
 

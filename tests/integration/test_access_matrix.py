@@ -1,10 +1,11 @@
 """Who may do what, over one served instance: each principal (viewer, operator, approver, admin,
 scoped to ``acme.*`` or not; the server token; no token; a revoked token) x each endpoint (the
-webhook's routes, /metrics, MCP tool calls, A2A send / get / cancel, the CLI through the server)
-x an agent in and out of its scope is served, or refused: a JSON 403 naming the missing role (an
-MCP tool error naming it), 401 without a live token, and the ledger's head unchanged by each
-refusal. A list of every agent's (status, approvals) is filtered to the principal's agents, and
-an approval answered by a principal, through the webhook or MCP, is recorded as answered by it."""
+webhook's routes, the CLI's recall and verify among them, /metrics, MCP tool calls, A2A send /
+get / cancel, the CLI through the server) x an agent in and out of its scope is served, or
+refused: a JSON 403 naming the missing role (an MCP tool error naming it), 401 without a live
+token, and the ledger's head unchanged by each refusal. A list of every agent's (status,
+approvals) is filtered to the principal's agents, and an approval answered by a principal,
+through the webhook or MCP, is recorded as answered by it."""
 
 from __future__ import annotations
 
@@ -193,6 +194,14 @@ ENDPOINTS = [
     Endpoint("status", "viewer", "list", webhook("GET", "/status"), http_ok(200)),
     Endpoint("metrics", "viewer", "server", webhook("GET", "/metrics"), http_ok(200)),
     Endpoint(
+        "memory", "viewer", "agent",
+        webhook("GET", "/agents/{agent}/memory?recall=orders&k=3"), http_ok(200),
+    ),
+    Endpoint(
+        "verify", "viewer", "agent",
+        webhook("POST", "/agents/{agent}/runs/1/verify"), http_ok(200),
+    ),
+    Endpoint(
         "mcp trigger_run", "operator", "agent",
         mcp("trigger_run", lambda a: {"agent_id": a, "focus": "look"}), mcp_ok,
     ),
@@ -318,7 +327,7 @@ async def matrix(
                 got = await endpoint.send(http, bearer, agent)
                 assert got == want, (name, endpoint.name, agent, got)
                 assert await asyncio.to_thread(ledger.log.head) == before, (name, endpoint.name)
-    assert len(served) == 36  # of 5 x 17 x 2: the other 134 were refused above
+    assert len(served) == 42  # of 5 x 19 x 2: the other 148 were refused above
     for bearer in ({}, {"Authorization": f"Bearer {revoked}"}, {"Authorization": "Bearer x"}):
         for endpoint in ENDPOINTS:
             got = await endpoint.send(http, bearer, IN)
