@@ -1,5 +1,6 @@
 """``owlclaw bench all`` and ``bench docs``: the catalog, ``--only`` and its refusal, reading the
-headline figures and the machine's load, the page rendered from a result."""
+headline figures and the machine's load, the page rendered from a result, and the committed real
+quick result holding every catalogued bench's headline figures."""
 
 from __future__ import annotations
 
@@ -23,11 +24,14 @@ from owlclaw.bench.suite import (
     Figure,
     Headline,
     SuiteRun,
+    decode_run,
     figures,
     run_one,
     select,
 )
 from owlclaw.cli import app
+
+COMMITTED = Path(__file__).parents[1] / "data" / "bench" / "all-quick.json"
 
 PROC_STAT = """\
 cpu  4705 356 584 3699176 23060 0 277 0 10 0
@@ -192,6 +196,21 @@ def test_bench_docs_writes_the_page_from_result_files(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{}")
     refused = CliRunner().invoke(app, ["bench", "docs", str(tmp_path / "bad.json")])
     assert refused.exit_code == 2 and "bench all --json" in refused.output
+
+
+def test_the_committed_quick_result_holds_every_headline_figure() -> None:
+    suite = decode_run(COMMITTED.read_bytes())
+    assert suite.quick
+    by_name = {b.bench: b for b in suite.benches}
+    assert list(by_name) == list(NAMES)
+    for entry in ENTRIES:
+        run = by_name[entry.name]
+        assert run.error is None, (entry.name, run.error)
+        assert run.sizes == dict(entry.quick)
+        assert [f.name for f in run.figures] == [h.name for h in entry.headlines]
+        # read again from the bench's whole result: the declared keys hold numbers
+        for figure in figures(entry, run.result):
+            assert isinstance(figure.value, float), (entry.name, figure.name)
 
 
 def _all_command() -> Any:
