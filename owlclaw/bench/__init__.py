@@ -1,6 +1,7 @@
 """Benchmarks behind ``owlclaw bench``: each prints measured figures, never targets alone."""
 
 import math
+import socket
 import statistics
 
 
@@ -19,3 +20,11 @@ def percentiles(samples: list[float]) -> dict[str, float]:
         "p99_ms": rank(0.99),
         "samples": len(ordered),
     }
+
+
+def free_port() -> int:
+    """A loopback port free now, for a server a bench starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

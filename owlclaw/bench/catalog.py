@@ -86,6 +86,20 @@ def _actors(
     )
 
 
+def _startup(url: str, runs: int, imports: int) -> dict[str, Any]:
+    """``owlclaw run`` in new processes on data of its own (its embedded PostgreSQL): ``url``
+    is not used."""
+    from owlclaw.bench import startup
+
+    return startup.run(runs=runs, imports=bool(imports))
+
+
+def _cli(url: str, repeat: int) -> dict[str, Any]:
+    from owlclaw.bench import cli
+
+    return cli.run(Database(url), repeat=repeat)
+
+
 def _p(name: str, path: str, unit: str, method: str) -> Headline:
     return Headline(name=name, path=path, unit=unit, method=method)
 
@@ -347,6 +361,41 @@ ENTRIES: tuple[Entry, ...] = (
             ),
         ),
         fresh_process=True,
+    ),
+    Entry(
+        name="startup",
+        title="Start-up",
+        note="`owlclaw run` of one app until `/status` shows every worker up, with local "
+        "placement and on Ray; the embedding model and litellm load after it serves.",
+        method="median of {runs} starts after a first one (which creates the database), each "
+        "a new process on an app made by `owlclaw init`; stop is SIGTERM to exit once loaded",
+        run=_startup,
+        full={"runs": 3, "imports": 1},
+        quick={"runs": 1, "imports": 0},
+        headlines=(
+            _p("serving, local", "local_serving_s", "s", "process start to every worker up"),
+            _p("serving, Ray", "ray_serving_s", "s", "as local, shared placement"),
+            _p("stop, local", "local_stop_s", "s", "SIGTERM to exit"),
+        ),
+    ),
+    Entry(
+        name="cli",
+        title="CLI latency",
+        note="Each command as a user runs it: a new process, with `owlclaw run` serving the "
+        "agent (it answers recall and verify) and without a server.",
+        method="`owlclaw CMD --json` in a new process, median of {repeat}; an agent with a "
+        "10-step run and memories",
+        run=_cli,
+        full={"repeat": 5},
+        quick={"repeat": 2},
+        headlines=(
+            _p("slowest read, served", "slowest_read_served_s", "s", "a server running"),
+            _p("memory --recall, served", "recall_served_s", "s", "a server running"),
+            _p("replay --verify, served", "verify_served_s", "s", "10-step run"),
+            _p("slowest read, alone", "slowest_read_alone_s", "s", "no server"),
+            _p("memory --recall, alone", "recall_alone_s", "s", "no server"),
+            _p("replay --verify, alone", "verify_alone_s", "s", "10-step run, no server"),
+        ),
     ),
 )
 

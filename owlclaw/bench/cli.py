@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from owlclaw.bench import free_port
 from owlclaw.bench.processes import timed_owlclaw
 from owlclaw.client import ServerClient, ServerUnavailable
 from owlclaw.config import OwlClawConfig, ServerConfig
@@ -88,13 +88,6 @@ def write_app(root: Path) -> Path:
     return app
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _median_s(args: list[str], env: dict[str, str], repeat: int) -> tuple[float, Any]:
     """The median seconds of ``repeat`` runs of ``owlclaw ARGS --json``, and its last answer."""
     samples, printed = [], ""
@@ -154,7 +147,7 @@ def run(
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        port = _free_port()
+        port = free_port()
         env = {
             **os.environ,
             "OWLCLAW_DATABASE_URL": db.url,

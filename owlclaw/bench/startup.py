@@ -19,7 +19,6 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from owlclaw.bench import free_port
 from owlclaw.server.startup import HEAVY_MODULES
 
 PLACEMENTS = {
@@ -231,13 +231,6 @@ def server_env(data_dir: Path, port: int) -> dict[str, str]:
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "HF_HUB_OFFLINE": "1",
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_serving(server: subprocess.Popen[bytes], port: int, output: Output) -> dict[str, Any]:
