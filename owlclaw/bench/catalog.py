@@ -3,9 +3,9 @@
 Adding one is one ``Entry``: a ``run(url, **sizes) -> dict`` (its module imported inside it, so
 that the CLI's start does not pay for it), full and quick sizes, and the result's keys that hold
 its headline figures. Full sizes are the ``owlclaw bench NAME`` defaults; quick ones keep the
-whole ``bench all --quick`` near 3 minutes on 2 cores. A unit test reads the committed real
-result (tests/data/bench/all-quick.json) for every entry's figures at its quick sizes: after
-adding an entry or changing its sizes, run
+whole ``bench all --quick`` short (~8 min on 2 cores, most of it Ray and process starts). A
+unit test reads the committed real result (tests/data/bench/all-quick.json) for every entry's
+figures at its quick sizes: after adding an entry or changing its sizes, run
 ``owlclaw bench all --quick --json --out tests/data/bench/all-quick.json`` again."""
 
 from __future__ import annotations
@@ -340,6 +340,24 @@ ENTRIES: tuple[Entry, ...] = (
                 "shared.activation_from_passivated_ms.p95_ms",
                 "ms",
                 "from passivated",
+            ),
+            _p(
+                "OwlClaw's CPU over litellm's",
+                "shared.owlclaw_to_litellm_cpu_ratio",
+                "x",
+                "hosts' CPU per run minus litellm's, over litellm's, measured in the same run",
+            ),
+            _p(
+                "hosts' CPU per run",
+                "shared.hosts_cpu_per_run_ms",
+                "ms",
+                "the host actors' processes, /proc/<pid>/stat",
+            ),
+            _p(
+                "litellm CPU per call",
+                "shared.litellm_cpu_per_call_ms",
+                "ms",
+                "in each host after the runs, the call its runs make",
             ),
             _p(
                 "shared CPU ceiling",

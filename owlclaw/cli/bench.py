@@ -299,7 +299,7 @@ def bench_cli(
 @handles_errors
 def bench_all(
     quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~3 min on 2 cores.")
+        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~8 min on 2 cores.")
     ] = False,
     only: Annotated[
         str | None,
