@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from owlclaw.bench.cli import stop_server
 from owlclaw.database import Database
 
 
@@ -81,12 +82,7 @@ def start_run(env: dict[str, str], cwd: Path, *apps: str) -> tuple[subprocess.Po
 def stop_run(server: subprocess.Popen[Any]) -> None:
     """Stop ``owlclaw run`` as an operator does (SIGTERM), so that it stops the PostgreSQL it
     started; killed only if it does not exit. A killed server leaves that PostgreSQL running."""
-    server.terminate()
-    try:
-        server.wait(120)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+    stop_server(server)
 
 
 def owlclaw_json(env: dict[str, str], *args: str, cwd: Path) -> Any:

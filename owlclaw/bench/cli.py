@@ -129,11 +129,25 @@ def _start_server(
                 return server
             except ServerUnavailable:
                 continue
-    _stop(server)
+    stop_server(server)
     raise RuntimeError(f"owlclaw run did not serve: {log.read_text()[-2000:]}")
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
+def served_env(db: Database, data_dir: Path, port: int) -> dict[str, str]:
+    """The environment of ``owlclaw run`` (local placement) on ``db`` and of the CLI asking it."""
+    return {
+        **os.environ,
+        "OWLCLAW_DATABASE_URL": db.url,
+        "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
+        "OWLCLAW_DATA_DIR": str(data_dir),
+        "OWLCLAW_SERVER_PORT": str(port),
+        "OWLCLAW_PLACEMENT": "local",
+    }
+
+
+def stop_server(server: subprocess.Popen[Any]) -> None:
+    """SIGTERM, as an operator stops it (so it stops the PostgreSQL it started); killed only if
+    it does not exit."""
     server.terminate()
     try:
         server.wait(120)
@@ -148,14 +162,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         port = free_port()
-        env = {
-            **os.environ,
-            "OWLCLAW_DATABASE_URL": db.url,
-            "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
-            "OWLCLAW_DATA_DIR": str(root / "data"),
-            "OWLCLAW_SERVER_PORT": str(port),
-            "OWLCLAW_PLACEMENT": "local",
-        }
+        env = served_env(db, root / "data", port)
         config = OwlClawConfig(data_dir=str(root / "data"), server=ServerConfig(port=port))
         app = write_app(root)
         progress("starting owlclaw run…")
@@ -167,7 +174,7 @@ def run(
             progress("timing commands with the server running…")
             served = _phase(env, repeat)
         finally:
-            _stop(server)
+            stop_server(server)
         progress("timing commands without a server…")
         alone = _phase(env, repeat)
     reads = list(READS)

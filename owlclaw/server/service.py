@@ -129,7 +129,8 @@ class Service:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        opening = asyncio.ensure_future(asyncio.to_thread(open_database, self.config))
+        # submitted now (a to_thread coroutine would start only at the first await, after Ray's)
+        opening = asyncio.get_running_loop().run_in_executor(None, open_database, self.config)
         if self.config.runtime.placement != "local":  # while PostgreSQL starts in its thread
             self._phase("ray", "Ray")
             self._connect_ray()  # Ray wants its driver set up on the main thread

@@ -5,7 +5,6 @@ and roles; with no server there, the same commands do the work themselves."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ import pytest
 from events import Ledger
 from owlclaw.access.roles import parse_grant
 from owlclaw.access.store import PrincipalStore
-from owlclaw.bench.cli import AGENT, MEMORIES, QUERY, write_app
+from owlclaw.bench.cli import AGENT, MEMORIES, QUERY, served_env, write_app
 from owlclaw.client import ServerClient
 from owlclaw.config import OwlClawConfig, ServerConfig
 from owlclaw.database import Database
@@ -73,15 +72,7 @@ def setup(db: Database, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
     """The bench's agent served, with its 10-step run recorded, and three principals."""
     root = tmp_path_factory.mktemp("served")
     port = free_port()
-    env = {
-        **os.environ,
-        "OWLCLAW_DATABASE_URL": db.url,
-        "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
-        "OWLCLAW_DATA_DIR": str(root / "data"),
-        "OWLCLAW_SERVER_PORT": str(port),
-        "OWLCLAW_PLACEMENT": "local",
-        "HF_HUB_OFFLINE": "1",
-    }
+    env = served_env(db, root / "data", port) | {"HF_HUB_OFFLINE": "1"}
     env.pop("OWLCLAW_TOKEN", None)
     tokens = {}
     with Ledger(db.url) as led:
