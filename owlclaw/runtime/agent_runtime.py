@@ -109,8 +109,9 @@ class AgentRuntime:
         self.briefing = Briefing(self.setup, memory)
         self.inbox = Inbox(self.setup, sink, self._io, subagents)
         self._sink = sink
-        self._cancels: dict[UUID, str] = {}
-        """Run id -> the principal cancelling it, told before its task is cancelled."""
+        self._cancels: dict[UUID, str | None] = {}
+        """Run id -> who is cancelling it (None: nobody named), told before its task is
+        cancelled; a run cancelled without an entry here is stopped with its runtime."""
         self._driver = RunDriver(
             ledger,
             self.setup,
@@ -177,9 +178,9 @@ class AgentRuntime:
 
     def cancelling(self, run_id: UUID, by: str | None) -> None:
         """``by`` is cancelling the run in flight: its RunTerminated names them. Told as its
-        task is cancelled, before the task sees it."""
-        if by is not None:
-            self._cancels[run_id] = by
+        task is cancelled, before the task sees it, so a cancel told here (even by nobody
+        named) ends the run where the runtime stopping would leave it parked."""
+        self._cancels[run_id] = by
 
     async def end_cancelled(self, queued: ev.RunQueued) -> None:
         """A run cancelled before it recorded anything still ends once: RunStarted, then

@@ -75,7 +75,7 @@ class RunDriver:
         memory: MemoryStore | None,
         subagents: SubAgents | None,
         threads: HandlerThreads,
-        cancels: dict[UUID, str],
+        cancels: dict[UUID, str | None],
         mail: AgentMail | None = None,
     ):
         """``cancels``: run id -> the principal cancelling it (``AgentRuntime.cancelling``)."""
@@ -134,8 +134,9 @@ class RunDriver:
             try:
                 await commit(state)
             except asyncio.CancelledError:
-                # a person cancelling it as it parked ends it; the runtime stopping leaves a
-                # park that is durable to the next host, as it leaves any parked run
+                # a cancel told to the runtime (a Cancel, named or not) ends it as it parks;
+                # the runtime stopping leaves a park that is durable to the next host, as it
+                # leaves any parked run
                 if run.id in self.cancels or run.pending_events or state.lost_commit:
                     self._end_cancelled(state)
                     await asyncio.shield(commit(state))
