@@ -11,6 +11,7 @@ docs/ledger-lifecycle.md, Erasure).
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 from uuid import UUID
 
@@ -90,6 +91,19 @@ class PostgresKeyStore:
             ).fetchone()
         return self._remember(key_id, row["key"] if row else None)
 
+    def warm(self, key_ids: Collection[UUID]) -> None:
+        """The keys not cached (or due to be read again) in one query: reading a batch of
+        memories took a round trip per memory, each under its own key."""
+        stale = [k for k in key_ids if self._cached(k) is None and not self._destroyed(k)]
+        if not stale:
+            return
+        with self._datastore.get_connection() as conn:
+            rows = conn.execute(
+                "SELECT key_id, key FROM ledger_keys WHERE key_id = ANY(%s)", (stale,)
+            ).fetchall()
+        for row in rows:
+            self._remember(row["key_id"], row["key"])
+
     def records(
         self, *, key_ids: list[UUID] | None = None, agent: UUID | None = None
     ) -> list[KeyRecord]:
@@ -122,6 +136,9 @@ class PostgresKeyStore:
     def _cached(self, key_id: UUID) -> bytes | None:
         key, read_at = self._cache.get(key_id, (None, 0.0))
         return key if key is not None and time.monotonic() - read_at < LIVE_FOR_S else None
+
+    def _destroyed(self, key_id: UUID) -> bool:
+        return key_id in self._cache and self._cache[key_id][0] is None
 
     def _remember(self, key_id: UUID, key: Any) -> bytes | None:
         value = None if key is None else bytes(key)

@@ -11,6 +11,7 @@ stays.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
@@ -75,6 +76,11 @@ class KeyStore(Protocol):
         """The key's bytes; None when it was destroyed (or never made)."""
         ...
 
+    def warm(self, key_ids: Collection[UUID]) -> None:
+        """Have these keys at hand for the ``get`` calls about to follow (a batch of events
+        read: each memory has its own key)."""
+        ...
+
     def records(
         self, *, key_ids: list[UUID] | None = None, agent: UUID | None = None
     ) -> list[KeyRecord]:
@@ -106,6 +112,9 @@ class InMemoryKeyStore:
 
     def get(self, key_id: UUID) -> bytes | None:
         return self._keys.get(key_id)
+
+    def warm(self, key_ids: Collection[UUID]) -> None:
+        """Nothing to read: the keys are in this dict."""
 
     def records(
         self, *, key_ids: list[UUID] | None = None, agent: UUID | None = None

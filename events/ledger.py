@@ -403,7 +403,7 @@ class Ledger:
             return []
         wanted = set(versions)
         stored = self._store.recorder.select_events(agent.id, gt=min(wanted) - 1, lte=max(wanted))
-        return [self._store.decode(s) for s in stored if s.originator_version in wanted]
+        return self._store.decode_all([s for s in stored if s.originator_version in wanted])
 
     def load_run(self, run_id: UUID) -> Run:
         try:
@@ -412,7 +412,7 @@ class Ledger:
             archived = self.archive.stored_events(run_id)
             if not archived:
                 raise UnknownRun(f"unknown run {run_id}") from None
-            run = _RUN_PROJECTOR(None, [self._store.decode(s) for s in archived])
+            run = _RUN_PROJECTOR(None, self._store.decode_all(archived))
         except LedgerDecodeError as e:
             raise LedgerReadError(e, None) from e
         assert isinstance(run, Run)
@@ -426,7 +426,7 @@ class Ledger:
         events = self._store.stream(stream_id)
         if events:
             return events
-        return [self._store.decode(s) for s in self.archive.stored_events(stream_id)]
+        return self._store.decode_all(self.archive.stored_events(stream_id))
 
     def agent_history(
         self, agent_id: str, after: int = 0, limit: int | None = None
@@ -439,7 +439,8 @@ class Ledger:
         archived = self.archive.notifications(agent.run_ids(), after, limit)
         if archived:
             rows = sorted([*rows, *archived], key=lambda n: n.id)[:limit]
-        return [LoggedEvent(n.id, self._store.decode(n, n.id)) for n in rows]
+        events = self._store.decode_all(rows)
+        return [LoggedEvent(n.id, e) for n, e in zip(rows, events, strict=True)]
 
     def agent_ids(self) -> list[str]:
         """Every registered agent, in registration order."""

@@ -61,7 +61,8 @@ class LedgerLog:
                     notifications = [merged[p] for p in sorted(merged)[:limit]]
         except PersistenceError as e:
             raise self._store.unavailable(f"cannot read the ledger: {e}") from e
-        return [LoggedEvent(n.id, self._store.decode(n, n.id)) for n in notifications]
+        events = self._store.decode_all(notifications)
+        return [LoggedEvent(n.id, e) for n, e in zip(notifications, events, strict=True)]
 
     def head(self) -> int:
         """The position of the last event readers can see (0 for an empty ledger)."""

@@ -7,12 +7,13 @@ so none of them needs the ``Ledger`` itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
 
-from eventsourcing.persistence import Mapper, Notification, StoredEvent
+from eventsourcing.persistence import Notification, StoredEvent
 
 from events.catalog import LedgerEvent
-from events.codec import LedgerDecodeError
+from events.codec import LedgerDecodeError, MsgspecMapper
 from events.errors import LedgerReadError, LedgerUnavailable, NoDatabase
 from events.memory_recorder import InMemoryRecorder
 from events.postgres import drop_dead_connections
@@ -23,14 +24,21 @@ class LedgerStore:
     """A ledger's recorder (PostgreSQL or in memory) and its mapper."""
 
     def __init__(
-        self, recorder: OwlClawApplicationRecorder | InMemoryRecorder, mapper: Mapper[UUID]
+        self, recorder: OwlClawApplicationRecorder | InMemoryRecorder, mapper: MsgspecMapper
     ):
         self.recorder = recorder
         self._mapper = mapper
 
     def stream(self, stream_id: UUID) -> list[LedgerEvent]:
         """All events of one stream, in version order."""
-        return [self.decode(s) for s in self.recorder.select_events(stream_id)]
+        return self.decode_all(self.recorder.select_events(stream_id))
+
+    def decode_all(self, stored: Sequence[StoredEvent]) -> list[LedgerEvent]:
+        """Many stored events decoded, the keys they are sealed under read first in one query
+        (``Sealer.warm``)."""
+        if self._mapper.sealer is not None and len(stored) > 1:
+            self._mapper.sealer.warm(s.state for s in stored)
+        return [self.decode(s) for s in stored]
 
     def decode(self, stored: StoredEvent, position: int | None = None) -> LedgerEvent:
         """The domain event of a stored one; LedgerReadError names where one cannot be read."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
+from collections.abc import Iterable
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -31,6 +33,8 @@ from events.json_text import without_nul
 from events.keys import DataKey, KeyDestroyed, KeyStore
 
 PREFIX = "owlclaw-sealed:1:"
+_KEY_IDS = re.compile(re.escape(PREFIX.encode()) + rb"([0-9a-f-]{36}):")
+"""The key ids named by the envelopes in an event's stored bytes (JSON: a PREFIX is not escaped)."""
 SEALED_KEY = "owlclaw_sealed"
 ERASED_TEXT = "[erased]"
 ERASED_VALUE: dict[str, Any] = {"erased": True}
@@ -98,6 +102,13 @@ class Sealer:
             if envelope_text(value) is not None:
                 changes[field] = self.open(value)
         return msgspec.structs.replace(event, **changes) if changes else event
+
+    def warm(self, states: Iterable[bytes]) -> None:
+        """Read the keys the envelopes in these stored events name, in one go, before they
+        are opened one by one."""
+        key_ids = {UUID(m.decode()) for state in states for m in _KEY_IDS.findall(state)}
+        if key_ids:
+            self.keys.warm(key_ids)
 
     def stored(self, event: LedgerEvent, field: str) -> Any:
         """What the ledger stores for ``field`` of ``event`` (as decoded), for a view to keep

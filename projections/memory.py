@@ -50,7 +50,7 @@ from events.ledger_log import LoggedEvent
 from projections.embedders import Embedder, embedder_for
 from projections.locks import lock_key
 from projections.memory_files import agent_directory, render_entry, write_memory_files
-from projections.provenance import Step, remembered_in
+from projections.provenance import Step, remembered_steps
 from projections.sqlvalues import text
 from projections.view import View
 
@@ -231,15 +231,16 @@ class MemoryView(View):
         does not decode gives its memories no step: the memory still reaches recall, and
         ``owlclaw verify`` / ``owlclaw why`` say what is wrong with the stream."""
         steps: dict[UUID, Step] = {}
-        for run_id in dict.fromkeys(m.originator_id for m in memories):
+        by_run: dict[UUID, list[tuple[int, UUID]]] = {}
+        for m in memories:
+            by_run.setdefault(m.originator_id, []).append((m.originator_version, m.memory_id))
+        for run_id, recorded in by_run.items():
             try:
                 run = self.ledger.stream(run_id)
             except LedgerReadError as e:
                 log.warning("memory view: run %s not traced: %s", run_id, e)
                 run = []
-            for m in memories:
-                if m.originator_id == run_id:
-                    steps[m.memory_id] = remembered_in(run, m.originator_version, m.memory_id)
+            steps |= remembered_steps(run, recorded)
         return steps
 
     def apply(self, curs: Cursor[Any], logged: LoggedEvent) -> None:

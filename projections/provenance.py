@@ -10,7 +10,8 @@ call's result holds the memory id), so a rebuild gives old ledgers' memories pro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -63,23 +64,25 @@ class Step:
         return reference(self.run_no, self.step)
 
 
-def remembered_in(run: Sequence[ev.LedgerEvent], version: int, memory_id: UUID) -> Step:
-    """The step of the run (its events in version order) that recorded ``memory_id`` at
-    ``version``: the model responses before it, and the ``remember`` call whose result names
-    it (recorded after it, in the same commit)."""
-    run_no, step, call_id = 0, 0, ""
+def remembered_steps(
+    run: Sequence[ev.LedgerEvent], memories: Iterable[tuple[int, UUID]]
+) -> dict[UUID, Step]:
+    """The step of the run (its events in version order) that recorded each memory, given as
+    (version, memory id): the model responses before it, and the ``remember`` call whose result
+    names it (recorded after it, in the same commit). One pass over the run for all of its
+    memories: a run that remembered a thousand things is not read a thousand times."""
+    run_no = next((e.run_no for e in run if isinstance(e, ev.RunStarted)), 0)
+    responses = [e.originator_version for e in run if isinstance(e, ev.LLMResponded)]
+    calls: dict[str, list[tuple[int, str]]] = {}
     for e in run:
-        if isinstance(e, ev.RunStarted):
-            run_no = e.run_no
-        elif e.originator_version < version and isinstance(e, ev.LLMResponded):
-            step += 1
-        elif (
-            e.originator_version > version
-            and isinstance(e, ev.ToolCallSucceeded)
-            and e.tool == "remember"
-            and isinstance(e.result, dict)
-            and e.result.get("memory_id") == str(memory_id)
-        ):
-            call_id = e.call_id
-            break
-    return Step(run_no, step, call_id)
+        if isinstance(e, ev.ToolCallSucceeded) and e.tool == "remember":
+            named = e.result.get("memory_id") if isinstance(e.result, dict) else None
+            calls.setdefault(str(named), []).append((e.originator_version, e.call_id))
+    return {
+        memory_id: Step(
+            run_no,
+            bisect_left(responses, version),
+            next((c for v, c in calls.get(str(memory_id), ()) if v > version), ""),
+        )
+        for version, memory_id in memories
+    }

@@ -23,7 +23,7 @@ from events.hashchain import Row, verify_rows
 from owlclaw.config import OwlClawConfig
 from owlclaw.reports.inspection import bring_up_to_date
 from projections import MemoryStore, MemoryView
-from projections.provenance import remembered_in
+from projections.provenance import remembered_steps
 from projections.relevance import Memory
 
 EXCERPT_CHARS = 300
@@ -117,7 +117,7 @@ def walk(led: Ledger, memory: Memory) -> Trail:
     version = remembered.originator_version if remembered is not None else source.version
     if remembered is None and run:
         problems.append(f"the run's stream has no MemoryRemembered of memory {memory.memory_id}")
-    step = remembered_in(run, version, memory.memory_id)
+    step = remembered_steps(run, [(version, memory.memory_id)])[memory.memory_id]
     rows = list(led.chains.chain_rows([run_id]))  # an archived run's from its archive
     stored = next((bytes(r[6]) for r in rows if r[1] == version), None)
     chain = _chain(rows, version, stored, source.event_hash, problems)

@@ -23,7 +23,7 @@ from owlclaw.audit.why import walk
 from owlclaw.cli.tables import recall_table
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from projections.memory_files import render_entry
-from projections.provenance import Provenance, remembered_in
+from projections.provenance import Provenance, remembered_steps
 from projections.recall import MemoryStore, RecallResult
 from projections.relevance import Memory
 from tests.scripted import call, decide, play, run_events
@@ -54,7 +54,9 @@ def recorded_run(ledger: Ledger, agent: str = "keeper") -> tuple[list[ev.LedgerE
 
 def test_each_memory_is_traced_to_its_step_and_its_own_remember_call(ledger: Ledger) -> None:
     events, calls = recorded_run(ledger)
-    traced = [remembered_in(events, m.originator_version, m.memory_id) for m in remembered(events)]
+    memories = remembered(events)
+    steps = remembered_steps(events, [(m.originator_version, m.memory_id) for m in memories])
+    traced = [steps[m.memory_id] for m in memories]
     assert [(s.run_no, s.step, s.call_id) for s in traced] == [(1, 2, calls[0]), (1, 2, calls[1])]
     assert traced[0].reference() == "run 1, step 2"
 
@@ -65,9 +67,11 @@ def test_a_memory_recorded_by_hand_has_its_run_but_no_step_or_call(ledger: Ledge
     memory_id = uuid.uuid4()
     run.record(ev.MemoryRemembered, agent_id="hand", memory_id=memory_id, content="x")
     ledger.append(agent, run)
-    step = remembered_in(ledger.stream(run.id), 2, memory_id)
+    step = remembered_steps(ledger.stream(run.id), [(2, memory_id)])[memory_id]
     assert (step.run_no, step.step, step.call_id, step.reference()) == (1, 0, "", "run 1")
-    assert remembered_in([], 1, memory_id).reference() == ""  # nothing known: no reference
+    assert (
+        remembered_steps([], [(1, memory_id)])[memory_id].reference() == ""
+    )  # nothing known: no reference
 
 
 @given(st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=6))
@@ -98,9 +102,11 @@ def test_every_memory_of_any_run_is_traced_to_the_response_that_remembered_it(
             add(ev.MemoryRemembered, agent_id="a", memory_id=memory_id, content=call_id)
             result = {"memory_id": str(memory_id), "timestamp": WHEN.isoformat()}
             add(ev.ToolCallSucceeded, call_id=call_id, tool="remember", result=result)
-    for m in remembered(events):
-        step = remembered_in(events, m.originator_version, m.memory_id)
-        assert (step.run_no, step.step, step.call_id) == (7, *expected[m.memory_id])
+    memories = remembered(events)
+    steps = remembered_steps(events, [(m.originator_version, m.memory_id) for m in memories])
+    assert {m: (s.run_no, s.step, s.call_id) for m, s in steps.items()} == {
+        m: (7, *where) for m, where in expected.items()
+    }
 
 
 def recalled(ledger: Ledger, event: ev.MemoryRemembered, event_hash: str) -> Memory:

@@ -4,6 +4,7 @@ a destroyed key reads as the erased marker, never an error."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
@@ -258,3 +259,27 @@ def test_a_prepared_event_is_not_what_another_event_at_its_position_stores() -> 
     other = msgspec.structs.replace(event, message={"content": "something else"})
     stored = mapper.to_stored_event(other)
     assert mapper.to_domain_event(stored) == other
+
+
+class WarmedKeys(InMemoryKeyStore):
+    """Keys that record what each ``warm`` asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warmed: list[set[UUID]] = []
+
+    def warm(self, key_ids: Collection[UUID]) -> None:
+        self.warmed.append(set(key_ids))
+
+
+def test_warming_a_batch_asks_once_for_every_key_its_envelopes_name() -> None:
+    keys = WarmedKeys()
+    mapper = MsgspecMapper(Sealer(keys))
+    stored = [mapper.to_stored_event(e) for e in _samples()]
+    made = {r.key_id for r in keys.records()}
+    assert len(made) > 1
+    assert mapper.sealer is not None
+    mapper.sealer.warm(s.state for s in stored)
+    assert keys.warmed == [made]
+    mapper.sealer.warm([b'{"content": "plain"}'])  # nothing sealed: nothing asked
+    assert keys.warmed == [made]
