@@ -62,8 +62,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --site-dir "$$site"; status=$$?; rm -rf "$$site"; exit $$status
 
-test: lint bubblewrap $(HATCHET) $(MCP_SERVERS)
-	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 3 --dist loadgroup
+# What the tests need is made side by side (the Go build of the Hatchet engine and the npm install
+# beside the venv and lint), each target's output kept together. Four test workers on two cores:
+# a third of a run's time the tests wait (timers, restarts, scripted model latency), not compute.
+test:
+	$(MAKE) --no-print-directory -j4 --output-sync=target lint bubblewrap hatchet mcp-servers
+	OWLCLAW_HATCHET_BIN=$(CURDIR)/.owlclaw/bin $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 4 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) .owlclaw .mypy_cache .ruff_cache
