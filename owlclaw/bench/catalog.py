@@ -16,7 +16,6 @@ from typing import Any
 
 from owlclaw.bench.suite import Entry, Headline
 from owlclaw.config import load_config
-from owlclaw.database import Database, open_database
 
 
 def _ledger(url: str, events_per_writer: int, rehydrate_events: int) -> dict[str, Any]:
@@ -58,6 +57,7 @@ def _timers(url: str, fires: int, pending: int, restart_fires: int) -> dict[str,
     """Both backends; Hatchet's figures only where its engine is built (``OWLCLAW_HATCHET_BIN``,
     else ``<data_dir>/bin``)."""
     from owlclaw.bench import timers
+    from owlclaw.database import Database, open_database
     from owlclaw.timers.hatchet_engine import missing_binaries
 
     config = load_config()
@@ -76,6 +76,7 @@ def _actors(
     url: str, agents: int, pool: int, dedicated_agents: int, registered_agents: int
 ) -> dict[str, Any]:
     from owlclaw.bench import actors
+    from owlclaw.database import Database
 
     return actors.run(
         Database(url),
@@ -96,6 +97,7 @@ def _startup(url: str, runs: int, imports: int) -> dict[str, Any]:
 
 def _cli(url: str, repeat: int) -> dict[str, Any]:
     from owlclaw.bench import cli
+    from owlclaw.database import Database
 
     return cli.run(Database(url), repeat=repeat)
 

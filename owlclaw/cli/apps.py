@@ -3,7 +3,6 @@ Ctrl-C). Their own module: they are the commands that create and start agents.""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -68,6 +67,8 @@ def run(
     """Serve agent apps: database, projections, timer service, agents (Ray actors) and the
     webhook endpoint, until Ctrl-C. Each app is validated first (files, [governance],
     handlers.py): an invalid one is refused with exit code 5 before anything starts."""
+    import asyncio
+
     from owlclaw.app import AppError
     from owlclaw.server.service import Service
     from owlclaw.server.validation import InvalidApps, validate_apps
@@ -118,6 +119,8 @@ def _starting(part: str) -> None:
 
 
 async def _serve(service: Any, config: OwlClawConfig) -> None:
+    import asyncio
+
     from owlclaw.server.webhook import serving
 
     stop = asyncio.Event()

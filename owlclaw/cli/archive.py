@@ -23,8 +23,6 @@ from owlclaw.cli.common import (
     print_json,
 )
 from owlclaw.config import load_config
-from projections import VIEWS
-from projections.absorbed import absorbed
 
 
 def parse_before(text: str) -> datetime:
@@ -63,6 +61,9 @@ def archive(
     month they ended in: each file is written and fsynced, then sealed on its agent's stream
     (ArchiveSealed: its sha256 and every run's head), then the runs' rows are deleted. Reads,
     replay and verify find archived runs there. Running it again finishes an interrupted one."""
+    from projections import VIEWS
+    from projections.absorbed import absorbed
+
     moment = parse_before(before)
     config = load_config()
     if directory is not None:

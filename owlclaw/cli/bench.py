@@ -25,7 +25,6 @@ from owlclaw.cli.common import (
     print_json,
 )
 from owlclaw.config import load_config
-from owlclaw.database import Database, open_database
 
 
 @bench_app.command("ledger")
@@ -208,6 +207,7 @@ def bench_actors(
 ) -> None:
     """Activation, memory, runs/s for dedicated and shared placement; registered agents held."""
     from owlclaw.bench import actors as bench
+    from owlclaw.database import Database
 
     with bench_database("owlclaw_bench_actors") as url, err.status("benchmarking…") as status:
         result = bench.run(
@@ -225,6 +225,7 @@ def bench_registry(
     """Registration rate, database size, `owlclaw status --json` time and the console's agents
     page time with many registered, passivated agents."""
     from owlclaw.bench import registry as bench
+    from owlclaw.database import Database
 
     with bench_database("owlclaw_bench_registry") as url, err.status("benchmarking…") as status:
         result = bench.run(Database(url), agents=agents, progress=status.update)
@@ -261,6 +262,7 @@ def bench_timers(
 ) -> None:
     """Fire lateness of the built-in and Hatchet backends; built-in throughput under load."""
     from owlclaw.bench import timers as bench
+    from owlclaw.database import Database, open_database
     from owlclaw.timers.hatchet_engine import missing_binaries
 
     default_bin = load_config().data_path / "bin"
@@ -289,6 +291,7 @@ def bench_cli(
     """Seconds each reading command, `memory --recall` and `replay --verify` take as a new
     process, with `owlclaw run` serving the agent and without a server (median of --repeat)."""
     from owlclaw.bench import cli as bench
+    from owlclaw.database import Database
 
     with bench_database("owlclaw_bench_cli") as url, err.status("benchmarking…") as status:
         result = bench.run(Database(url), repeat=repeat, progress=status.update)

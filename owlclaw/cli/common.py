@@ -26,14 +26,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from events import Ledger, LedgerError, LedgerReadError, LedgerUnavailable
-from events.codec import NewerEventVersion
-from events.ledger_format import LedgerTooNew
 from owlclaw.config import ConfigError, OwlClawConfig, load_config
-from owlclaw.database import Database, DatabaseUnavailable, open_database
 
 if TYPE_CHECKING:
+    from events import Ledger
     from owlclaw.client import ServerClient
+    from owlclaw.database import Database
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="OwlClaw agent runtime.")
 bench_app = typer.Typer(no_args_is_help=True, help="Measure OwlClaw on this machine.")
@@ -146,6 +144,9 @@ def handles_errors(fn: F) -> F:
 
 def explain(e: Exception) -> None:
     """Exit with the line, hint and code for an expected failure; return for anything else."""
+    from events import LedgerError, LedgerReadError
+    from events.codec import NewerEventVersion
+    from events.ledger_format import LedgerTooNew
     from owlclaw.client import ServerNotReady, ServerRefused, ServerUnavailable
 
     if isinstance(e, OSError) and e.errno == errno.EADDRINUSE:
@@ -187,8 +188,10 @@ REFUSALS = {
 def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str, int]]:
     """Expected failures by type, first match wins: the hint and exit code (imported here:
     most commands never meet most of them)."""
+    from events import LedgerError, LedgerUnavailable
     from events.erasure import NothingToErase
     from owlclaw.app import AppError, AppNotFound
+    from owlclaw.database import DatabaseUnavailable
     from owlclaw.server.serving_locks import AlreadyServed
     from owlclaw.timers.hatchet_engine import HatchetUnavailable
     from projections.rebuild import RebuildRunning
@@ -228,6 +231,9 @@ def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str
 
 @contextmanager
 def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database, Ledger]]:
+    from events import Ledger
+    from owlclaw.database import open_database
+
     config = config or load_config()
     database = open_database(config)
     with Ledger(
@@ -242,6 +248,8 @@ def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database,
 @contextmanager
 def bench_database(name: str) -> Iterator[str]:
     """A scratch database on the configured server for one benchmark, dropped afterwards."""
+    from owlclaw.database import open_database
+
     server = open_database(load_config())
     database = server.create_database(name)
     try:

@@ -3,8 +3,6 @@ it drives the whole embedded stack from one command, unlike any other."""
 
 from __future__ import annotations
 
-import asyncio
-
 from owlclaw.cli.common import (
     JsonOption,
     app,
@@ -24,6 +22,8 @@ def demo(as_json: JsonOption = False) -> None:
     """The seeds' trading agent through six scenarios (timers, memory, heartbeat, a cancelled
     schedule, an approval, a question to a person) on the embedded default (PostgreSQL +
     pgvector, Ray actors, projections, timers, local embeddings, webhook)."""
+    import asyncio
+
     from owlclaw.demo import AGENT, Demo
 
     report = asyncio.run(Demo(load_config(), err if as_json else out).run())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -118,6 +117,8 @@ def _evaluate(
     as_json: bool,
     **selection: object,
 ) -> None:
+    import asyncio
+
     from owlclaw.audit.decision_points import AgentRecord
     from owlclaw.audit.evals import RunSelector, evaluate
     from owlclaw.llm.providers import litellm_with_offline_providers

@@ -15,7 +15,6 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from events import LoggedEvent
 from events.catalog import event_fields
 from owlclaw.cli.common import (
     EXIT_FAILED,
@@ -33,6 +32,7 @@ from owlclaw.cli.common import (
 from owlclaw.cli.tables import stacked, text, whole
 
 if TYPE_CHECKING:
+    from events import LoggedEvent
     from events.hashchain import VerifyReport
     from owlclaw.tools.subagents import SpawnNode
 

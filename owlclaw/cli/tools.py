@@ -12,7 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from events import Ledger
 from owlclaw.cli.common import (
     EXIT_USAGE,
     JsonOption,
@@ -28,9 +27,9 @@ from owlclaw.cli.common import (
 from owlclaw.cli.tables import stacked, whole
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.messages import ToolsChange
-from owlclaw.reports.inspection import bring_up_to_date
 
 if TYPE_CHECKING:
+    from events import Ledger
     from owlclaw.mcp.config import McpServer
     from owlclaw.tools.tool import Tool
     from projections.tool_calls import ToolStats
@@ -137,6 +136,7 @@ def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> di
 
 def _print_stats(config: OwlClawConfig, agent: str, as_json: bool) -> None:
     from owlclaw.compose.read import open_view
+    from owlclaw.reports.inspection import bring_up_to_date
     from owlclaw.tools.stats import tool_stats
     from projections.tool_calls import AuditView
 

@@ -4,15 +4,13 @@ waits on the log."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from events import Ledger
 from events import catalog as ev
 from events.catalog import event_fields
 from owlclaw.cli.common import (
@@ -30,6 +28,9 @@ from owlclaw.cli.common import (
 )
 from owlclaw.config import load_config
 from owlclaw.reports.narrate import step_text
+
+if TYPE_CHECKING:
+    from events import Ledger
 
 ENDED_WELL = ("completed", "skipped", "parked")
 WAIT_READY_S = 60.0
@@ -148,6 +149,8 @@ def _parked_status(events: list[ev.LedgerEvent]) -> str | None:
 
 def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.LedgerEvent]:
     """The run's events as they are committed, printed as they come, until its end event."""
+    import asyncio
+
     from projections.feed import afollow_run
 
     async def follow() -> list[ev.LedgerEvent]:
