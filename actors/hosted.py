@@ -204,8 +204,14 @@ class HostedAgents:
             hosted.last_active = time.monotonic()
             hosted.running = str(message.run_id) if kind == "run" else str(message)
             hosted.current = asyncio.create_task(self._in_slot(agent_id, hosted, kind, message))
+            # once the ledger holds the run's end, a Result asked later is answered from it
+            # (AgentHost._result) and the future goes: kept, a busy agent's futures grew by one
+            # per run for as long as it stayed active
+            in_ledger = False
             try:
-                future.set_result(await hosted.current)
+                result = await hosted.current
+                future.set_result(result)
+                in_ledger = result.ended
             except asyncio.CancelledError:
                 consumer = asyncio.current_task()
                 if not hosted.current.cancelled() or (consumer and consumer.cancelling()):
@@ -213,6 +219,8 @@ class HostedAgents:
                 if kind == "run":  # cancelled before its first step: it still ends once
                     await hosted.runtime.end_cancelled(message)
                 future.set_exception(RunCancelled(f"{kind} {message} was cancelled"))
+                future.exception()  # nobody may wait for it: a cancel is no error to log
+                in_ledger = True
             except StreamConflict as error:  # another actor writes this agent: stop here
                 future.set_exception(error)
                 self.stand_down(agent_id, hosted)
@@ -223,6 +231,8 @@ class HostedAgents:
                 ran, hosted.running, hosted.current = hosted.running, None, None
                 hosted.completed += 1
                 hosted.last_active = time.monotonic()
+            if in_ledger and ran is not None and hosted.results.get(ran) is future:
+                del hosted.results[ran]
             if ran is not None and (hosted.runtime.parent_agent_id or _may_answer(kind, message)):
                 await self._report_end(ran)
 

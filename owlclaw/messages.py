@@ -29,6 +29,10 @@ R = TypeVar("R")
 # --- replies ---------------------------------------------------------------------------------
 
 
+NOT_ENDED = frozenset({"pending", "running", "parked", "interrupted"})
+"""The statuses (``events.run``) of a run that has not ended."""
+
+
 class RunResult(msgspec.Struct, frozen=True):
     """How a run ended, as its Run stream records it (so a result read back from the ledger
     after a restart is the same as the one its process returned)."""
@@ -41,6 +45,11 @@ class RunResult(msgspec.Struct, frozen=True):
     duration_ms: float
     tokens: int
     cost_usd: float
+
+    @property
+    def ended(self) -> bool:
+        """The run's end is in the ledger (it did not park or stand down)."""
+        return self.status not in NOT_ENDED
 
     @classmethod
     def of(cls, run: Run) -> RunResult:
