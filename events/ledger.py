@@ -439,8 +439,7 @@ class Ledger:
         archived = self.archive.notifications(agent.run_ids(), after, limit)
         if archived:
             rows = sorted([*rows, *archived], key=lambda n: n.id)[:limit]
-        events = self._store.decode_all(rows)
-        return [LoggedEvent(n.id, e) for n, e in zip(rows, events, strict=True)]
+        return self.log.logged(rows)
 
     def agent_ids(self) -> list[str]:
         """Every registered agent, in registration order."""

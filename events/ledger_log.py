@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from eventsourcing.persistence import PersistenceError
+from eventsourcing.persistence import Notification, PersistenceError
 
 from events.catalog import LedgerEvent
 from events.codec import stored_topics
@@ -61,6 +61,11 @@ class LedgerLog:
                     notifications = [merged[p] for p in sorted(merged)[:limit]]
         except PersistenceError as e:
             raise self._store.unavailable(f"cannot read the ledger: {e}") from e
+        return self.logged(notifications)
+
+    def logged(self, notifications: Sequence[Notification]) -> list[LoggedEvent]:
+        """Rows of the log decoded as a batch (``LedgerStore.decode_all``), each at its
+        position."""
         events = self._store.decode_all(notifications)
         return [LoggedEvent(n.id, e) for n, e in zip(notifications, events, strict=True)]
 
