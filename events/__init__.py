@@ -1,32 +1,53 @@
 """The event ledger: domain events, aggregates, the OwlClaw recorder (PostgreSQL or
 in memory), hash chain, ledger API.
 
-``Ledger`` and ``LoggedEvent`` are imported when first named: they bring psycopg and the
-recorder, which a command that only asks the server, or a message type, does not need.
+Every name is imported when first named: ``Ledger`` brings psycopg and the recorder, the
+aggregates bring eventsourcing, which a command that only asks the server, or a message type
+(``events.catalog``, ``events.agent_state``), does not need.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from events.agent import Agent
-from events.errors import (
-    BlobCorrupted,
-    LedgerError,
-    LedgerReadError,
-    LedgerUnavailable,
-    NoDatabase,
-    StreamConflict,
-    UnknownAgent,
-    UnknownBlob,
-    UnknownRun,
-)
-from events.run import Run
-from events.streams import agent_stream_id, run_stream_id
-
 if TYPE_CHECKING:
+    from events.agent import Agent
+    from events.errors import (
+        BlobCorrupted,
+        LedgerError,
+        LedgerReadError,
+        LedgerUnavailable,
+        NoDatabase,
+        StreamConflict,
+        UnknownAgent,
+        UnknownBlob,
+        UnknownRun,
+    )
     from events.ledger import Ledger
     from events.ledger_log import LoggedEvent
+    from events.run import Run
+    from events.streams import agent_stream_id, run_stream_id
 
-_LAZY = {"Ledger": "events.ledger", "LoggedEvent": "events.ledger_log"}
+_LAZY = {
+    "Agent": "events.agent",
+    "Run": "events.run",
+    "Ledger": "events.ledger",
+    "LoggedEvent": "events.ledger_log",
+    "agent_stream_id": "events.streams",
+    "run_stream_id": "events.streams",
+    **dict.fromkeys(
+        (
+            "BlobCorrupted",
+            "LedgerError",
+            "LedgerReadError",
+            "LedgerUnavailable",
+            "NoDatabase",
+            "StreamConflict",
+            "UnknownAgent",
+            "UnknownBlob",
+            "UnknownRun",
+        ),
+        "events.errors",
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 import msgspec
 
+from owlclaw.audit.manifest import Manifest
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ApprovalAnswer, Decision, Fire, FireOutcome, ToolsChange
+from owlclaw.reports.approvals import Approvals
+from owlclaw.reports.listings import LedgerPage, Runs, Schedules
 from owlclaw.server_token import server_token
-
-if TYPE_CHECKING:
-    from owlclaw.runtime.approvals import PendingApproval
 
 TRIGGER_ATTEMPTS = 3
 
@@ -166,10 +166,11 @@ class ServerClient:
         body = {"enable": enable, "disable": disable}
         return msgspec.convert(self._call("POST", f"/agents/{agent_id}/tools", body), ToolsChange)
 
-    def approvals(self) -> list[PendingApproval]:
-        from owlclaw.runtime.approvals import PendingApproval  # its tools' schemas: ~0.2 s
-
-        return msgspec.convert(self._call("GET", "/approvals"), list[PendingApproval])
+    def approvals(self, agent_id: str | None) -> Approvals:
+        """``owlclaw approvals``' listing: one agent's or every agent's of the ledger, served
+        or not."""
+        query = {"ledger": 1} if agent_id is None else {"ledger": 1, "agent": agent_id}
+        return msgspec.convert(self._call("GET", f"/approvals?{urlencode(query)}"), Approvals)
 
     def answer_approval(self, decision: Decision) -> ApprovalAnswer:
         """Answer an approval through the served agent's writer (the run resumes at once); a
@@ -187,12 +188,36 @@ class ServerClient:
         answered = self._call("POST", f"/approvals/{decision.approval_id}", body)
         return msgspec.convert(answered, ApprovalAnswer)
 
-    def memory(self, agent_id: str, recall: str, limit: int) -> dict[str, Any]:
-        """``owlclaw memory AGENT --recall --json``'s answer, from the server's memory view and
+    def memory(self, agent_id: str, recall: str | None, limit: int) -> dict[str, Any]:
+        """``owlclaw memory AGENT [--recall] --json``'s answer, from the server's memory view and
         embedder."""
-        params = urlencode({"recall": recall, "k": limit})
+        query = {"k": limit} if recall is None else {"recall": recall, "k": limit}
+        params = urlencode(query)
         result: dict[str, Any] = self._call("GET", f"/agents/{agent_id}/memory?{params}")
         return result
+
+    def ledger(self, agent_id: str, after: int, limit: int | None) -> LedgerPage:
+        """A page of the agent's events (``owlclaw ledger``; ``limit`` None: every one)."""
+        query = {"after": after} if limit is None else {"after": after, "limit": limit}
+        page = self._call("GET", f"/agents/{agent_id}/ledger?{urlencode(query)}")
+        return msgspec.convert(page, LedgerPage)
+
+    def manifest(self, agent_id: str, run_no: int, step: int | None) -> Manifest:
+        """The decision manifest of the agent's run ``run_no`` (``owlclaw explain``)."""
+        query = "" if step is None else f"?{urlencode({'step': step})}"
+        manifest = self._call("GET", f"/agents/{agent_id}/runs/{run_no}/manifest{query}")
+        return msgspec.convert(manifest, Manifest)
+
+    def runs(self, agent_id: str, limit: int) -> Runs:
+        """``owlclaw runs``'s listing, from the server's runs view."""
+        listing = self._call("GET", f"/agents/{agent_id}/runs?{urlencode({'limit': limit})}")
+        return msgspec.convert(listing, Runs)
+
+    def schedules(self, agent_id: str | None, every: bool) -> Schedules:
+        """``owlclaw schedules``'s listing (every agent's when ``agent_id`` is None), from the
+        server's schedules view."""
+        path = "/schedules" if agent_id is None else f"/agents/{agent_id}/schedules"
+        return msgspec.convert(self._call("GET", f"{path}?all={int(every)}"), Schedules)
 
     def verify(self, agent_id: str, run_no: int) -> dict[str, Any]:
         """Run ``run_no`` of the agent re-executed and compared by the server: its
@@ -200,6 +225,8 @@ class ServerClient:
         result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/runs/{run_no}/verify")
         return result
 
-    def status(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", "/status")
+    def status(self, *, ledger: bool = False) -> dict[str, Any]:
+        """The server's status; with ``ledger``, also ``owlclaw status``'s report of the ledger
+        and its views (its ``ledger`` key) when the principal may read every agent's."""
+        result: dict[str, Any] = self._call("GET", "/status?ledger=1" if ledger else "/status")
         return result

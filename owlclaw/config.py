@@ -229,6 +229,11 @@ class OwlClawConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return Path(self.data_dir).expanduser().resolve()
 
     @property
+    def memory_path(self) -> Path:
+        """Where the agents' MEMORY.md files are: ``<data_dir>/memory/<agent>/``."""
+        return self.data_path / "memory"
+
+    @property
     def workspaces_path(self) -> Path:
         if self.workspaces_dir is not None:
             return Path(self.workspaces_dir).expanduser().resolve()

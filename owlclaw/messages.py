@@ -15,14 +15,16 @@ standard library, so everything above may use it.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from uuid import UUID
 
 import msgspec
 
-from events.agent import Agent
 from events.agent_state import FireVerdict
-from events.run import Run
+
+if TYPE_CHECKING:
+    from events.agent import Agent
+    from events.run import Run
 
 R = TypeVar("R")
 

@@ -16,6 +16,7 @@ from psycopg import Cursor
 from events import catalog as ev
 from events.catalog import LedgerEvent
 from events.ledger_log import LoggedEvent
+from projections.run_row import RunRow
 from projections.sqlvalues import text
 from projections.view import View
 
@@ -229,22 +230,3 @@ class DayOfAgent(msgspec.Struct, frozen=True):
     tool_calls: int
     tokens: int
     cost_usd: float
-
-
-class RunRow(msgspec.Struct, frozen=True):
-    run_id: UUID
-    run_no: int
-    trigger: str
-    focus: str | None
-    status: str
-    started_at: datetime
-    duration_ms: float | None
-    iterations: int
-    tool_calls: int
-    tokens: int
-    cost_usd: float
-    error: str | None
-    ended_at: datetime | None = None
-    plan_done: int | None = None
-    """Items of the run's current plan that are done (None: no plan, or erased)."""
-    plan_items: int | None = None

@@ -34,7 +34,7 @@ from events import catalog as ev  # noqa: E402
 from owlclaw.config import OwlClawConfig  # noqa: E402
 from owlclaw.database import open_database  # noqa: E402
 from owlclaw.messages import AnswerApproval, Decision, Fire, Result, Submit  # noqa: E402
-from owlclaw.runtime.approvals import pending  # noqa: E402
+from owlclaw.reports.approvals import pending  # noqa: E402
 from tests.golden_ledger import APP, LEDGER_FILE, RECORDED_APP, dump  # noqa: E402
 
 AGENT = "golden"

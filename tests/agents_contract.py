@@ -48,8 +48,9 @@ from owlclaw.messages import (
     Submit,
     ToolsChange,
 )
+from owlclaw.reports.approvals import pending
 from owlclaw.runtime.agent_runtime import AgentRuntime
-from owlclaw.runtime.approvals import ToolArgumentsInvalid, overdue, pending
+from owlclaw.runtime.approvals import ToolArgumentsInvalid, overdue
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from tests.apps import make_app
 

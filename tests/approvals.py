@@ -10,7 +10,7 @@ from events import Ledger
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Result, RunResult, Submit
-from owlclaw.runtime.approvals import pending
+from owlclaw.reports.approvals import pending
 from tests.apps import make_app
 from tests.scripted import call
 

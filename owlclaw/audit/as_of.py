@@ -23,6 +23,7 @@ from events.agent import Agent
 from events.agent_state import ActiveSchedule, Approval
 from events.ledger_log import LoggedEvent
 from events.streams import agent_stream_id
+from owlclaw.audit.manifest import IdentityVersion
 from projections.embedders import Embedder
 from projections.recall import MemoryStore
 from projections.relevance import Memory, rank
@@ -94,26 +95,6 @@ def history_at(led: Ledger, agent_id: str, moment: Moment) -> History:
     if not events:
         raise UnknownMoment(f"agent {agent_id} had recorded nothing by {moment}")
     return History(agent_id, moment, events)
-
-
-@dataclass(frozen=True)
-class IdentityVersion:
-    """One IdentityLoaded: the app's files (by sha256) an agent ran with from then on."""
-
-    number: int
-    """1 for the agent's first identity, then each change."""
-    position: int
-    loaded_at: datetime
-    soul_sha256: str
-    identity_sha256: str
-    config_sha256: str
-    code_sha256: str
-    skills: dict[str, str]
-    """Skill name -> sha256 of its SKILL.md."""
-    governance: dict[str, Any]
-    """The [governance] table ({} when recorded before it was kept)."""
-    changed: list[str]
-    """What differs from the previous version (every file for the first one)."""
 
 
 def changed_files(

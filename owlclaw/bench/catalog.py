@@ -402,7 +402,7 @@ ENTRIES: tuple[Entry, ...] = (
         name="cli",
         title="CLI latency",
         note="Each command as a user runs it: a new process, with `owlclaw run` serving the "
-        "agent (it answers recall and verify) and without a server.",
+        "agent (it answers each command) and without a server.",
         method="`owlclaw CMD --json` in a new process, median of {repeat}; an agent with a "
         "10-step run and memories",
         run=_cli,

@@ -4,7 +4,7 @@ Sets up an app whose agent has one recorded 10-step run (six ``remember`` calls,
 ``log_decision`` calls, an answer) on a scratch database, through a real ``owlclaw run`` (local
 placement: the figures are the CLI's, not Ray's). Then times every reading command, ``memory
 --recall`` and ``replay --verify`` (median of ``repeat`` processes each) while that server runs,
-which answers recall and verify for the CLI, and again once it has stopped (each command does
+which answers every one of them for the CLI, and again once it has stopped (each command does
 all its work in its own process). The flat ``*_s`` keys are the headline figures."""
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def run(
         "method": (
             f"each command `owlclaw CMD --json` in a new process, median of {repeat}; an agent"
             f" with one {len(STEPS)}-step run and {MEMORIES} memories; served: while `owlclaw"
-            " run` (local placement) serves it, which answers recall and verify; alone: no"
+            " run` (local placement) serves it, which answers each of them; alone: no"
             f" server listening. Reading commands: {', '.join(reads)}"
         ),
         "slowest_read_served_s": max(served[name] for name in reads),

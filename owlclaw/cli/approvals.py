@@ -23,6 +23,7 @@ from owlclaw.cli.common import (
     JsonOption,
     State,
     app,
+    ask_server,
     fail,
     handles_errors,
     open_ledger,
@@ -36,7 +37,7 @@ from owlclaw.messages import ApprovalAnswer, Decision
 from owlclaw.reports.relative_time import relative
 
 if TYPE_CHECKING:
-    from owlclaw.runtime.approvals import PendingApproval
+    from owlclaw.reports.approvals import PendingApproval
 
 QUESTION_HINT = "`owlclaw approvals` shows the question and its options"
 CLOSED_CODES = frozenset(
@@ -64,26 +65,21 @@ def approvals(
 ) -> None:
     """Pending approvals: the tool calls agents' runs are parked at, and the questions they
     ask (`owlclaw answer`), oldest first."""
-    from owlclaw.client import ServerUnavailable
-    from owlclaw.runtime.approvals import pending, unique_prefixes
-
     config = load_config()
-    with open_ledger(config) as (_, led):
-        agent_ids = [agent] if agent else led.agent_ids()
-        found = pending(led, agent_ids)
-        known = [a for a_id in agent_ids for a in led.load_agent(a_id).state.approvals]
-    with server_client(config, timeout_s=5) as client:
-        try:
-            served = {p.approval_id for p in client.approvals()}
-        except ServerUnavailable:
-            served = set()
+    listing = ask_server(config, lambda client: client.approvals(agent))
+    if listing is None:
+        from owlclaw.reports.approvals import approvals_of
+
+        with open_ledger(config) as (_, led):
+            listing = approvals_of(led, agent, served=())
+    found, served = listing.pending, set(listing.served)
     if as_json:
         print_json([{**_fields(p), "served": p.approval_id in served} for p in found])
         return
     if not found:
         out.print("no pending approvals")
         return
-    short = unique_prefixes([p.approval_id for p in found], known)
+    short = listing.short
     table = Table(
         whole("id"),
         *(text(column) for column in ("agent", "tool", "arguments", "reason")),
@@ -196,7 +192,8 @@ def _shown(config: OwlClawConfig, given: str) -> _Shown:
     """The approval ``given`` names (its id, or a unique prefix of one) with the arguments it
     shows now and their digest."""
     from events.agent_state import UnknownApproval
-    from owlclaw.runtime.approvals import agent_of, complete_approval_id, pending
+    from owlclaw.reports.approvals import pending
+    from owlclaw.runtime.approvals import agent_of, complete_approval_id
 
     with open_ledger(config) as (_, led):
         try:

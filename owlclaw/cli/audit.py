@@ -15,6 +15,7 @@ from owlclaw.cli.common import (
     EXIT_USAGE,
     JsonOption,
     app,
+    ask_server,
     fail,
     handles_errors,
     open_ledger,
@@ -195,13 +196,16 @@ def explain(
     """The decision manifest of a run's steps, from the recorded events alone: identity and
     skill versions, recalled memories, visible and hidden tools, governance decisions, model
     path with fallbacks, tokens and cost, and the run's current plan (update_plan)."""
-    from owlclaw.audit.explain import NotRecorded, explain_run
+    config = load_config()
+    manifest = ask_server(config, lambda client: client.manifest(agent_id, run_no, step))
+    if manifest is None:
+        from owlclaw.audit.explain import NotRecorded, explain_run
 
-    with open_ledger() as (_, led):
-        try:
-            manifest = explain_run(led, agent_id, run_no, step)
-        except NotRecorded as e:
-            fail(str(e), f"`owlclaw ledger {agent_id}` lists its runs", EXIT_NOT_FOUND)
+        with open_ledger(config) as (_, led):
+            try:
+                manifest = explain_run(led, agent_id, run_no, step)
+            except NotRecorded as e:
+                fail(str(e), f"`owlclaw ledger {agent_id}` lists its runs", EXIT_NOT_FOUND)
     if as_json:
         print_json(manifest)
         return

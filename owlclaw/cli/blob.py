@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 
-from events import BlobCorrupted, UnknownBlob
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -33,6 +32,8 @@ def blob(
 ) -> None:
     """Write a stored blob's bytes to stdout or --out FILE (refused when they no longer hash
     to SHA256)."""
+    from events.errors import BlobCorrupted, UnknownBlob
+
     if to is None and sys.stdout.isatty():
         fail("a blob is raw bytes, not for a terminal", "add --out FILE or redirect", EXIT_USAGE)
     try:

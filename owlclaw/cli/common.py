@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import shutil
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -82,20 +83,37 @@ def server_client(config: OwlClawConfig, timeout_s: float = 30.0) -> ServerClien
     return ServerClient(config, timeout_s, token=State.token)
 
 
-def ask_server(config: OwlClawConfig, ask: Callable[[ServerClient], T]) -> T | None:
+def ask_server(
+    config: OwlClawConfig, ask: Callable[[ServerClient], T], timeout_s: float | None = None
+) -> T | None:
     """The running ``owlclaw run``'s answer (its warm embedder and views, its loaded code: what
     this process would otherwise import and start); None when nothing listens at the configured
-    address (the connection is refused), and the caller does the work itself. A server that
-    answers with an error, drops the connection or does not answer in time is reported
-    (ServerRefused, ServerUnavailable), never redone here: it is there, and may still be doing
-    what was asked."""
-    from owlclaw.client import NoServer
+    address (the connection is refused) or the server is still starting, and the caller does
+    the work itself. A server that answers with any other error, drops the connection or does
+    not answer in time is reported (ServerRefused, ServerUnavailable), never redone here: it is
+    there, and may still be doing what was asked."""
+    if not _listening(config):
+        return None  # the HTTP client is not even imported
+    from owlclaw.client import NoServer, ServerRefused
 
-    with server_client(config, timeout_s=SERVED_TIMEOUT_S) as client:
+    with server_client(config, timeout_s=timeout_s or SERVED_TIMEOUT_S) as client:
         try:
             return ask(client)
         except NoServer:
             return None
+        except ServerRefused as e:
+            if e.code == "starting":  # it has done nothing yet
+                return None
+            raise
+
+
+def _listening(config: OwlClawConfig) -> bool:
+    """Whether something accepts connections at the server's address."""
+    try:
+        with socket.create_connection((config.server.host, config.server.port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 SERVED_TIMEOUT_S = 120.0

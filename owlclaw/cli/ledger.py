@@ -4,10 +4,8 @@ record itself, where the other reading commands read views built from it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
-from uuid import UUID
 
 import typer
 from rich.markup import escape
@@ -15,13 +13,13 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from events.catalog import event_fields
 from owlclaw.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     JsonOption,
     app,
+    ask_server,
     fail,
     handles_errors,
     open_ledger,
@@ -30,11 +28,11 @@ from owlclaw.cli.common import (
     summary,
 )
 from owlclaw.cli.tables import stacked, text, whole
+from owlclaw.config import load_config
 
 if TYPE_CHECKING:
-    from events import LoggedEvent
     from events.hashchain import VerifyReport
-    from owlclaw.tools.subagents import SpawnNode
+    from owlclaw.reports.listings import LedgerPage, SpawnNode
 
 
 @app.command()
@@ -58,68 +56,49 @@ def ledger(
 ) -> None:
     """Print an agent's events (its stream and its runs' streams) in log order, a page at a
     time: the first --limit events after --after, and where the next page starts."""
-    from owlclaw.tools.subagents import spawn_tree
-
     if talk:
         _conversation(agent, as_json)
         return
-    with open_ledger() as (_, led):
-        history = led.agent_history(agent, after, None if every else limit + 1)
-        tree = spawn_tree(led, agent)
-        runs = {run_id: n for n, run_id in enumerate(led.load_agent(agent).run_ids(), 1)}
-    more = len(history) > limit and not every
-    if more:
-        history = history[:limit]
-    next_after = history[-1].position if more else None
+    config = load_config()
+    shown = None if every else limit
+    page = ask_server(config, lambda client: client.ledger(agent, after, shown))
+    if page is None:
+        from owlclaw.audit.ledger_page import ledger_page
+
+        with open_ledger(config) as (_, led):
+            page = ledger_page(led, agent, after, shown)
     if as_json:
-        print_json(
-            {
-                "agent_id": agent,
-                "events": [
-                    {
-                        "position": h.position,
-                        "stream": h.event.originator_id,
-                        "version": h.event.originator_version,
-                        "type": type(h.event).__name__,
-                        "timestamp": h.event.timestamp,
-                        "data": event_fields(h.event),
-                    }
-                    for h in history
-                ],
-                "next_after": next_after,
-            }
-        )
+        print_json(page)
         return
-    out.print(ledger_table(agent, history, runs))
-    if more:
+    out.print(ledger_table(page))
+    if page.next_after is not None:
         out.print(
             f"[yellow]{limit} events shown, more follow:[/] owlclaw ledger {escape(agent)}"
-            f" --after {next_after} (or --all)",
+            f" --after {page.next_after} (or --all)",
             highlight=False,
         )
-    if tree:
-        out.print(_tree(Tree(f"sub-agents of {agent}"), tree))
+    if page.sub_agents:
+        out.print(_tree(Tree(f"sub-agents of {agent}"), page.sub_agents))
 
 
-def ledger_table(agent: str, history: list[LoggedEvent], runs: Mapping[UUID, int]) -> Table:
+def ledger_table(page: LedgerPage) -> Table:
     """Each event's position and stream as ``--after``, ``replay`` and ``export`` take them
-    (``runs``: the run number of each run stream), its data folded under its type."""
+    (a run stream by its run number), its data folded under its type."""
     table = Table(
         whole("pos"),
         whole("stream"),
         whole("ver"),
         whole("time"),
         text("event"),
-        title=f"ledger of {agent}",
+        title=f"ledger of {page.agent_id}",
     )
-    for h in history:
-        e = h.event
+    for e in page.events:
         table.add_row(
-            str(h.position),
-            "agent" if e.stream == "agent" else f"run {runs[e.originator_id]}",
-            str(e.originator_version),
+            str(e.position),
+            "agent" if e.run is None else f"run {e.run}",
+            str(e.version),
             e.timestamp.strftime("%H:%M:%S.%f")[:-3],
-            stacked(Text(type(e).__name__, "bold"), summary(event_fields(e))),
+            stacked(Text(e.type, "bold"), summary(e.data)),
         )
     return table
 

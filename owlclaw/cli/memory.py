@@ -66,8 +66,8 @@ def memory(
         return
 
     config = load_config()
-    if (query := recall) is not None:
-        served = ask_server(config, lambda client: client.memory(agent, query, limit))
+    if not archived:
+        served = ask_server(config, lambda client: client.memory(agent, recall, limit))
         if served is not None:
             _print_reading(served, as_json)
             return

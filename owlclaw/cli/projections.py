@@ -172,7 +172,7 @@ def projections_rebuild(
     """Rebuild a projection from position 0 into new tables and switch over atomically."""
     from rich.progress import Progress
 
-    from projections import rebuild
+    from projections.rebuild import rebuild
 
     config = load_config()
     configured = _configured_view(config, name)

@@ -15,6 +15,7 @@ from owlclaw.cli.common import (
     EXIT_NOT_FOUND,
     JsonOption,
     app,
+    ask_server,
     err,
     fail,
     handles_errors,
@@ -23,12 +24,11 @@ from owlclaw.cli.common import (
     print_json,
 )
 from owlclaw.cli.tables import stacked, text, whole
+from owlclaw.config import OwlClawConfig, load_config
 
 if TYPE_CHECKING:
-    from projections.runs import RunRow
-
-KNOWN_SHOWN = 20
-"""Agent ids an unknown-agent error names at most."""
+    from owlclaw.reports.listings import Runs
+    from projections.run_row import RunRow
 
 
 @app.command()
@@ -40,23 +40,29 @@ def runs(
 ) -> None:
     """An agent's latest runs, newest first: status, trigger, start and end, steps, tool calls,
     cost, and its plan's progress (update_plan)."""
-    from events.errors import UnknownAgent
-    from owlclaw.reports.inspection import open_runs, runs_of
-
-    with open_ledger() as (_, led):
-        try:
-            listing = runs_of(led, open_runs(led), agent, limit)
-        except UnknownAgent as e:
-            known = led.agent_ids()
-            names = ", ".join(known[:KNOWN_SHOWN]) or "none yet"
-            more = f" and {len(known) - KNOWN_SHOWN} more" if len(known) > KNOWN_SHOWN else ""
-            fail(f"{e}; known agents: {names}{more}", "`owlclaw status` lists them", EXIT_NOT_FOUND)
+    config = load_config()
+    listing = ask_server(config, lambda client: client.runs(agent, limit))
+    if listing is None:
+        listing = _runs_here(config, agent, limit)
     if listing.behind:
         err.print(f"[yellow]warning:[/] {listing.behind}")
     if as_json:
         print_json([{**msgspec.to_builtins(r), "plan": plan_progress(r)} for r in listing.rows])
         return
     out.print(runs_table(agent, listing.rows))
+
+
+def _runs_here(config: OwlClawConfig, agent: str, limit: int) -> Runs:
+    """The listing read in this process, without a server."""
+    from events.errors import UnknownAgent
+    from owlclaw.reports.inspection import open_runs, runs_of, with_known_agents
+
+    with open_ledger(config) as (_, led):
+        try:
+            return runs_of(led, open_runs(led), agent, limit)
+        except UnknownAgent as e:
+            hint = "`owlclaw status` lists them"
+            fail(with_known_agents(led, e), hint, EXIT_NOT_FOUND)
 
 
 def plan_progress(row: RunRow) -> str | None:

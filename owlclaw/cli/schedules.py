@@ -12,6 +12,7 @@ from rich.text import Text
 from owlclaw.cli.common import (
     JsonOption,
     app,
+    ask_server,
     err,
     handles_errors,
     open_ledger,
@@ -19,6 +20,7 @@ from owlclaw.cli.common import (
     print_json,
 )
 from owlclaw.cli.tables import stacked, text, whole
+from owlclaw.config import load_config
 from owlclaw.reports.relative_time import relative
 
 
@@ -30,10 +32,13 @@ def schedules(
     as_json: JsonOption = False,
 ) -> None:
     """Schedules with their next fire time, on_missed policy, backend and last outcome."""
-    from owlclaw.reports.inspection import open_schedules, schedules_of
+    config = load_config()
+    listing = ask_server(config, lambda client: client.schedules(agent, every))
+    if listing is None:
+        from owlclaw.reports.inspection import open_schedules, schedules_of
 
-    with open_ledger() as (_, led):
-        listing = schedules_of(led, open_schedules(led), agent, every)
+        with open_ledger(config) as (_, led):
+            listing = schedules_of(led, open_schedules(led), agent, every)
     if listing.behind:
         err.print(f"[yellow]warning:[/] {listing.behind}")
     if as_json:

@@ -3,25 +3,29 @@ module: it gathers from every view and the server, and renders the largest repor
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
 from rich.markup import escape
 from rich.table import Table
 
 from owlclaw.cli.common import (
     JsonOption,
     app,
+    ask_server,
     handles_errors,
     open_ledger,
     out,
     print_json,
-    server_client,
 )
 from owlclaw.cli.tables import stacked, text, whole
-from owlclaw.config import load_config
+from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.reports.relative_time import relative
+
+if TYPE_CHECKING:
+    from owlclaw.client import ServerClient
+
+STATUS_TIMEOUT_S = 5.0
+"""How long ``owlclaw status`` waits for the server before showing it as not running."""
 
 
 @app.command()
@@ -30,64 +34,49 @@ def status(as_json: JsonOption = False) -> None:
     """Agents (how many are registered; those with runs or served), active runs, projection
     lag, pending timers, database and server health, and the server's background workers
     (state, restarts, last error)."""
-    from owlclaw.client import ServerUnavailable
-    from owlclaw.compose.read import open_views
-    from owlclaw.reports.inspection import bring_up_to_date
-    from projections import AgentsView, RunsView, SchedulesView
-    from projections.status import projection_status
-
     config = load_config()
-    report: dict[str, Any] = {}
-    with server_client(config, timeout_s=5) as client:
-        try:
-            report["server"] = {"url": client.url, **client.status()}
-        except ServerUnavailable:
-            report["server"] = {"url": client.url, "running": False}
-    with open_ledger(config) as (_, led):
-        report["database"] = {"ok": True, "head": led.log.head()}
-        views = open_views(led, config)
-        report["projections"] = [msgspec.to_builtins(projection_status(led, v)) for v in views]
-        registry = next(v for v in views if isinstance(v, AgentsView))
-        behind = bring_up_to_date(led, registry)
-        report["registered_agents"] = registry.count()
-        if behind:
-            report["registered_agents_behind"] = behind
-        runs = next(v for v in views if isinstance(v, RunsView))
-        schedules = next(v for v in views if isinstance(v, SchedulesView))
-        report["agents"] = runs.per_agent()
-        report["active_runs"] = runs.active()
-        report["pending_timers"] = schedules.pending()
-        report["agents"] = _with_served(report["agents"], report["server"].get("agents") or {})
-        listed = [row["agent_id"] for row in report["agents"]]
-        today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
-        runs_today = runs.started_since(today, listed)
-        next_timers = schedules.next_fires(listed)
-    for row in report["agents"]:
-        row["runs_today"] = runs_today.get(row["agent_id"], 0)
-        row["next_timer"] = next_timers.get(row["agent_id"])
+    served = ask_server(config, _served_status, timeout_s=STATUS_TIMEOUT_S)
+    if served is not None and "ledger" in served:
+        report = {"server": served["server"], **served["ledger"]}
+    else:
+        report = _status_here(config, served)
     if as_json:
         print_json(report)
         return
     _print_status(report)
 
 
-def _with_served(
-    agents: list[dict[str, Any]], served: dict[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The agents with runs plus those the server serves without any, each served one with
-    ``app_error``: why its app does not load (None: it loads), and ``unreadable`` when the
-    server could not read its stream."""
-    rows = {a["agent_id"]: dict(a) for a in agents}
-    for agent_id, info in served.items():
-        row = rows.setdefault(
-            agent_id, {"agent_id": agent_id, "runs": 0, "active": 0, "last_run": None}
-        )
-        row["app_error"] = info.get("app_error")
-        row["app_warning"] = info.get("app_warning")
-        row["heartbeat_sources"] = info.get("heartbeat_sources") or {}
-        if "unreadable" in info:
-            row["unreadable"] = info["unreadable"]
-    return sorted(rows.values(), key=lambda a: str(a["agent_id"]))
+def _served_status(client: ServerClient) -> dict[str, Any] | None:
+    """The server's status, with its report of the ledger when the principal may read every
+    agent's; a server that does not answer in time is shown as not running (None: nobody
+    listens)."""
+    from owlclaw.client import NoServer, ServerUnavailable
+
+    try:
+        answer = client.status(ledger=True)
+    except NoServer:
+        return None
+    except ServerUnavailable:
+        answer = {"running": False}
+    ledger = answer.pop("ledger", None)
+    served = {"server": {"url": client.url, **answer}}
+    return served if ledger is None else {**served, "ledger": ledger}
+
+
+def _status_here(config: OwlClawConfig, served: dict[str, Any] | None) -> dict[str, Any]:
+    """The report read in this process (with the server's part when one answered, for a
+    principal who may not read every agent's status)."""
+    from owlclaw.compose.read import open_views
+    from owlclaw.reports.status import ledger_status
+
+    if served is None:
+        url = f"http://{config.server.host}:{config.server.port}"
+        server: dict[str, Any] = {"url": url, "running": False}
+    else:
+        server = served["server"]
+    with open_ledger(config) as (_, led):
+        ledger = ledger_status(led, open_views(led, config), server.get("agents") or {})
+    return {"server": server, **ledger}
 
 
 def _print_status(report: dict[str, Any]) -> None:

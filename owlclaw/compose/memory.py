@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
-from pathlib import Path
 from typing import Any
 
 from events import Ledger
@@ -16,11 +15,6 @@ from owlclaw.background import load_in_background
 from owlclaw.config import OwlClawConfig
 from projections import MemoryStore, MemoryView
 from projections.embedders import Embedder, embedder_for
-
-
-def memory_dir(config: OwlClawConfig) -> Path:
-    """Where the agents' MEMORY.md files are: ``<data_dir>/memory/<agent>/``."""
-    return config.data_path / "memory"
 
 
 def memory_options(
@@ -35,7 +29,7 @@ def memory_options(
     return {
         "embedder": embedder,
         "size_limit": memory.memory_md_limit_bytes,
-        "memory_dir": memory_dir(config) if files else None,
+        "memory_dir": config.memory_path if files else None,
     }
 
 

@@ -32,7 +32,6 @@ from events import Ledger
 from events import catalog as ev
 from owlclaw.app import load_app
 from owlclaw.client import ServerClient
-from owlclaw.compose.memory import memory_dir
 from owlclaw.compose.read import open_view
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import Submit
@@ -222,8 +221,8 @@ class Demo:
     async def approve_from_the_cli(self, approval_id: str) -> None:
         """What an operator does: look at the request, then `owlclaw approve` it."""
         with ServerClient(self.config) as client:  # the server runs on this event loop
-            requests = await asyncio.to_thread(client.approvals)
-        [request] = [a for a in requests if a.approval_id == approval_id]
+            requests = await asyncio.to_thread(client.approvals, None)
+        [request] = [a for a in requests.pending if a.approval_id == approval_id]
         self.say(
             f"approval requested: {request.tool}({json.dumps(request.arguments)}) because "
             f"{request.reason}; the run holds no process while it waits",
@@ -241,8 +240,8 @@ class Demo:
     async def answer_from_the_cli(self, approval_id: str) -> None:
         """What an operator does with a question: read it, then `owlclaw answer` it."""
         with ServerClient(self.config) as client:
-            requests = await asyncio.to_thread(client.approvals)
-        [request] = [a for a in requests if a.approval_id == approval_id]
+            requests = await asyncio.to_thread(client.approvals, None)
+        [request] = [a for a in requests.pending if a.approval_id == approval_id]
         options = request.arguments["options"]
         self.say(
             f"question for a person: {request.arguments['question']} (options: "
@@ -326,7 +325,7 @@ class Demo:
         self.scenario("What the ledger holds")
         view = open_view(ledger, self.config, MemoryView)
         ProjectionRunner(ledger, view).catch_up()
-        memory_md, _ = render_memory_files(view, AGENT, memory_dir(self.config) / AGENT)
+        memory_md, _ = render_memory_files(view, AGENT, self.config.memory_path / AGENT)
         self.report.memory_md = memory_md
         self.say(f"MEMORY.md written: {memory_md}")
         agent = ledger.load_agent(AGENT)

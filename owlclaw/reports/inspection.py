@@ -11,12 +11,12 @@ from typing import Any
 
 import msgspec
 
-from events import Ledger
+from events import Ledger, UnknownAgent
 from owlclaw.config import OwlClawConfig
+from owlclaw.reports.listings import Runs, Schedules
 from projections import MemoryStore, MemoryView, RunsView, SchedulesView
 from projections.memory_files import render_memory_files
 from projections.recall import RecallResult
-from projections.runs import RunRow
 from projections.status import ProjectionStatus, projection_status
 from projections.view import View
 
@@ -31,15 +31,6 @@ def bring_up_to_date(led: Ledger, view: View) -> str | None:
     except ViewBehind as e:
         return str(e)
     return None
-
-
-@dataclass(frozen=True)
-class Schedules:
-    rows: list[dict[str, Any]]
-    """schedule_id, agent_id, kind, focus, cron, on_missed, status, next_fire_at, last_fire_at,
-    last_outcome, fires, misses (missed fires), backend; soonest first."""
-    behind: str | None
-    """The warning when the view could not be brought up to date."""
 
 
 def open_schedules(led: Ledger) -> SchedulesView:
@@ -57,14 +48,6 @@ def schedules_of(led: Ledger, view: SchedulesView, agent: str | None, every: boo
     return Schedules(view.listing(agent, every), behind)
 
 
-@dataclass(frozen=True)
-class Runs:
-    rows: list[RunRow]
-    """The agent's latest runs, newest first."""
-    behind: str | None
-    """The warning when the view could not be brought up to date."""
-
-
 def open_runs(led: Ledger) -> RunsView:
     """The runs view with its tables created (a served process has its own already)."""
     view = RunsView(led)
@@ -77,6 +60,18 @@ def runs_of(led: Ledger, view: RunsView, agent: str, limit: int) -> Runs:
     led.load_agent(agent)
     behind = bring_up_to_date(led, view)
     return Runs(view.of_agent(agent, limit), behind)
+
+
+KNOWN_SHOWN = 20
+"""Agent ids an unknown-agent error names at most."""
+
+
+def with_known_agents(led: Ledger, unknown: UnknownAgent) -> str:
+    """The unknown-agent error with the agents the ledger does know (the first ``KNOWN_SHOWN``)."""
+    known = led.agent_ids()
+    names = ", ".join(known[:KNOWN_SHOWN]) or "none yet"
+    more = f" and {len(known) - KNOWN_SHOWN} more" if len(known) > KNOWN_SHOWN else ""
+    return f"{unknown}; known agents: {names}{more}"
 
 
 def projections_status(led: Ledger, views: Sequence[View]) -> list[ProjectionStatus]:
@@ -122,11 +117,9 @@ def memory_of(
 ) -> MemoryReading:
     """Bring the memory view up to date, write the agent's MEMORY.md, and recall ``query``
     with the relevance (similarity weighted by age) the ``recall`` tool ranks by."""
-    from owlclaw.compose.memory import memory_dir
-
     led.load_agent(agent)
     behind = bring_up_to_date(led, view)
-    memory_md, archive = render_memory_files(view, agent, memory_dir(config) / agent)
+    memory_md, archive = render_memory_files(view, agent, config.memory_path / agent)
     store = MemoryStore(view, half_life_days=config.memory.half_life_days)
     result = (
         store.recall(agent, query, limit=limit, min_similarity=config.runtime.recall_min_similarity)

@@ -10,11 +10,8 @@ on top of the stream as it is then.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
-from typing import Any
-
-import msgspec
 
 from events import Ledger, UnknownAgent
 from events.agent import Agent
@@ -36,47 +33,6 @@ class NotApprover(ApprovalClosed):
 
 class ToolArgumentsInvalid(ValueError):
     """An approver's edited arguments do not fit the tool's schema (nothing recorded)."""
-
-
-class PendingApproval(msgspec.Struct, frozen=True):
-    """What ``owlclaw approvals`` and ``GET /approvals`` list: the arguments an answer is
-    for now (an earlier approver's edit, else the call's) and their ``digest``, which the
-    answer sends back."""
-
-    approval_id: str
-    agent_id: str
-    run_id: str
-    tool: str
-    arguments: dict[str, Any]
-    reason: str
-    approvers: list[str]
-    requested_at: str
-    expires_at: str
-    digest: str = ""
-    approvals_required: int = 1
-    granted_by: list[str] = []
-    kind: str = "call"
-    """``question``: ask_human's (``arguments`` hold the question and its options), answered
-    with ``owlclaw answer``; ``call``: approved or denied."""
-
-    @classmethod
-    def of(cls, agent_id: str, approval_id: str, approval: Approval) -> PendingApproval:
-        arguments, digest = approval.shown()
-        return cls(
-            approval_id,
-            agent_id,
-            str(approval.run_id),
-            approval.tool,
-            arguments,
-            approval.reason,
-            approval.approvers,
-            approval.requested_at.isoformat(),
-            approval.expires_at.isoformat(),
-            digest,
-            approval.approvals_required,
-            list(approval.granted_by),
-            approval.kind,
-        )
 
 
 def check_approver(principal: Principal, agent_id: str, decision: Decision) -> None:
@@ -101,15 +57,6 @@ def checked_edit(agent: Agent, decision: Decision, tools: Mapping[str, Tool]) ->
     parsed = tool.spec.parse(arguments)
     if isinstance(parsed, ToolError):
         raise ToolArgumentsInvalid(f"edited arguments of {approval.tool}: {parsed.error}")
-
-
-def pending(ledger: Ledger, agent_ids: list[str]) -> list[PendingApproval]:
-    """The pending approvals of these agents, oldest first."""
-    found = []
-    for agent_id in agent_ids:
-        agent = ledger.load_agent(agent_id)
-        found += [PendingApproval.of(agent_id, i, a) for i, a in agent.pending_approvals()]
-    return sorted(found, key=lambda p: p.requested_at)
 
 
 def overdue(ledger: Ledger, agent_ids: list[str]) -> list[str]:
@@ -147,21 +94,6 @@ def complete_approval_id(ledger: Ledger, given: str, agent_ids: list[str]) -> st
     if matches:
         raise UnknownApproval(f"approval {given!r} is ambiguous: {', '.join(matches)}")
     raise UnknownApproval(f"no approval {given!r}")
-
-
-def unique_prefixes(ids: list[str], among: Iterable[str], shortest: int = 8) -> dict[str, str]:
-    """Each of ``ids`` cut to its shortest prefix (at least ``shortest`` characters) that no
-    other id of ``among`` starts with."""
-    others = sorted(set(among) | set(ids))
-    prefixes = {}
-    for approval_id in ids:
-        length = shortest
-        while length < len(approval_id) and any(
-            o != approval_id and o.startswith(approval_id[:length]) for o in others
-        ):
-            length += 1
-        prefixes[approval_id] = approval_id[:length]
-    return prefixes
 
 
 def answer_directly(

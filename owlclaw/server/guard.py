@@ -41,12 +41,17 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("GET", "/status"): Action.READ_STATUS,
     ("GET", inspection.MEMORY): Action.READ_MEMORY,
     ("POST", inspection.VERIFY): Action.READ_RUNS,
+    ("GET", inspection.RUNS): Action.READ_RUNS,
+    ("GET", inspection.LEDGER): Action.READ_LEDGER,
+    ("GET", inspection.MANIFEST): Action.READ_RUNS,
+    ("GET", inspection.SCHEDULES): Action.READ_RUNS,
+    ("GET", inspection.AGENT_SCHEDULES): Action.READ_RUNS,
     ("GET", METRICS_PATH): Action.READ_METRICS,
 }
 """(method, route) -> the action it does; its agent is the route's ``agent_id``, an approval's
 agent, or none (the whole server: an unscoped grant is needed, except on ``LISTS``)."""
 
-LISTS = frozenset({("GET", "/approvals"), ("GET", "/status")})
+LISTS = frozenset({("GET", "/approvals"), ("GET", "/status"), ("GET", inspection.SCHEDULES)})
 """Routes listing every agent's: shown, filtered, to a principal with the role on some agents."""
 
 

@@ -31,7 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from events import Ledger
 from events import catalog as ev
-from owlclaw.runtime.approvals import PendingApproval
+from owlclaw.reports.approvals import PendingApproval
 from owlclaw.supervisor import WorkerStatus
 from owlclaw.tools.errors import UNKNOWN_TOOL
 from projections.feed import follow_log_until

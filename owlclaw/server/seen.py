@@ -10,12 +10,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from owlclaw.access.authorize import Action, Principal, authorize
-from owlclaw.runtime.approvals import PendingApproval
+from owlclaw.reports.approvals import Approvals, PendingApproval
 
 SERVER_WIDE = ("workers", "mcp_servers", "startup")
 """Parts of the status report that are the whole server's (its workers name every agent with
 a heartbeat; its start-up's timings): shown only to a principal who may read the status of every
 agent."""
+
+
+def sees_every_status(principal: Principal) -> bool:
+    """May read every agent's status, and the server-wide parts of it."""
+    return authorize(principal, Action.READ_STATUS, None) is None
 
 
 def seen_status(principal: Principal, report: dict[str, Any]) -> dict[str, Any]:
@@ -24,7 +29,7 @@ def seen_status(principal: Principal, report: dict[str, Any]) -> dict[str, Any]:
     seen = {
         key: value
         for key, value in report.items()
-        if key not in SERVER_WIDE or authorize(principal, Action.READ_STATUS, None) is None
+        if key not in SERVER_WIDE or sees_every_status(principal)
     }
     seen["agents"] = {
         agent_id: value
@@ -39,3 +44,11 @@ def seen_approvals(
 ) -> list[PendingApproval]:
     """The pending approvals of the agents the principal may read the approvals of."""
     return [a for a in approvals if authorize(principal, Action.READ_APPROVALS, a.agent_id) is None]
+
+
+def seen_listing(principal: Principal, listing: Approvals) -> Approvals:
+    """``owlclaw approvals``' listing with the approvals the principal may read."""
+    seen = seen_approvals(principal, listing.pending)
+    ids = {p.approval_id for p in seen}
+    short = {i: prefix for i, prefix in listing.short.items() if i in ids}
+    return Approvals(seen, short, [i for i in listing.served if i in ids])

@@ -49,7 +49,8 @@ from owlclaw.messages import (
     Decision,
     Message,
 )
-from owlclaw.runtime.approvals import PendingApproval, agent_of, check_approver, pending
+from owlclaw.reports.approvals import PendingApproval, pending
+from owlclaw.runtime.approvals import agent_of, check_approver
 from owlclaw.runtime.secrets import secret_values
 from owlclaw.server.duties import (
     approval_expiry,

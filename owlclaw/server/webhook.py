@@ -64,6 +64,8 @@ from events.agent_state import ApprovalClosed, UnknownTools
 from owlclaw.access.authorize import BOOTSTRAP
 from owlclaw.config import OwlClawConfig
 from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
+from owlclaw.reports.approvals import approvals_of
+from owlclaw.reports.status import ledger_status
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.server import inspection
 from owlclaw.server.approval_refusals import refusal_of
@@ -74,7 +76,7 @@ from owlclaw.server.http_errors import json_errors
 from owlclaw.server.metrics_route import metrics_route
 from owlclaw.server.mounts import mount_a2a, mount_mcp
 from owlclaw.server.request_body import BadBody, decode_body
-from owlclaw.server.seen import seen_approvals, seen_status
+from owlclaw.server.seen import seen_approvals, seen_listing, seen_status, sees_every_status
 from owlclaw.server.service import Service
 from owlclaw.server_token import server_token
 from owlclaw.tools.agent_mail import SOURCE_PREFIX
@@ -138,8 +140,16 @@ async def _body(request: web.Request, kind: type[Any]) -> Any:
 
 def _approval_routes(service: Service) -> list[web.RouteDef]:
     async def approvals(request: web.Request) -> web.Response:
+        principal = principal_of(request)
+        if request.query.get("ledger") == "1":  # owlclaw approvals: the ledger's agents too
+            assert service.ledger is not None
+            listing = await asyncio.to_thread(
+                approvals_of, service.ledger, request.query.get("agent"), list(service.apps)
+            )
+            body = msgspec.json.encode(seen_listing(principal, listing))
+            return web.Response(body=body, content_type="application/json")
         found = await asyncio.to_thread(service.pending_approvals)
-        return web.json_response(msgspec.to_builtins(seen_approvals(principal_of(request), found)))
+        return web.json_response(msgspec.to_builtins(seen_approvals(principal, found)))
 
     async def answer(request: web.Request) -> web.Response:
         data: AnswerBody = await _body(request, AnswerBody)
@@ -249,7 +259,14 @@ def make_app(service: Service, token: str) -> web.Application:
         return web.json_response(msgspec.to_builtins(change))
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response(seen_status(principal_of(request), await service.report()))
+        principal = principal_of(request)
+        report = seen_status(principal, await service.report())
+        if request.query.get("ledger") == "1" and sees_every_status(principal):
+            assert service.ledger is not None
+            report["ledger"] = await asyncio.to_thread(
+                ledger_status, service.ledger, service.views, report["agents"]
+            )
+        return web.Response(body=msgspec.json.encode(report), content_type="application/json")
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True, "ready": service.ready})

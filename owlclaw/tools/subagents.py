@@ -15,12 +15,11 @@ import logging
 from typing import Any
 from uuid import UUID
 
-import msgspec
-
 from events import Ledger
 from events import catalog as ev
 from owlclaw.agents import Agents
 from owlclaw.messages import Activate, SubAgentFinished, Submit
+from owlclaw.reports.listings import SpawnNode
 
 log = logging.getLogger("owlclaw.subagents")
 FOCUS_CHARS = 500
@@ -108,16 +107,6 @@ class SubAgents:
     async def ended(self, child_run_id: UUID) -> SubAgentFinished | None:
         """The child run's report once it has ended."""
         return report_of(await asyncio.to_thread(self.ledger.stream, child_run_id))
-
-
-class SpawnNode(msgspec.Struct):
-    """One sub-agent run in an agent's tree, with the sub-agents it spawned."""
-
-    agent_id: str
-    run_id: str
-    task: str
-    status: str
-    children: list[SpawnNode] = []
 
 
 def spawn_tree(ledger: Ledger, agent_id: str, max_depth: int = 6) -> list[SpawnNode]:

@@ -201,6 +201,23 @@ ENDPOINTS = [
         "verify", "viewer", "agent",
         webhook("POST", "/agents/{agent}/runs/1/verify"), http_ok(200),
     ),
+    Endpoint("runs", "viewer", "agent", webhook("GET", "/agents/{agent}/runs"), http_ok(200)),
+    Endpoint(
+        "ledger", "viewer", "agent", webhook("GET", "/agents/{agent}/ledger?limit=5"), http_ok(200)
+    ),
+    Endpoint(
+        "explain", "viewer", "agent",
+        webhook("GET", "/agents/{agent}/runs/1/manifest"), http_ok(200),
+    ),
+    Endpoint(
+        "agent schedules", "viewer", "agent",
+        webhook("GET", "/agents/{agent}/schedules"), http_ok(200),
+    ),
+    Endpoint("schedules", "viewer", "list", webhook("GET", "/schedules?all=1"), http_ok(200)),
+    Endpoint(
+        "approvals listing", "viewer", "list", webhook("GET", "/approvals?ledger=1"), http_ok(200)
+    ),
+    Endpoint("status report", "viewer", "list", webhook("GET", "/status?ledger=1"), http_ok(200)),
     Endpoint(
         "mcp trigger_run", "operator", "agent",
         mcp("trigger_run", lambda a: {"agent_id": a, "focus": "look"}), mcp_ok,
@@ -327,7 +344,7 @@ async def matrix(
                 got = await endpoint.send(http, bearer, agent)
                 assert got == want, (name, endpoint.name, agent, got)
                 assert await asyncio.to_thread(ledger.log.head) == before, (name, endpoint.name)
-    assert len(served) == 42  # of 5 x 19 x 2: the other 148 were refused above
+    assert len(served) == 66  # of 5 x 26 x 2: the other 194 were refused above
     for bearer in ({}, {"Authorization": f"Bearer {revoked}"}, {"Authorization": "Bearer x"}):
         for endpoint in ENDPOINTS:
             got = await endpoint.send(http, bearer, IN)
@@ -372,15 +389,22 @@ def recorded_by(ledger: Ledger) -> None:
 async def lists(config: OwlClawConfig, tokens: dict[str, str]) -> None:
     """Through the CLI's client: a tenant's viewer sees its agents; no viewer, a 403."""
     with client_as(config, tokens["viewer-acme"]) as viewer:
-        status = await asyncio.to_thread(viewer.status)
+        status = await asyncio.to_thread(lambda: viewer.status(ledger=True))
         assert list(status["agents"]) == [IN] and "workers" not in status
-        assert {a.agent_id for a in await asyncio.to_thread(viewer.approvals)} <= {IN}
+        assert "ledger" not in status  # every agent's counts: the CLI reads them itself
+        listing = await asyncio.to_thread(viewer.approvals, None)
+        assert {a.agent_id for a in listing.pending} <= {IN}
+        assert set(listing.short) == {a.approval_id for a in listing.pending}
     with client_as(config, tokens["operator-acme"]) as operator:
         with pytest.raises(ServerRefused, match="needs role viewer on some agent") as refused:
             await asyncio.to_thread(operator.status)
         assert (refused.value.status, refused.value.code) == (403, "forbidden")
     with client_as(config, SERVER_TOKEN) as everything:
-        assert list((await asyncio.to_thread(everything.status))["agents"]) == [IN, OUT]
+        status = await asyncio.to_thread(lambda: everything.status(ledger=True))
+        assert list(status["agents"]) == [IN, OUT]
+        assert [a["agent_id"] for a in status["ledger"]["agents"]] == [IN, OUT]
+        listing = await asyncio.to_thread(everything.approvals, None)
+        assert listing.served == [a.approval_id for a in listing.pending]  # both are served
 
 
 async def command_line(config: OwlClawConfig, tokens: dict[str, str], revoked: str) -> None:

@@ -27,7 +27,8 @@ from events import catalog as ev
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.messages import Result, RunResult, Submit, SubmitAndWait
-from projections import AuditView, ProjectionRunner, RunsView, rebuild
+from projections import AuditView, ProjectionRunner, RunsView
+from projections.rebuild import rebuild
 from projections.view import View
 from tests.components import missing_component
 

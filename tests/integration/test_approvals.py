@@ -19,8 +19,9 @@ from events.agent_state import ApprovalClosed
 from owlclaw.app import load_app
 from owlclaw.audit.verify import ReplayReport, replay_run
 from owlclaw.messages import AnswerApproval, Decision, Result, RunResult, Submit
+from owlclaw.reports.approvals import pending
 from owlclaw.runtime.app_code import AppCode
-from owlclaw.runtime.approvals import ToolArgumentsInvalid, answer_directly, pending
+from owlclaw.runtime.approvals import ToolArgumentsInvalid, answer_directly
 from owlclaw.runtime.recorded import RecordedRun
 from owlclaw.tools.stats import tool_stats
 from projections import ProjectionRunner

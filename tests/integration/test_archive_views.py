@@ -19,7 +19,6 @@ from events import catalog as ev
 from events.run import Run
 from events.streams import agent_stream_id
 from owlclaw.cli import app as cli
-from owlclaw.compose.memory import memory_dir
 from owlclaw.compose.read import open_served_views, open_views
 from owlclaw.config import OwlClawConfig, load_config
 from owlclaw.database import Database
@@ -79,7 +78,7 @@ def remembering_runs(ledger: Ledger) -> None:
 
 
 def memory_md(config: OwlClawConfig) -> Path:
-    return agent_directory(memory_dir(config), AGENT) / "MEMORY.md"
+    return agent_directory(config.memory_path, AGENT) / "MEMORY.md"
 
 
 def seen(db: Database, config: OwlClawConfig, memory: MemoryView) -> dict[str, Any]:

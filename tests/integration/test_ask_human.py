@@ -27,7 +27,7 @@ from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Result, RunResult, Submit
-from owlclaw.runtime.approvals import pending
+from owlclaw.reports.approvals import pending
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
 from tests.apps import make_app

@@ -1,6 +1,7 @@
-"""With `owlclaw run` up, `memory --recall` and `replay --verify` are the server's work: the CLI
-process imports neither the embedding model nor the runtime, and the server enforces its token
-and roles; with no server there, the same commands do the work themselves."""
+"""With `owlclaw run` up, `memory --recall`, `replay --verify` and the reading commands are the
+server's work: the CLI process imports neither the embedding model, the runtime nor the
+database driver, answers as it would alone, and the server enforces its token and roles; with
+no server there, the same commands do the work themselves."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from events import Ledger
 from owlclaw.access.roles import parse_grant
 from owlclaw.access.store import PrincipalStore
 from owlclaw.bench.cli import AGENT, MEMORIES, QUERY, served_env, write_app
-from owlclaw.client import ServerClient
+from owlclaw.client import ServerClient, ServerRefused
 from owlclaw.config import OwlClawConfig, ServerConfig
 from owlclaw.database import Database
 from tests.cli import free_port, start_run, stop_run
@@ -28,6 +29,18 @@ EMBEDDER = "onnxruntime"
 """What the local embedding model imports (projections.embedders)."""
 RUNTIME = "owlclaw.runtime.agent_runtime"
 """What verifying a run imports."""
+DRIVER = "psycopg"
+"""What reading the ledger in the CLI's own process imports."""
+READS = [
+    ["ledger", AGENT],
+    ["runs", AGENT],
+    ["schedules"],
+    ["approvals"],
+    ["memory", AGENT],
+    ["explain", AGENT, "1"],
+]
+"""The reading commands whose answer is the same served or not (``status`` says whether a
+server runs)."""
 
 
 @dataclass
@@ -163,3 +176,82 @@ def test_without_a_server_the_cli_does_the_work(setup: Setup) -> None:
     assert verified.returncode == 0, errors(verified)
     assert json.loads(verified.stdout)["verify"]["matched"] is True
     assert imported(verified, RUNTIME) and not imported(verified, "litellm")
+
+
+def alone(setup: Setup) -> Setup:
+    """The same database and directory, no server listening."""
+    return Setup(setup.env | {"OWLCLAW_SERVER_PORT": str(free_port())}, setup.cwd, setup.server, {})
+
+
+@pytest.mark.parametrize("args", READS, ids=lambda a: a[0])
+def test_a_reading_command_is_the_servers_and_answers_as_alone(
+    setup: Setup, args: list[str]
+) -> None:
+    served = owlclaw(setup, *args, "--json")
+    assert served.returncode == 0, errors(served)
+    assert not imported(served, DRIVER)  # the server read it
+    local = owlclaw(alone(setup), *args, "--json")
+    assert local.returncode == 0, errors(local)
+    assert imported(local, DRIVER)
+    assert json.loads(served.stdout) == json.loads(local.stdout)
+    text = owlclaw(setup, *args)
+    assert text.returncode == 0 and "Traceback" not in text.stderr, errors(text)
+
+
+def test_status_is_the_servers(setup: Setup) -> None:
+    served = owlclaw(setup, "status", "--json")
+    assert served.returncode == 0, errors(served)
+    assert not imported(served, DRIVER)
+    report = json.loads(served.stdout)
+    local = json.loads(owlclaw(alone(setup), "status", "--json").stdout)
+    assert report["server"]["agents"][AGENT]["runs"] == 1 and local["server"]["running"] is False
+    for part in ("database", "registered_agents", "active_runs", "pending_timers"):
+        assert report[part] == local[part], part
+    assert [p["name"] for p in report["projections"]] == [p["name"] for p in local["projections"]]
+    [agent] = report["agents"]
+    assert (agent["agent_id"], agent["runs"], agent["app_error"]) == (AGENT, 1, None)
+
+
+def test_a_principal_reads_what_its_roles_cover(setup: Setup) -> None:
+    reader, elsewhere = setup.tokens["reader"], setup.tokens["elsewhere"]
+    for args in (["runs", AGENT], ["ledger", AGENT], ["explain", AGENT, "1"]):
+        assert owlclaw(setup, *args, token=reader).returncode == 0
+        refused = owlclaw(setup, *args, token=elsewhere)
+        assert refused.returncode == 7, errors(refused)
+        assert f"needs role viewer on agent '{AGENT}'" in errors(refused)
+        assert not imported(refused, DRIVER)  # refused, not read here instead
+    listed = owlclaw(setup, "approvals", "--json", token=elsewhere)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == []  # none of its agents'
+    status = owlclaw(setup, "status", "--json", token=elsewhere)
+    assert status.returncode == 0, errors(status)
+    assert json.loads(status.stdout)["server"]["agents"] == {}  # filtered by the server
+    assert imported(status, DRIVER)  # every agent's counts: not the server's to show it
+
+
+def test_an_unknown_agent_is_named_with_the_known_ones(setup: Setup) -> None:
+    for where in (setup, alone(setup)):
+        for args in (["runs", "nobody"], ["ledger", "nobody"], ["approvals", "nobody"]):
+            done = owlclaw(where, *args)
+            assert done.returncode == 3, errors(done)
+            assert "unknown agent 'nobody'" in errors(done)
+        runs = owlclaw(where, "runs", "nobody")
+        assert f"known agents: {AGENT}" in " ".join(errors(runs).split())
+    no_run = owlclaw(setup, "explain", AGENT, "9")
+    assert no_run.returncode == 3 and "`owlclaw ledger AGENT` lists its runs" in errors(no_run)
+
+
+def test_a_number_out_of_range_is_refused(setup: Setup) -> None:
+    port = int(setup.env["OWLCLAW_SERVER_PORT"])
+    config = OwlClawConfig(data_dir=setup.env["OWLCLAW_DATA_DIR"], server=ServerConfig(port=port))
+    with ServerClient(config) as client:
+        for ask, said in [
+            (lambda: client.runs(AGENT, 1001), "limit '1001': a whole number from 1 to 1000"),
+            (lambda: client.ledger(AGENT, 0, 0), "limit '0': a whole number from 1"),
+            (lambda: client.manifest(AGENT, 1, 0), "step '0': a whole number from 1"),
+            (lambda: client.memory(AGENT, None, 21), "k '21': a whole number from 1 to 20"),
+        ]:
+            with pytest.raises(ServerRefused) as refused:
+                ask()
+            assert (refused.value.status, refused.value.code) == (400, "bad_request")
+            assert str(refused.value) == said
+        assert [r.run_no for r in client.runs(AGENT, 1000).rows] == [1]

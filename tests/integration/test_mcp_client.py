@@ -35,7 +35,8 @@ from owlclaw.llm.scripted import register_script
 from owlclaw.mcp.config import mcp_servers
 from owlclaw.mcp.pool import McpPool
 from owlclaw.messages import AnswerApproval, Decision, Result, RunResult, Submit
-from owlclaw.runtime.approvals import ToolArgumentsInvalid, pending
+from owlclaw.reports.approvals import pending
+from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.tools.errors import ToolError
 from tests.apps import make_app
 from tests.cli import free_port

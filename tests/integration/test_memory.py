@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from events import Ledger
 from owlclaw.database import Database
-from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
+from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.current import ViewBehind, catch_up_to_committed
 from projections.embedders import Embedder
 from projections.memory_files import render_memory_files
+from projections.rebuild import rebuild
 from projections.sqlvalues import text
 from tests.ledger_runs import remember
 

@@ -24,10 +24,11 @@ from owlclaw.cli import app
 from owlclaw.config import RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
-from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
+from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
 from projections.memory import MemoryAge
 from projections.memory_ages import AgePolicy, Applied, apply_age_policy
+from projections.rebuild import rebuild
 from tests.scripted import agent_events, call, play, run_events
 
 pytestmark = pytest.mark.integration

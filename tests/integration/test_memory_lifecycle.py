@@ -20,8 +20,9 @@ from events import catalog as ev
 from owlclaw.config import RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
-from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
+from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
+from projections.rebuild import rebuild
 from projections.status import projection_status
 from tests.scripted import agent_events, call, play, run_events
 

@@ -18,9 +18,10 @@ from events.run import Run
 from owlclaw.audit.why import walk
 from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
-from projections import MemoryStore, MemoryView, ProjectionRunner, rebuild
+from projections import MemoryStore, MemoryView, ProjectionRunner
 from projections.embedders import Embedder
 from projections.memory_files import render_memory_files
+from projections.rebuild import rebuild
 from tests.cli import owlclaw_on as owlclaw
 from tests.scripted import call, decide, play, run_events
 

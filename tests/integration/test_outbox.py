@@ -20,7 +20,8 @@ from events.streams import message_stream_id
 from owlclaw.database import Database
 from owlclaw.tools.errors import ToolError
 from owlclaw.tools.pack.messages import ChannelConfig, message_tools
-from projections import Outbox, ProjectionRunner, rebuild
+from projections import Outbox, ProjectionRunner
+from projections.rebuild import rebuild
 from projections.retry import retry_parked
 from tests.cli import owlclaw
 from tests.integration.processes import run_outbox

@@ -20,7 +20,8 @@ from psycopg import sql
 from events import Ledger
 from owlclaw.compose.read import configured_views
 from owlclaw.config import OwlClawConfig
-from projections import VIEWS, rebuild
+from projections import VIEWS
+from projections.rebuild import rebuild
 from tests.cli import free_port, owlclaw, owlclaw_json, user_env
 from tests.postgres import pg_ctl
 from tests.waiting import wait_until

@@ -21,9 +21,10 @@ from events.run import Run
 from owlclaw.compose.read import open_views
 from owlclaw.database import Database
 from owlclaw.timers.registrations import TimerRegistrations
-from projections import MemoryView, ProjectionRunner, RunsView, rebuild
+from projections import MemoryView, ProjectionRunner, RunsView
 from projections.embedders import EmbeddingUnavailable
 from projections.failures import is_infrastructure
+from projections.rebuild import rebuild
 from projections.retry import retry_parked
 from tests.cli import owlclaw_on as owlclaw
 from tests.ledger_runs import record_runs, remember

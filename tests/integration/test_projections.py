@@ -16,8 +16,9 @@ from events import catalog as ev
 from events.run import Run
 from owlclaw.compose.read import open_views
 from owlclaw.database import Database
-from projections import AuditView, ProjectionRunner, RunsView, SchedulesView, rebuild
+from projections import AuditView, ProjectionRunner, RunsView, SchedulesView
 from projections.feed import LogBatch, follow_log_until, follow_projection
+from projections.rebuild import rebuild
 from projections.status import projection_status
 from tests.integration.processes import run_projection
 from tests.ledger_runs import record_runs

@@ -20,10 +20,10 @@ from owlclaw.app import load_app
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.server.service import Service
-from projections import MemoryStore, MemoryView, ProjectionRunner, RunsView, rebuild
+from projections import MemoryStore, MemoryView, ProjectionRunner, RunsView
 from projections.embedders import Embedder
 from projections.locks import REBUILD_LOCK_CLASS
-from projections.rebuild import RebuildRunning
+from projections.rebuild import RebuildRunning, rebuild
 from projections.status import ProjectionStatus, projection_status
 from projections.versions import ViewTooNew
 from tests.apps import make_app

@@ -17,7 +17,8 @@ from events import Ledger
 from events import catalog as ev
 from events.agent_state import ApprovalClosed, DigestMismatch, SameApprover, SelfApproval
 from owlclaw.messages import AnswerApproval, Decision, Result, Submit
-from owlclaw.runtime.approvals import answer_directly, pending
+from owlclaw.reports.approvals import pending
+from owlclaw.runtime.approvals import answer_directly
 from owlclaw.runtime.models import Answer
 from tests.approvals import config, digest_of, park, resumed, trader
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from owlclaw.reports.approvals import unique_prefixes
 from owlclaw.reports.relative_time import relative
-from owlclaw.runtime.approvals import unique_prefixes
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ import msgspec
 import pytest
 
 from actors.embedding import NodeEmbedder
-from owlclaw.compose.memory import memory_dir, memory_options
+from owlclaw.compose.memory import memory_options
 from owlclaw.compose.write import starts_hatchet_engine, views_embedder
 from owlclaw.config import MemoryConfig, OwlClawConfig, RuntimeConfig, TimersConfig
 
@@ -41,5 +41,5 @@ def test_the_local_hatchet_engine_starts_only_for_hatchet_without_an_engine_name
 def test_the_memory_view_writes_memory_files_unless_told_not_to() -> None:
     config = OwlClawConfig(data_dir="/srv/owlclaw")
 
-    assert memory_options(config)["memory_dir"] == memory_dir(config)
+    assert memory_options(config)["memory_dir"] == config.memory_path
     assert memory_options(config, files=False)["memory_dir"] is None

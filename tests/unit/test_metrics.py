@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from events import catalog as ev
 from owlclaw.config import OwlClawConfig, ServerConfig
-from owlclaw.runtime.approvals import PendingApproval
+from owlclaw.reports.approvals import PendingApproval
 from owlclaw.server.metrics import Metrics, ServiceState
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import make_app

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from owlclaw.access.authorize import Principal, bootstrap
 from owlclaw.access.roles import parse_grant
-from owlclaw.runtime.approvals import PendingApproval
+from owlclaw.reports.approvals import PendingApproval
 from owlclaw.server.seen import seen_approvals, seen_status
 
 SCOPED = Principal("ann", (parse_grant("viewer:acme.*"), parse_grant("operator")))

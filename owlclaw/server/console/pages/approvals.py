@@ -17,8 +17,8 @@ from events.agent_state import ApprovalClosed
 from events.approvals import MAX_ANSWER_CHARS
 from owlclaw.access.authorize import Action, Principal
 from owlclaw.messages import Decision
+from owlclaw.reports.approvals import PendingApproval, unique_prefixes
 from owlclaw.reports.relative_time import relative
-from owlclaw.runtime.approvals import PendingApproval, unique_prefixes
 from owlclaw.server.console.access import may
 from owlclaw.server.console.auth import principal_of
 from owlclaw.server.console.flash import redirect_with, shown, take_flash
