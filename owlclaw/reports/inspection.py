@@ -1,24 +1,26 @@
 """What the CLI and the console read: schedules, an agent's runs, projections' status and an
 agent's memory, brought up to date with the log first, so both show the same thing from the
-same code."""
+same code. Each imports the view it reads when it runs: a command reading the runs view does not
+import the schedules view's cron parser or the memory view's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from events import Ledger, UnknownAgent
 from owlclaw.config import OwlClawConfig
 from owlclaw.reports.listings import Runs, Schedules
-from projections import MemoryStore, MemoryView, RunsView, SchedulesView
-from projections.memory_files import render_memory_files
-from projections.recall import RecallResult
-from projections.status import ProjectionStatus, projection_status
-from projections.view import View
+
+if TYPE_CHECKING:
+    from events import Ledger, UnknownAgent
+    from projections import MemoryView, RunsView, SchedulesView
+    from projections.recall import RecallResult
+    from projections.status import ProjectionStatus
+    from projections.view import View
 
 
 def bring_up_to_date(led: Ledger, view: View) -> str | None:
@@ -35,6 +37,8 @@ def bring_up_to_date(led: Ledger, view: View) -> str | None:
 
 def open_schedules(led: Ledger) -> SchedulesView:
     """The schedules view with its tables created (a served process has its own already)."""
+    from projections import SchedulesView
+
     view = SchedulesView(led)
     view.create_table()
     return view
@@ -50,6 +54,8 @@ def schedules_of(led: Ledger, view: SchedulesView, agent: str | None, every: boo
 
 def open_runs(led: Ledger) -> RunsView:
     """The runs view with its tables created (a served process has its own already)."""
+    from projections import RunsView
+
     view = RunsView(led)
     view.create_table()
     return view
@@ -76,6 +82,8 @@ def with_known_agents(led: Ledger, unknown: UnknownAgent) -> str:
 
 def projections_status(led: Ledger, views: Sequence[View]) -> list[ProjectionStatus]:
     """Position, lag (events and seconds behind the log head) and parked events of each view."""
+    from projections.status import projection_status
+
     return [projection_status(led, view) for view in views]
 
 
@@ -119,6 +127,9 @@ def memory_of(
     with the relevance (similarity weighted by age) the ``recall`` tool ranks by."""
     led.load_agent(agent)
     behind = bring_up_to_date(led, view)
+    from projections import MemoryStore
+    from projections.memory_files import render_memory_files
+
     memory_md, archive = render_memory_files(view, agent, config.memory_path / agent)
     store = MemoryStore(view, half_life_days=config.memory.half_life_days)
     result = (

@@ -5,7 +5,6 @@ id) stays whole on one line; only free text folds."""
 from __future__ import annotations
 
 import io
-from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta, tzinfo
 from uuid import UUID
 
@@ -18,6 +17,7 @@ from events.agent_state import ActiveSchedule
 from owlclaw.audit.as_of import PastMemory
 from owlclaw.audit.evals import EvalComparison, EvalReport
 from owlclaw.audit.evidence.export import select_runs
+from owlclaw.audit.ledger_page import ledger_page
 from owlclaw.audit.redecide import ReDecision, Step, StepDecision
 from owlclaw.cli import audit, evals, replay, status, tables, tools
 from owlclaw.cli import ledger as ledger_commands
@@ -73,13 +73,10 @@ def cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip("│").split("│")]
 
 
-def test_the_ledger_names_each_run_by_the_number_replay_and_export_take(
-    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_ledger_names_each_run_by_the_number_replay_and_export_take(ledger: Ledger) -> None:
     record_sample_run(ledger)
-    monkeypatch.setattr(ledger_commands, "open_ledger", lambda: nullcontext((None, ledger)))
-    monkeypatch.setattr(ledger_commands, "out", shown := console())
-    ledger_commands.ledger(AGENT_ID)
+    shown = console()
+    shown.print(ledger_commands.ledger_table(ledger_page(ledger, AGENT_ID, 0, None)))
     lines = lines_of(shown)
     for h in ledger.agent_history(AGENT_ID):
         [row] = [line for line in lines if line.startswith(f"│ {h.position} ")]

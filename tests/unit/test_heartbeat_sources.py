@@ -31,6 +31,7 @@ from owlclaw.heartbeat.wake import (
     wake_payload,
 )
 from owlclaw.llm.scripted import register_script
+from owlclaw.reports.status import with_served
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.runtime.secrets import implicit
 from owlclaw.server.validation import validate_app
@@ -233,9 +234,7 @@ def test_owlclaw_status_shows_each_source_as_its_last_beat_found_it(
         "database": {"head": 1},
         "pending_timers": 0,
         "registered_agents": 1,
-        "agents": [
-            {**row, "runs_today": 0, "next_timer": None} for row in status._with_served([], served)
-        ],
+        "agents": [{**row, "runs_today": 0, "next_timer": None} for row in with_served([], served)],
         "projections": [],
     }
     console = Console(record=True, width=200)

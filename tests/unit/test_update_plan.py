@@ -101,7 +101,8 @@ def test_owlclaw_explain_shows_the_runs_current_plan(
 ) -> None:
     runtime = AgentRuntime(ledger, "planner", models=["x"])
     play(runtime, [plan({"text": "old step"}), plan(*PLAN), {"content": "ok"}])
-    monkeypatch.setattr(audit, "open_ledger", lambda: nullcontext((None, ledger)))
+    monkeypatch.setattr(audit, "ask_server", lambda *_: None)  # no server: read here
+    monkeypatch.setattr(audit, "open_ledger", lambda _config: nullcontext((None, ledger)))
     monkeypatch.setattr(audit, "out", shown := Console(file=io.StringIO(), width=100, record=True))
     audit.explain("planner", 1)
     lines = shown.export_text().splitlines()
