@@ -48,9 +48,9 @@ def status(as_json: JsonOption = False) -> None:
 
 def _served_status(client: ServerClient) -> dict[str, Any] | None:
     """The server's status, with its report of the ledger when the principal may read every
-    agent's; a server that does not answer in time is shown as not running (None: nobody
-    listens)."""
-    from owlclaw.client import NoServer, ServerUnavailable
+    agent's; a server still starting, or not answering in time, is shown as not running (None:
+    nobody listens)."""
+    from owlclaw.client import NoServer, ServerRefused, ServerUnavailable
 
     try:
         answer = client.status(ledger=True)
@@ -58,6 +58,10 @@ def _served_status(client: ServerClient) -> dict[str, Any] | None:
         return None
     except ServerUnavailable:
         answer = {"running": False}
+    except ServerRefused as e:
+        if e.code != "starting":
+            raise
+        answer = {"running": False, "starting": True}
     ledger = answer.pop("ledger", None)
     served = {"server": {"url": client.url, **answer}}
     return served if ledger is None else {**served, "ledger": ledger}
@@ -88,7 +92,8 @@ def _print_status(report: dict[str, Any]) -> None:
             highlight=False,
         )
     else:
-        out.print(f"server   [yellow]not running[/] at {server['url']}", highlight=False)
+        state = "starting" if server.get("starting") else "not running"
+        out.print(f"server   [yellow]{state}[/] at {server['url']}", highlight=False)
     out.print(f"database [green]ok[/], log head {report['database']['head']}", highlight=False)
     out.print(f"timers   {report['pending_timers']} pending", highlight=False)
     out.print(f"agents   {report['registered_agents']} registered", highlight=False)
