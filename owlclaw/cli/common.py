@@ -83,8 +83,12 @@ def server_client(config: OwlClawConfig, timeout_s: float = 30.0) -> ServerClien
     return ServerClient(config, timeout_s, token=State.token)
 
 
+SERVED_TIMEOUT_S = 120.0
+"""How long a command the server does for the CLI (a recall, a run's verification) may take."""
+
+
 def ask_server(
-    config: OwlClawConfig, ask: Callable[[ServerClient], T], timeout_s: float | None = None
+    config: OwlClawConfig, ask: Callable[[ServerClient], T], timeout_s: float = SERVED_TIMEOUT_S
 ) -> T | None:
     """The running ``owlclaw run``'s answer (its warm embedder and views, its loaded code: what
     this process would otherwise import and start); None when nothing listens at the configured
@@ -96,7 +100,7 @@ def ask_server(
         return None  # the HTTP client is not even imported
     from owlclaw.client import NoServer, ServerRefused
 
-    with server_client(config, timeout_s=timeout_s or SERVED_TIMEOUT_S) as client:
+    with server_client(config, timeout_s=timeout_s) as client:
         try:
             return ask(client)
         except NoServer:
@@ -114,10 +118,6 @@ def _listening(config: OwlClawConfig) -> bool:
             return True
     except OSError:
         return False
-
-
-SERVED_TIMEOUT_S = 120.0
-"""How long a command the server does for the CLI (a recall, a run's verification) may take."""
 
 
 def fail(message: str, hint: str, code: int) -> NoReturn:

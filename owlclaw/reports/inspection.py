@@ -125,11 +125,11 @@ def memory_of(
 ) -> MemoryReading:
     """Bring the memory view up to date, write the agent's MEMORY.md, and recall ``query``
     with the relevance (similarity weighted by age) the ``recall`` tool ranks by."""
-    led.load_agent(agent)
-    behind = bring_up_to_date(led, view)
     from projections import MemoryStore
     from projections.memory_files import render_memory_files
 
+    led.load_agent(agent)
+    behind = bring_up_to_date(led, view)
     memory_md, archive = render_memory_files(view, agent, config.memory_path / agent)
     store = MemoryStore(view, half_life_days=config.memory.half_life_days)
     result = (

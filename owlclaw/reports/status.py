@@ -11,9 +11,8 @@ from typing import Any
 import msgspec
 
 from events import Ledger
-from owlclaw.reports.inspection import bring_up_to_date
+from owlclaw.reports.inspection import bring_up_to_date, projections_status
 from projections import AgentsView, RunsView, SchedulesView
-from projections.status import projection_status
 from projections.view import View
 
 
@@ -23,7 +22,7 @@ def ledger_status(
     """The report's parts read from the ledger; ``served``: the server's agents (its
     ``status()["agents"]``, empty without a server)."""
     report: dict[str, Any] = {"database": {"ok": True, "head": led.log.head()}}
-    report["projections"] = [msgspec.to_builtins(projection_status(led, v)) for v in views]
+    report["projections"] = msgspec.to_builtins(projections_status(led, views))
     registry = next(v for v in views if isinstance(v, AgentsView))
     behind = bring_up_to_date(led, registry)
     report["registered_agents"] = registry.count()

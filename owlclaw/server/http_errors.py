@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+import msgspec
 from aiohttp import web
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def json_error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": message, "code": code}, status=status)
+
+
+def encoded(value: object) -> web.Response:
+    """An answer encoded by msgspec: structs, datetimes and UUIDs, which ``web.json_response``'s
+    ``json.dumps`` cannot encode."""
+    return web.Response(body=msgspec.json.encode(value), content_type="application/json")
 
 
 @web.middleware

@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import asyncio
 
-import msgspec
 from aiohttp import web
 
 from events import UnknownAgent
-from owlclaw.access.authorize import Action, authorize
 from owlclaw.access.caller import caller
 from owlclaw.audit.explain import NotRecorded, explain_run
 from owlclaw.audit.ledger_page import ledger_page
 from owlclaw.audit.verify import NoSuchRun, verify_run
 from owlclaw.reports.inspection import memory_of, runs_of, schedules_of, with_known_agents
-from owlclaw.server.http_errors import json_error
+from owlclaw.server.http_errors import encoded, json_error
+from owlclaw.server.seen import seen_schedules
 from owlclaw.server.service import Service
 from projections import MemoryView, RunsView, SchedulesView
 from projections.recall import MAX_LIMIT, MIN_LIMIT
@@ -50,24 +49,18 @@ RUNS_LIMIT = 1000
 """``owlclaw runs --limit``'s most."""
 
 
-def _encoded(value: object) -> web.Response:
-    return web.Response(body=msgspec.json.encode(value), content_type="application/json")
-
-
 def _number(
     request: web.Request, name: str, least: int, most: int | None = None, default: int | None = None
 ) -> int | None:
     """A path part or query parameter: a whole number from ``least`` (to ``most``); ``default``
-    when it is not given; else a 400 ``bad_request``."""
+    when it is not given; else a 400 (``bad_request``, made JSON by ``json_errors``)."""
     given = request.match_info.get(name, request.query.get(name))
     if given is None:
         return default
     if given.isdigit() and least <= int(given) <= (int(given) if most is None else most):
         return int(given)
     bounds = f"from {least}" + ("" if most is None else f" to {most}")
-    error = {"error": f"{name} {given!r}: a whole number {bounds}", "code": "bad_request"}
-    text = msgspec.json.encode(error).decode()
-    raise web.HTTPBadRequest(text=text, content_type="application/json")
+    raise web.HTTPBadRequest(text=f"{name} {given!r}: a whole number {bounds}")
 
 
 def routes(service: Service) -> list[web.RouteDef]:
@@ -97,7 +90,7 @@ def routes(service: Service) -> list[web.RouteDef]:
             )
         except NoSuchRun as e:
             return json_error(404, "unknown_run", str(e))
-        return _encoded(report)
+        return encoded(report)
 
     async def runs(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
@@ -110,7 +103,7 @@ def routes(service: Service) -> list[web.RouteDef]:
         except UnknownAgent as e:
             message = await asyncio.to_thread(with_known_agents, service.ledger, e)
             return json_error(404, "unknown_agent", message)
-        return _encoded(listing)
+        return encoded(listing)
 
     async def schedules(request: web.Request) -> web.Response:
         agent_id = request.match_info.get("agent_id")
@@ -120,14 +113,8 @@ def routes(service: Service) -> list[web.RouteDef]:
             schedules_of, service.ledger, service.view(SchedulesView), agent_id, every
         )
         if agent_id is None:  # every agent's: those the principal may read
-            principal = caller()
-            rows = [
-                r
-                for r in listing.rows
-                if authorize(principal, Action.READ_RUNS, r["agent_id"]) is None
-            ]
-            listing = msgspec.structs.replace(listing, rows=rows)
-        return _encoded(listing)
+            listing = seen_schedules(caller(), listing)
+        return encoded(listing)
 
     async def ledger(request: web.Request) -> web.Response:
         after = _number(request, "after", 0, default=0)
@@ -136,7 +123,7 @@ def routes(service: Service) -> list[web.RouteDef]:
         page = await asyncio.to_thread(
             ledger_page, service.ledger, request.match_info["agent_id"], after, limit
         )
-        return _encoded(page)
+        return encoded(page)
 
     async def manifest(request: web.Request) -> web.Response:
         run_no, step = _number(request, "run_no", 1), _number(request, "step", 1)
@@ -146,7 +133,7 @@ def routes(service: Service) -> list[web.RouteDef]:
             found = await asyncio.to_thread(explain_run, service.ledger, agent_id, run_no, step)
         except NotRecorded as e:
             return json_error(404, "unknown_run", str(e))
-        return _encoded(found)
+        return encoded(found)
 
     return [
         web.get(MEMORY, memory),

@@ -11,6 +11,7 @@ from typing import Any
 
 from owlclaw.access.authorize import Action, Principal, authorize
 from owlclaw.reports.approvals import Approvals, PendingApproval
+from owlclaw.reports.listings import Schedules
 
 SERVER_WIDE = ("workers", "mcp_servers", "startup")
 """Parts of the status report that are the whole server's (its workers name every agent with
@@ -52,3 +53,11 @@ def seen_listing(principal: Principal, listing: Approvals) -> Approvals:
     ids = {p.approval_id for p in seen}
     short = {i: prefix for i, prefix in listing.short.items() if i in ids}
     return Approvals(seen, short, [i for i in listing.served if i in ids])
+
+
+def seen_schedules(principal: Principal, listing: Schedules) -> Schedules:
+    """Every agent's schedules with those of the agents the principal may read the runs of."""
+    rows = [
+        r for r in listing.rows if authorize(principal, Action.READ_RUNS, r["agent_id"]) is None
+    ]
+    return Schedules(rows, listing.behind)

@@ -71,8 +71,8 @@ from owlclaw.server import inspection
 from owlclaw.server.approval_refusals import refusal_of
 from owlclaw.server.console import make_console
 from owlclaw.server.guard import guard, principal_of
+from owlclaw.server.http_errors import encoded, json_errors
 from owlclaw.server.http_errors import json_error as _error
-from owlclaw.server.http_errors import json_errors
 from owlclaw.server.metrics_route import metrics_route
 from owlclaw.server.mounts import mount_a2a, mount_mcp
 from owlclaw.server.request_body import BadBody, decode_body
@@ -146,8 +146,7 @@ def _approval_routes(service: Service) -> list[web.RouteDef]:
             listing = await asyncio.to_thread(
                 approvals_of, service.ledger, request.query.get("agent"), list(service.apps)
             )
-            body = msgspec.json.encode(seen_listing(principal, listing))
-            return web.Response(body=body, content_type="application/json")
+            return encoded(seen_listing(principal, listing))
         found = await asyncio.to_thread(service.pending_approvals)
         return web.json_response(msgspec.to_builtins(seen_approvals(principal, found)))
 
@@ -266,7 +265,7 @@ def make_app(service: Service, token: str) -> web.Application:
             report["ledger"] = await asyncio.to_thread(
                 ledger_status, service.ledger, service.views, report["agents"]
             )
-        return web.Response(body=msgspec.json.encode(report), content_type="application/json")
+        return encoded(report)
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True, "ready": service.ready})
