@@ -52,14 +52,11 @@ def owlclaw(
 
 
 def owlclaw_on(db: Database, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``owlclaw`` on the test's database (the tests' environment otherwise), with no server
-    listening at its address: a reading command asks a server there, and another test's, on
-    the default port, would answer (or reset the connection as it stops)."""
+    """``owlclaw`` on the test's database (the tests' environment otherwise)."""
     env = {
         **os.environ,
         "OWLCLAW_DATABASE_URL": db.url,
         "OWLCLAW_DATABASE_NAME": str(db.params["dbname"]),
-        "OWLCLAW_SERVER_PORT": str(free_port()),
     }
     return owlclaw(env, *args, cwd=cwd, timeout=120)
 

@@ -20,11 +20,20 @@ from hypothesis import settings
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, DatabaseUnavailable, open_database
 from projections.embedders import LOCAL_MODEL, Embedder, EmbeddingUnavailable, embedder_for
+from tests.cli import free_port
 from tests.components import missing_component
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 settings.register_profile("owlclaw", deadline=None)  # over the loaded one (CI's, if in CI)
 settings.load_profile("owlclaw")
+
+
+@pytest.fixture(autouse=True)
+def own_server_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's own server address. A reading command asks the server at the configured
+    address, and on the shared default port another test's server would answer it (or reset the
+    connection as it stops: CI104). A test that serves passes this port on or sets its own."""
+    monkeypatch.setenv("OWLCLAW_SERVER_PORT", str(free_port()))
 
 
 @pytest.fixture(scope="session")
