@@ -1,16 +1,18 @@
 """POST one JSON body at least once: the views that send (approval notices, the outbox) retry
 with exponential backoff and jitter (tenacity), and name the body with an ``Idempotency-Key``
-header so that a receiver drops what a retry or a crash-and-resend repeats."""
+header so that a receiver drops what a retry or a crash-and-resend repeats. httpx and tenacity
+are imported when a body is sent (0.2 s): ``owlclaw status`` reads these views and sends nothing."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import msgspec
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,14 @@ def post_json(
     attempts: int,
 ) -> Delivered:
     """POST ``body`` until a 2xx answer, at most ``attempts`` times; raises Undelivered."""
+    import httpx
+    from tenacity import (
+        Retrying,
+        retry_if_exception_type,
+        stop_after_attempt,
+        wait_exponential_jitter,
+    )
+
     retrying = Retrying(
         stop=stop_after_attempt(attempts),
         wait=wait_exponential_jitter(multiplier=0.2, max=10.0, jitter=0.2),
@@ -62,6 +72,8 @@ def post_json(
 
 
 def describe(error: httpx.HTTPError) -> str:
+    import httpx
+
     if isinstance(error, httpx.HTTPStatusError):
         return f"HTTP {error.response.status_code} from {error.request.url}"
     return f"{type(error).__name__}: {error}"

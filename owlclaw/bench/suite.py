@@ -7,11 +7,9 @@ whole result is kept beside them for whoever wants the rest."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -134,6 +132,9 @@ def run_one(entry: Entry, *, quick: bool, scratch: Scratch) -> BenchRun:
         with scratch(f"owlclaw_bench_all_{entry.name.replace('-', '_')}") as url:
             if entry.fresh_process:
                 # a new interpreter: a fork would inherit this one's threads and libraries
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
                 spawn = multiprocessing.get_context("spawn")
                 with ProcessPoolExecutor(1, mp_context=spawn) as pool:
                     result = pool.submit(entry.run, url, **sizes).result()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from events import Ledger
+from events.tracking import create_tables
 from owlclaw.compose.memory import memory_options
 from owlclaw.config import OwlClawConfig
-from owlclaw.timers.registrations import TimerBackend, TimerRegistrations
 from projections import (
     AgentsView,
     ApprovalNotifications,
@@ -26,6 +26,9 @@ from projections import (
 )
 from projections.embedders import Embedder
 from projections.rebuild import older, refuse_newer
+
+if TYPE_CHECKING:
+    from owlclaw.timers.registrations import TimerBackend, TimerRegistrations
 
 V = TypeVar("V", bound=View)
 
@@ -75,7 +78,10 @@ def open_views(
     ledger: Ledger, config: OwlClawConfig | None = None, embedder: Embedder | None = None
 ) -> list[View]:
     """Every view, with its tables created (idempotent), on the ledger's database."""
-    return [v.open(ledger) for v in configured_views(config or OwlClawConfig(), embedder)]
+    configured = configured_views(config or OwlClawConfig(), embedder)
+    views = [c.view(ledger, **c.options) for c in configured]
+    create_tables(views)
+    return views
 
 
 def open_served_views(
@@ -90,8 +96,7 @@ def open_served_views(
     configured = configured_views(config, embedder)
     views = [c.view(ledger, **c.options) for c in configured]
     refuse_newer(views)
-    for view in views:
-        view.create_table()
+    create_tables(views)
     behind = {v.name for v in older(views)}
     return views, [c for c in configured if c.name in behind]
 
@@ -112,6 +117,8 @@ def open_timer_registrations(
 ) -> TimerRegistrations:
     """The timer registrations with ``backend``, their table created and (``adopt``) the timers
     other backends hold moved to it; ``served``: the agents whose timers this process fires."""
+    from owlclaw.timers.registrations import TimerRegistrations
+
     registrations = TimerRegistrations(ledger, backend=backend, served=served)
     registrations.create_table()
     if adopt:
