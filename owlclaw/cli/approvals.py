@@ -6,8 +6,6 @@ resumes at once), else it is recorded directly in the ledger and the run resumes
 next activates the agent.
 """
 
-from __future__ import annotations
-
 import getpass
 import json
 from typing import TYPE_CHECKING, Annotated, Any
@@ -290,6 +288,6 @@ def _report(
     )
 
 
-def _fields(value: PendingApproval | ApprovalAnswer) -> dict[str, Any]:
+def _fields(value: "PendingApproval | ApprovalAnswer") -> dict[str, Any]:
     fields: dict[str, Any] = msgspec.to_builtins(value)
     return fields

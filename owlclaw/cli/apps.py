@@ -1,8 +1,6 @@
 """Making and serving agent apps: init (scaffold one) and run (validate and serve them until
 Ctrl-C). Their own module: they are the commands that create and start agents."""
 
-from __future__ import annotations
-
 import signal
 from pathlib import Path
 from typing import Annotated, Any

@@ -2,8 +2,6 @@
 Its own module: the one command that deletes rows from the ledger (each accounted for by an
 ArchiveSealed first)."""
 
-from __future__ import annotations
-
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated

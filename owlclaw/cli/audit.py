@@ -1,8 +1,6 @@
 """Questions an auditor asks of the ledger: what the agent was and knew at a moment (``agent
 --as-of``, ``memory --as-of``) and why it decided what it did (``explain``)."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -34,7 +32,7 @@ AS_OF_HELP = (
 )
 
 
-def moment_of(text: str | None) -> Moment:
+def moment_of(text: str | None) -> "Moment":
     """The moment ``--as-of`` names (no option: everything recorded so far)."""
     from owlclaw.audit.as_of import Moment, UnknownMoment, parse_moment
 
@@ -106,7 +104,7 @@ def agent(
     )
 
 
-def schedules_then_table(schedules: dict[str, ActiveSchedule]) -> Table:
+def schedules_then_table(schedules: "dict[str, ActiveSchedule]") -> Table:
     table = Table(
         whole("schedule"),
         whole("kind"),
@@ -169,7 +167,7 @@ def memory_as_of(
         out.print(memories_then_table(held))
 
 
-def memories_then_table(held: list[PastMemory]) -> Table:
+def memories_then_table(held: "list[PastMemory]") -> Table:
     """The memories held, each one's tags under its content."""
     table = Table(whole("when"), whole("memory"), text("embedding model"), text("content"))
     for p in held:

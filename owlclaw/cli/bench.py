@@ -1,7 +1,5 @@
 """``owlclaw bench``: the measured figures of each part on this machine."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

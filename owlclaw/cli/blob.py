@@ -2,8 +2,6 @@
 checked against that sha256 as they are read. Its own module: the one command that writes raw
 bytes instead of text."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import Annotated

@@ -7,8 +7,6 @@ unavailable, or a ledger written by a newer OwlClaw, 5 invalid configuration or 
 ``owlclaw run`` server reachable, 7 server refused the token.
 """
 
-from __future__ import annotations
-
 import atexit
 import errno
 import json
@@ -76,7 +74,7 @@ def _main(
     State.token = token or None
 
 
-def server_client(config: OwlClawConfig, timeout_s: float = 30.0) -> ServerClient:
+def server_client(config: OwlClawConfig, timeout_s: float = 30.0) -> "ServerClient":
     """A client of the configured server, sending ``--token`` / OWLCLAW_TOKEN when given."""
     from owlclaw.client import ServerClient
 
@@ -88,7 +86,7 @@ SERVED_TIMEOUT_S = 120.0
 
 
 def ask_server(
-    config: OwlClawConfig, ask: Callable[[ServerClient], T], timeout_s: float = SERVED_TIMEOUT_S
+    config: OwlClawConfig, ask: "Callable[[ServerClient], T]", timeout_s: float = SERVED_TIMEOUT_S
 ) -> T | None:
     """The running ``owlclaw run``'s answer (its warm embedder and views, its loaded code: what
     this process would otherwise import and start); None when nothing listens at the configured
@@ -248,7 +246,10 @@ def _failures() -> list[tuple[type[Exception] | tuple[type[Exception], ...], str
 
 
 @contextmanager
-def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database, Ledger]]:
+def open_ledger(config: OwlClawConfig | None = None) -> "Iterator[tuple[Database, Ledger]]":
+    """The configured database and its ledger, on a pool of one connection: a command does one
+    thing at a time (four more connections, opened beside its imports, cost ~17 ms), and the
+    pool grows where one does more (a timer service)."""
     from events import Ledger
     from owlclaw.database import open_database
 
@@ -259,6 +260,7 @@ def open_ledger(config: OwlClawConfig | None = None) -> Iterator[tuple[Database,
         snapshot_interval=config.ledger.snapshot_interval,
         archive_dir=config.archive_path,
         encrypt=config.ledger.encrypt,
+        pool_size=1,
     ) as ledger:
         yield database, ledger
 

@@ -1,8 +1,6 @@
 """The demo command: the seeds' trading agent through the acceptance scenarios. Its own module:
 it drives the whole embedded stack from one command, unlike any other."""
 
-from __future__ import annotations
-
 from owlclaw.cli.common import (
     JsonOption,
     app,

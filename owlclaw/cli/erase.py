@@ -2,8 +2,6 @@
 who, why and what (DataErased) and destroying the data keys its content was sealed under.
 The ledger's chains still verify; the content reads ``[erased]`` everywhere from then on."""
 
-from __future__ import annotations
-
 import getpass
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """``owlclaw eval``: regression suites from production runs, and comparing two candidates."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -184,7 +182,7 @@ def _compare(eval_a: str, eval_b: str, *, as_json: bool) -> None:
         out.print(f"run {c['run_no']}: {c['a']} -> {c['b']}")
 
 
-def eval_table(report: EvalReport) -> Table:
+def eval_table(report: "EvalReport") -> Table:
     """The runs by outcome; the token and cost differences under the table."""
     summary = report.as_dict()
     table = Table(
@@ -201,7 +199,7 @@ def eval_table(report: EvalReport) -> Table:
     return table
 
 
-def comparison_table(comparison: EvalComparison) -> Table:
+def comparison_table(comparison: "EvalComparison") -> Table:
     """The two evals side by side, a row per figure (their models can be long)."""
     a, b = comparison.a, comparison.b
     table = Table(

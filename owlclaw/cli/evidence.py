@@ -1,7 +1,5 @@
 """Portable evidence: ``keys init``, ``export`` (a signed bundle of an agent's streams)."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated
 

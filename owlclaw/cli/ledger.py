@@ -2,8 +2,6 @@
 sealed heads, anchors, evidence bundles) and anchor. Their own module: they read and check the
 record itself, where the other reading commands read views built from it."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -81,7 +79,7 @@ def ledger(
         out.print(_tree(Tree(f"sub-agents of {agent}"), page.sub_agents))
 
 
-def ledger_table(page: LedgerPage) -> Table:
+def ledger_table(page: "LedgerPage") -> Table:
     """Each event's position and stream as ``--after``, ``replay`` and ``export`` take them
     (a run stream by its run number), its data folded under its type."""
     table = Table(
@@ -129,7 +127,7 @@ def _conversation(agent: str, as_json: bool) -> None:
     out.print(table)
 
 
-def _tree(branch: Tree, nodes: list[SpawnNode]) -> Tree:
+def _tree(branch: Tree, nodes: "list[SpawnNode]") -> Tree:
     for node in nodes:
         child = branch.add(
             escape(f"{node.agent_id} run {node.run_id[:8]} [{node.status}] {node.task[:60]}")
@@ -224,7 +222,7 @@ def verify(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _print_report(report: VerifyReport) -> None:
+def _print_report(report: "VerifyReport") -> None:
     """What verify found, one line each, or the one ok line."""
     for b in report.breaks:
         out.print(f"[red]BROKEN[/] {escape(str(b))}")

@@ -1,8 +1,6 @@
 """The memory command: write an agent's MEMORY.md, list or recall its memories (now or as of
 a past moment). Its own module: the one reading command that brings up the embedding model."""
 
-from __future__ import annotations
-
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -108,12 +106,12 @@ def _print_reading(data: dict[str, Any], as_json: bool) -> None:
 
 def _print_archived(
     agent: str,
-    memories: list[ArchivedMemory],
+    memories: "list[ArchivedMemory]",
     delete_after_days: int,
     behind: str | None,
     as_json: bool,
 ) -> None:
-    def deletes_on(m: ArchivedMemory) -> datetime | None:
+    def deletes_on(m: "ArchivedMemory") -> datetime | None:
         if not delete_after_days or m.archived_at is None:
             return None
         return m.archived_at + timedelta(days=delete_after_days)

@@ -4,8 +4,6 @@ roles on which agents (``owlclaw.access``).
 It works on the database directly, like ``owlclaw erase``: whoever can reach the database is
 already its administrator, so each change is recorded ``by`` ``local:<OS user>``."""
 
-from __future__ import annotations
-
 import getpass
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,7 +50,7 @@ def _by() -> str:
 
 
 @contextmanager
-def _store() -> Iterator[PrincipalStore]:
+def _store() -> "Iterator[PrincipalStore]":
     from owlclaw.access.principals import PrincipalInvalid
     from owlclaw.access.roles import GrantInvalid
     from owlclaw.access.store import PrincipalStore, UnknownPrincipal
@@ -66,7 +64,7 @@ def _store() -> Iterator[PrincipalStore]:
             fail(str(e), "see `owlclaw principals --help`", EXIT_USAGE)
 
 
-def _record_json(record: PrincipalRecord) -> dict[str, object]:
+def _record_json(record: "PrincipalRecord") -> dict[str, object]:
     return {
         "name": record.name,
         "roles": [str(g) for g in record.grants],
@@ -76,7 +74,7 @@ def _record_json(record: PrincipalRecord) -> dict[str, object]:
     }
 
 
-def _show_token(record: PrincipalRecord, token: str, done: str, as_json: bool) -> None:
+def _show_token(record: "PrincipalRecord", token: str, done: str, as_json: bool) -> None:
     if as_json:
         print_json({**_record_json(record), "token": token})
         return

@@ -1,8 +1,6 @@
 """The projections command group (status, retry, rebuild): operating the read models rather
 than reading them, so it is its own module."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -64,7 +62,7 @@ def projections_status(as_json: JsonOption = False) -> None:
         )
 
 
-def projections_table(statuses: list[ProjectionStatus]) -> Table:
+def projections_table(statuses: "list[ProjectionStatus]") -> Table:
     table = Table(
         whole("name"),
         *(whole(c, right=True) for c in ("version", "position", "head", "lag", "parked")),
@@ -82,7 +80,7 @@ def projections_table(statuses: list[ProjectionStatus]) -> Table:
     return table
 
 
-def version_cell(s: ProjectionStatus) -> str:
+def version_cell(s: "ProjectionStatus") -> str:
     """The version that built the serving tables, and this code's when it is newer."""
     if s.version is None:
         return "-"
@@ -93,7 +91,7 @@ def version_cell(s: ProjectionStatus) -> str:
     return str(s.version)
 
 
-def version_notes(s: ProjectionStatus) -> list[str]:
+def version_notes(s: "ProjectionStatus") -> list[str]:
     """What the table's version column cannot say: a pending upgrade, a newer build, a rebuild
     running and how far it has come (log position reached / head)."""
     notes = []
@@ -115,7 +113,7 @@ def version_notes(s: ProjectionStatus) -> list[str]:
     return notes
 
 
-def _configured_view(config: OwlClawConfig, name: str) -> ConfiguredView:
+def _configured_view(config: OwlClawConfig, name: str) -> "ConfiguredView":
     """The view called ``name``, or the command fails listing the views there are."""
     from owlclaw.compose.read import configured_views
 

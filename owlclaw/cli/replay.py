@@ -2,8 +2,6 @@
 re-decides it with another model). Its own module: it loads the app and the models, which no
 other reading command does."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -108,7 +106,7 @@ def replay(
 
 
 def _verified(
-    led: Ledger, config: OwlClawConfig, agent: str, run_no: int, app_dir: Path | None
+    led: "Ledger", config: OwlClawConfig, agent: str, run_no: int, app_dir: Path | None
 ) -> dict[str, Any]:
     """The run's ``ReplayReport`` as JSON: verified by the running ``owlclaw run`` (the runtime
     imported there already), or in this process when none listens; with ``--app``, always
@@ -160,7 +158,7 @@ def redecide_run(
             fail(f"agent {agent} has no run {run_no}", f"`owlclaw ledger {agent}`", EXIT_NOT_FOUND)
         litellm = litellm_with_offline_providers()
 
-        async def redecided() -> ReDecision:
+        async def redecided() -> "ReDecision":
             context = await record.context(run_no)
             return await redecide(
                 litellm,
@@ -192,7 +190,7 @@ def redecide_run(
         raise typer.Exit(EXIT_FAILED)
 
 
-def redecision_table(report: ReDecision) -> Table:
+def redecision_table(report: "ReDecision") -> Table:
     table = Table(
         whole("step"),
         text("recorded decision"),

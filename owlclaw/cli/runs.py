@@ -1,8 +1,6 @@
 """The runs command: an agent's latest runs from the runs view, with each run's plan progress.
 Its own module: it reads the runs view and nothing else."""
 
-from __future__ import annotations
-
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -52,7 +50,7 @@ def runs(
     out.print(runs_table(agent, listing.rows))
 
 
-def _runs_here(config: OwlClawConfig, agent: str, limit: int) -> Runs:
+def _runs_here(config: OwlClawConfig, agent: str, limit: int) -> "Runs":
     """The listing read in this process, without a server."""
     from events.errors import UnknownAgent
     from owlclaw.reports.inspection import open_runs, runs_of, with_known_agents
@@ -65,14 +63,14 @@ def _runs_here(config: OwlClawConfig, agent: str, limit: int) -> Runs:
             fail(with_known_agents(led, e), hint, EXIT_NOT_FOUND)
 
 
-def plan_progress(row: RunRow) -> str | None:
+def plan_progress(row: "RunRow") -> str | None:
     """``2/5 done``; None without a plan."""
     if row.plan_items is None:
         return None
     return f"{row.plan_done}/{row.plan_items} done"
 
 
-def runs_table(agent: str, rows: list[RunRow]) -> Table:
+def runs_table(agent: str, rows: "list[RunRow]") -> Table:
     """A run's trigger under its number, its plan's progress under its status, its end under
     its start (UTC, to the minute), its tool calls under its steps, its error under its focus."""
     table = Table(

@@ -1,7 +1,5 @@
 """``owlclaw init``: a new agent app from the template in ``owlclaw/templates/app``."""
 
-from __future__ import annotations
-
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path

@@ -1,8 +1,6 @@
 """The schedules command: every schedule with its next fire, backend and last outcome. Its own
 module: it reads the schedules view and nothing else."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

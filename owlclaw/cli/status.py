@@ -1,8 +1,6 @@
 """The status command: server, database, projections, agents and workers in one report. Its own
 module: it gathers from every view and the server, and renders the largest report."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -46,7 +44,7 @@ def status(as_json: JsonOption = False) -> None:
     _print_status(report)
 
 
-def _served_status(client: ServerClient) -> dict[str, Any] | None:
+def _served_status(client: "ServerClient") -> dict[str, Any] | None:
     """The server's status, with its report of the ledger when the principal may read every
     agent's; a server still starting, or not answering in time, is shown as not running (None:
     nobody listens)."""

@@ -6,8 +6,6 @@ numbers and times stay whole on one line, and free text folds into the width lef
 table keeps its whole columns narrower than 80 together (two values stacked in one cell,
 details printed under the table)."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -35,7 +33,7 @@ def stacked(*lines: str | Text | None) -> Text:
     return Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines if line)
 
 
-def recall_table(title: str, memories: list[Memory]) -> Table:
+def recall_table(title: str, memories: "list[Memory]") -> Table:
     """Recalled memories, most relevant first, each one's tags under its content and where it
     came from (``run 12, step 3``: ``owlclaw why`` walks there) under its date."""
     table = Table(
@@ -57,8 +55,8 @@ def recall_table(title: str, memories: list[Memory]) -> Table:
 
 def archived_table(
     title: str,
-    memories: list[ArchivedMemory],
-    deletes_on: Callable[[ArchivedMemory], datetime | None],
+    memories: "list[ArchivedMemory]",
+    deletes_on: "Callable[[ArchivedMemory], datetime | None]",
 ) -> Table:
     """Archived memories, oldest first: when each was remembered, last recalled, archived and
     will be deleted (``deletes_on``: None when never), its content and why it was archived."""

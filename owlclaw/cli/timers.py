@@ -1,7 +1,5 @@
 """The timer service processes."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

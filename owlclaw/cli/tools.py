@@ -1,7 +1,5 @@
 """``owlclaw tools``: an agent's tool usage, and the operator's switches for its tools."""
 
-from __future__ import annotations
-
 import getpass
 from collections.abc import Mapping
 from pathlib import Path
@@ -112,7 +110,7 @@ def _change(
             fail(str(e), hint, EXIT_USAGE)
 
 
-def app_tools(led: Ledger, agent: str, timeout_s: float, workspaces: Path) -> dict[str, Tool]:
+def app_tools(led: "Ledger", agent: str, timeout_s: float, workspaces: Path) -> "dict[str, Tool]":
     """The tools of the agent's app as it is on disk (built-in tools only without one), its MCP
     servers' as they list them now; its handlers.py is loaded the way a host loads it, with the
     time limit."""
@@ -187,7 +185,7 @@ def mcp_status(app_dir: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def listed(servers: Mapping[str, McpServer]) -> tuple[dict[str, Tool], dict[str, str]]:
+def listed(servers: "Mapping[str, McpServer]") -> "tuple[dict[str, Tool], dict[str, str]]":
     """The tools of ``servers`` as they list them now, and each server's status; connected
     for this (each within its ``timeout_s``) and closed again."""
     import asyncio
@@ -197,7 +195,7 @@ def listed(servers: Mapping[str, McpServer]) -> tuple[dict[str, Tool], dict[str,
     if not servers:
         return {}, {}
 
-    async def connect() -> tuple[dict[str, Tool], dict[str, str]]:
+    async def connect() -> "tuple[dict[str, Tool], dict[str, str]]":
         pool = McpPool()
         try:
             await pool.ready(servers)
@@ -208,7 +206,7 @@ def listed(servers: Mapping[str, McpServer]) -> tuple[dict[str, Tool], dict[str,
     return asyncio.run(connect())
 
 
-def print_stats_table(agent: str, stats: list[ToolStats], disabled: list[str]) -> None:
+def print_stats_table(agent: str, stats: "list[ToolStats]", disabled: list[str]) -> None:
     """The counts in the table, each tool's errors by code under it."""
     table = Table(
         whole("tool"),

@@ -2,8 +2,6 @@
 events in the ledger to its end. Its own module: the one command that both asks the server and
 waits on the log."""
 
-from __future__ import annotations
-
 import json
 import uuid
 from typing import TYPE_CHECKING, Annotated, Any
@@ -147,7 +145,7 @@ def _parked_status(events: list[ev.LedgerEvent]) -> str | None:
     return "parked"
 
 
-def _follow(led: Ledger, run_id: str, timeout: float, *, show: bool) -> list[ev.LedgerEvent]:
+def _follow(led: "Ledger", run_id: str, timeout: float, *, show: bool) -> list[ev.LedgerEvent]:
     """The run's events as they are committed, printed as they come, until its end event."""
     import asyncio
 

@@ -1,8 +1,6 @@
 """The why command: from what an agent recalls for a query back to the run and the model response
 that remembered it, with the run's hash chain verified on the way."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Annotated
 
 import msgspec
@@ -58,7 +56,7 @@ def why(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _trail_lines(agent: str, t: Trail) -> list[str]:
+def _trail_lines(agent: str, t: "Trail") -> list[str]:
     """A memory and the path back to its model response, one step a line."""
     m, r = t.memory, t.response
     chain = (
