@@ -7,6 +7,8 @@ import os
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import ray
@@ -67,23 +69,45 @@ def connect(config: OwlClawConfig, **init_options: object) -> None:
     leaving the embedded PostgreSQL and Ray's agent processes behind."""
     if ray.is_initialized():
         return
+    env = worker_env(config)
     if config.ray_address is None:
         loopback_only()
         init_options.setdefault("include_dashboard", False)
         init_options.setdefault("_temp_dir", str(LOCAL_TEMP_DIR))
         init_options.setdefault("_system_config", {"worker_niceness": WORKER_NICENESS})
+    else:
+        init_options["runtime_env"] = {"env_vars": env}
     on_main_thread = threading.current_thread() is threading.main_thread()
     kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    ray.init(
-        address=config.ray_address or "local",
-        namespace=NAMESPACE,
-        runtime_env={"env_vars": worker_env(config)},
-        **init_options,  # type: ignore[arg-type]
-    )
+    with _inherited(env if config.ray_address is None else {}):
+        ray.init(
+            address=config.ray_address or "local",
+            namespace=NAMESPACE,
+            **init_options,  # type: ignore[arg-type]
+        )
     if on_main_thread:
         for sig, handler in kept.items():
             if handler is not None:
                 signal.signal(sig, handler)
+
+
+@contextmanager
+def _inherited(env: dict[str, str]) -> Iterator[None]:
+    """This process's environment with ``env`` while a local cluster starts: its raylet copies
+    it, and every worker it starts inherits it. A runtime_env would carry it too, but no worker
+    could then be one Ray started ahead (theirs has none), so each agent host waited for a new
+    worker process and the runtime-env agent. Restored after: the next cluster this process
+    starts (a test's) gets its own."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def loopback_only() -> None:

@@ -1,6 +1,6 @@
 """OwlClaw's local Ray cluster is its own: it never adopts a cluster someone else started on the
-machine (a ``ray start``, RAY_ADDRESS), it listens on loopback only, and its workers keep normal
-CPU priority."""
+machine (a ``ray start``, RAY_ADDRESS), it listens on loopback only, its workers keep normal
+CPU priority and inherit the agents' environment."""
 
 from __future__ import annotations
 
@@ -35,6 +35,19 @@ for ray_address in (None, os.environ["FOREIGN"]):
     connect(OwlClawConfig(), num_cpus=1, log_to_driver=False)
     print(ray.get_runtime_context().gcs_address, flush=True)
     disconnect()
+"""
+
+WORKER_ENV = """
+import os, ray
+from actors.cluster import connect, disconnect
+from owlclaw.config import OwlClawConfig, RuntimeConfig
+NAMES = ("OWLCLAW_SCRIPTS_DIR", "LITELLM_LOCAL_MODEL_COST_MAP")
+config = OwlClawConfig(runtime=RuntimeConfig(scripts_dir="/scripts/of/the/test"))
+connect(config, num_cpus=1, log_to_driver=False)
+@ray.remote
+def env(): return [os.environ.get(k) for k in NAMES]
+print(*ray.get(env.remote()), os.environ.get("OWLCLAW_SCRIPTS_DIR", "-"))
+disconnect()
 """
 
 
@@ -179,3 +192,24 @@ def _loopback(ip: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return address.is_loopback
+
+
+def test_the_local_clusters_workers_inherit_the_agents_environment() -> None:
+    """``worker_env`` (the configured scripts, litellm's offline cost map) reaches the workers
+    without a runtime_env, which kept them from being the ones Ray starts ahead; the driver's
+    own environment is as it was (``owlclaw`` sets the cost map in it when imported)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OWLCLAW_SCRIPTS_DIR", "LITELLM_LOCAL_MODEL_COST_MAP", "RAY_ADDRESS")
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_ENV],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["/scripts/of/the/test", "True", "-"]
