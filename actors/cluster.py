@@ -70,16 +70,18 @@ def connect(config: OwlClawConfig, **init_options: object) -> None:
     if ray.is_initialized():
         return
     env = worker_env(config)
+    inherited: dict[str, str] = {}
     if config.ray_address is None:
         loopback_only()
         init_options.setdefault("include_dashboard", False)
         init_options.setdefault("_temp_dir", str(LOCAL_TEMP_DIR))
         init_options.setdefault("_system_config", {"worker_niceness": WORKER_NICENESS})
+        inherited = env
     else:
         init_options["runtime_env"] = {"env_vars": env}
     on_main_thread = threading.current_thread() is threading.main_thread()
     kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    with _inherited(env if config.ray_address is None else {}):
+    with _inherited(inherited):
         ray.init(
             address=config.ray_address or "local",
             namespace=NAMESPACE,
