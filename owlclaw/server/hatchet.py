@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from owlclaw.config import OwlClawConfig
@@ -23,6 +24,11 @@ from owlclaw.timers.registrations import TimerBackend
 
 HATCHET_DATABASE = "owlclaw_hatchet"
 WORKER_START_S = 60.0
+WATCH_S = 1.0
+
+
+class WorkerExited(RuntimeError):
+    """The Hatchet worker process ended while the service runs (its supervisor starts another)."""
 
 
 class HatchetParts:
@@ -33,6 +39,7 @@ class HatchetParts:
         self.engine: HatchetEngine | None = None
         self._engine_starting: asyncio.Task[HatchetEngine] | None = None
         self.worker: subprocess.Popen[bytes] | None = None
+        self._spawn: Callable[[], subprocess.Popen[bytes]] | None = None
 
     def start_engine(self, database: Database) -> None:
         """Start the local engine in the background (a thread: it takes seconds)."""
@@ -54,7 +61,8 @@ class HatchetParts:
         if self.engine is not None:  # the local engine: clients here and in the worker use it
             env |= self.engine.client_env
             os.environ.update(self.engine.client_env)
-        self.worker = self._spawn_worker(env, client, served)
+        self._spawn = functools.partial(self._spawn_worker, env, client, served)
+        self.worker = self._spawn()
         from hatchet_sdk import Hatchet
 
         from owlclaw.timers.hatchet_backend import TASK, HatchetBackend
@@ -102,6 +110,22 @@ class HatchetParts:
             stdout=log_path.open("ab"),
             stderr=subprocess.STDOUT,
         )
+
+    async def keep_worker(self, stop: asyncio.Event) -> None:
+        """Supervised: watch the worker process, started again after its predecessor exited.
+        A worker exits while the service runs when it lost its way to the engine for good (its
+        listener died) or was killed; fires then wait in the engine until the next one."""
+        assert self._spawn is not None, "the Hatchet backend was not started"
+        if self.worker is None or self.worker.poll() is not None:
+            self.worker = self._spawn()
+        while not stop.is_set():
+            if (status := self.worker.poll()) is not None:
+                raise WorkerExited(
+                    f"the Hatchet worker exited with status {status};"
+                    f" see {self.config.data_path / 'hatchet-worker.log'}"
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), WATCH_S)
 
     async def stop_worker(self) -> None:
         """Stop the worker (first: it delivers through Ray), after an engine still starting."""

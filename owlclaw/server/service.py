@@ -176,10 +176,7 @@ class Service:
             await self.agents.ask(Activate(agent_id=agent_id))
         self._phase("timers", f"timer service ({self.config.timers.backend})")
         await self._hatchet.engine_started()
-        worker, runner = await asyncio.to_thread(self._timers)
-        self.projections.append(runner)
-        self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
-        self.supervisor.start("timer-worker", worker.run)
+        self._supervise_timers(*await asyncio.to_thread(self._timers))
         self._phase("duties", "recurring duties")
         served = list(self.apps)
         expiry = functools.partial(approval_expiry, self.ledger, self.agents, served)
@@ -319,6 +316,13 @@ class Service:
         assert self.ledger is not None
         backend = self._timer_backend()
         return start_timers(self.ledger, self.config, backend, self.ask, served=list(self.apps))
+
+    def _supervise_timers(self, worker: TimerWorker, runner: ProjectionRunner) -> None:
+        self.projections.append(runner)
+        self.supervisor.start_thread(f"projection:{runner.view.name}", runner.serve)
+        self.supervisor.start("timer-worker", worker.run)
+        if self.timer_backend == "hatchet":  # its process, started again when it exits
+            self.supervisor.start("hatchet-worker", self._hatchet.keep_worker)
 
     def _timer_backend(self) -> TimerBackend:
         if self.config.timers.backend != "hatchet":

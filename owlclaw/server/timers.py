@@ -10,9 +10,15 @@ them (``via_server``), so no second process ever writes an agent a host owns.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Collection
 from datetime import timedelta
+from typing import Any
 
 from events import Ledger
 from owlclaw.compose.write import place_agents, start_hosts, start_timers, timer_backend
@@ -22,6 +28,8 @@ from owlclaw.supervisor import Supervisor
 from owlclaw.timers.hatchet_backend import ENGINE_SLOTS, HatchetBackend, fire_task
 from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import Deliver, RetryPolicy
+
+log = logging.getLogger(__name__)
 
 
 def serve(ledger: Ledger, config: OwlClawConfig) -> None:
@@ -78,7 +86,40 @@ def hatchet_worker(
         hatchet, deliver, retry, grace, hand_back=registrations.hand_back, deliveries=slots
     )
     engine_slots = max(ENGINE_SLOTS, slots)  # tasks waiting for their fire time hold one each
-    hatchet.worker("owlclaw-timers", slots=engine_slots, workflows=[task]).start()
+    worker = hatchet.worker("owlclaw-timers", slots=engine_slots, workflows=[task])
+    threading.Thread(target=_exit_when_deaf, args=(worker,), name="deaf", daemon=True).start()
+    worker.start()
+    if _deaf(worker):  # the SDK stopped on its own: it receives no fire any more
+        _exit_deaf()
+
+
+def _deaf(worker: Any) -> bool:
+    """hatchet-sdk's own check found its action-listener process dead: it no longer receives
+    tasks. The SDK does not retry a refused ``Register``, so an engine that restarts while the
+    listener registers kills it."""
+    from hatchet_sdk.worker.worker import WorkerStatus
+
+    return bool(worker.status is WorkerStatus.UNHEALTHY)
+
+
+def _exit_when_deaf(worker: Any) -> None:
+    """End the process once the worker is deaf, for whoever started it (``owlclaw run``'s
+    supervisor, a container's restart policy) to start a new one. The SDK's own exit cannot be
+    waited for: it sets an event shared with the dead process and hangs if that process held
+    the event's lock."""
+    while not _deaf(worker):
+        time.sleep(1.0)
+    _exit_deaf()
+
+
+def _exit_deaf() -> None:
+    log.error(
+        "Hatchet's action listener died, so this worker receives no fire; exiting (status 1)"
+        " to be started again"
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _via_server(config: OwlClawConfig) -> Deliver:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import psutil
 import pytest
 
 from events import catalog as ev
@@ -26,6 +27,7 @@ from owlclaw.database import Database
 from owlclaw.messages import Fire, Result, Submit
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import serving
+from owlclaw.supervisor import WorkerStatus
 from owlclaw.timers.hatchet_engine import missing_binaries
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from tests.apps import make_app
@@ -174,38 +176,69 @@ def test_with_local_placement_hatchet_fires_reach_the_agent_through_the_server(
     fresh_db: Database, tmp_path: Path
 ) -> None:
     """The Hatchet worker `owlclaw run` starts is a process of its own; with the agents hosted
-    in the server's process it delivers through the server, the agents' one writer."""
+    in the server's process it delivers through the server, the agents' one writer. A worker
+    whose listener process died (the SDK does not retry a refused registration) exits, and the
+    service starts another that delivers the next fire."""
     bin_dir = Path(os.environ.get("OWLCLAW_HATCHET_BIN", ROOT / ".owlclaw" / "bin"))
     if missing := missing_binaries(bin_dir):
         missing_component("the Hatchet engine", f"no {', '.join(missing)} in {bin_dir}")
+    worker_log = tmp_path / "data" / "hatchet-worker.log"
 
     async def scenario(service: Service, config: OwlClawConfig) -> None:
         assert service.ledger is not None and service.timer_backend == "hatchet"
         ledger = service.ledger
-        planned = await service.ask(Submit(agent_id="hooked", trigger="webhook", focus="plan"))
-        assert (await service.ask(Result(agent_id="hooked", run_id=planned))).status == "completed"
 
-        def fired_run() -> list[ev.RunQueued]:
+        async def plan_and_fire(runs: int) -> ev.RunQueued:
+            planned = await service.ask(Submit(agent_id="hooked", trigger="webhook", focus="plan"))
+            done = await service.ask(Result(agent_id="hooked", run_id=planned))
+            assert done.status == "completed"
+            deadline = time.monotonic() + 90
+            while len(fired := fired_runs()) < runs:
+                assert time.monotonic() < deadline, worker_log.read_text()[-3000:]
+                await asyncio.sleep(0.2)
+            run = fired[-1]
+            result = await service.ask(Result(agent_id="hooked", run_id=str(run.run_id)))
+            assert result.status == "completed"
+            return run
+
+        def fired_runs() -> list[ev.RunQueued]:
             return [q for q in queued(service) if q.trigger == "schedule_once"]
 
-        deadline = time.monotonic() + 90
-        while not fired_run():
-            assert time.monotonic() < deadline, (
-                tmp_path / "data" / "hatchet-worker.log"
-            ).read_text()
+        first = await plan_and_fire(1)
+        deaf = hatchet_worker()
+        [listener] = [p for p in deaf.children() if "spawn_main" in " ".join(p.cmdline())]
+        listener.kill()
+        deadline = time.monotonic() + 60
+        while not (watch := supervised(service, "hatchet-worker")).restarts:
+            assert time.monotonic() < deadline, watch
             await asyncio.sleep(0.2)
-        [run] = fired_run()
-        assert (
-            await service.ask(Result(agent_id="hooked", run_id=str(run.run_id)))
-        ).status == "completed"
+        assert watch.last_error is not None and "exited with status 1" in watch.last_error
+        assert "action listener died" in worker_log.read_text()
+        assert hatchet_worker().pid != deaf.pid
+        second = await plan_and_fire(2)
         agent_events = ledger.stream(ledger.load_agent("hooked").id)
         registered = [e for e in agent_events if isinstance(e, ev.ScheduleRegistered)]
-        assert [r.backend for r in registered] == ["hatchet"]
+        assert [r.backend for r in registered] == ["hatchet", "hatchet"]
         fired = [e for e in agent_events if isinstance(e, ev.TimerFired)]
-        assert [f.run_id for f in fired] == [run.run_id] and run.focus == "fired"
+        assert [f.run_id for f in fired] == [first.run_id, second.run_id]
+        assert first.focus == second.focus == "fired"
 
     hatchet = TimersConfig(backend="hatchet", hatchet_bin=str(bin_dir))
     serve_and(fresh_db, tmp_path, scenario, timers=hatchet)
+
+
+def supervised(service: Service, name: str) -> WorkerStatus:
+    return next(w for w in service.supervisor.status() if w.name == name)
+
+
+def hatchet_worker() -> psutil.Process:
+    """The `owlclaw timers hatchet-worker` process the service in this process started."""
+    [worker] = [
+        p
+        for p in psutil.Process().children()
+        if "hatchet-worker" in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE
+    ]
+    return worker
 
 
 def test_owlclaw_tools_disables_a_tool_through_the_server_that_serves_the_agent(
