@@ -24,6 +24,7 @@ import msgspec
 
 from owlclaw.bench import free_port
 from owlclaw.bench.processes import timed_owlclaw
+from owlclaw.child_process import stop
 from owlclaw.client import ServerClient, ServerUnavailable
 from owlclaw.config import OwlClawConfig, ServerConfig
 from owlclaw.database import Database
@@ -148,12 +149,7 @@ def served_env(db: Database, data_dir: Path, port: int) -> dict[str, str]:
 def stop_server(server: subprocess.Popen[Any]) -> None:
     """SIGTERM, as an operator stops it (so it stops the PostgreSQL it started); killed only if
     it does not exit."""
-    server.terminate()
-    try:
-        server.wait(120)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+    stop(server, 120)
 
 
 def run(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from owlclaw.child_process import stop
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
@@ -24,7 +26,10 @@ from owlclaw.timers.registrations import TimerBackend
 
 HATCHET_DATABASE = "owlclaw_hatchet"
 WORKER_START_S = 60.0
+WORKER_STOP_S = 30.0
 WATCH_S = 1.0
+
+log = logging.getLogger(__name__)
 
 
 class WorkerExited(RuntimeError):
@@ -132,9 +137,10 @@ class HatchetParts:
         if self._engine_starting is not None and self.engine is None:
             with contextlib.suppress(Exception):
                 self.engine = await self._engine_starting
-        if self.worker is not None:
-            self.worker.terminate()
-            await asyncio.to_thread(self.worker.wait, 30)
+        if self.worker is not None and not await asyncio.to_thread(
+            stop, self.worker, WORKER_STOP_S
+        ):
+            log.warning("the Hatchet worker did not exit %g s after SIGTERM: killed", WORKER_STOP_S)
 
     def stop_engine(self) -> None:
         """The engine's clean stop takes ~5 s (Hatchet waits out its partitioner's heartbeat):

@@ -19,6 +19,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
+from owlclaw.child_process import stop
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.agent_runtime import AgentRuntime
@@ -109,8 +110,7 @@ def worker(
     listening = wait_until(lambda: process.poll() is None and listens(client), 60)
     assert listening, (scripts / "worker.log").read_text()[-3000:]
     yield process
-    process.terminate()
-    process.wait(timeout=30)
+    stop(process, 30)
 
 
 def listens(client: Any) -> bool:
