@@ -3,7 +3,7 @@
 Adding one is one ``Entry``: a ``run(url, **sizes) -> dict`` (its module imported inside it, so
 that the CLI's start does not pay for it), full and quick sizes, and the result's keys that hold
 its headline figures. Full sizes are the ``owlclaw bench NAME`` defaults; quick ones keep the
-whole ``bench all --quick`` short (~8 min on 2 cores, most of it Ray and process starts). A
+whole ``bench all --quick`` short (~5 min on 2 cores, most of it Ray and process starts). A
 unit test reads the committed real result (tests/data/bench/all-quick.json) for every entry's
 figures at its quick sizes: after adding an entry or changing its sizes, run
 ``owlclaw bench all --quick --json --out tests/data/bench/all-quick.json`` again."""
@@ -53,7 +53,7 @@ def _projections(url: str, events: int, memories: int) -> dict[str, Any]:
     return projections.run(url, events=events, memories=memories)
 
 
-def _timers(url: str, fires: int, pending: int, restart_fires: int) -> dict[str, Any]:
+def _timers(url: str, fires: int, pending: int, restart_fires: int, due: int) -> dict[str, Any]:
     """Both backends; Hatchet's figures only where its engine is built (``OWLCLAW_HATCHET_BIN``,
     else ``<data_dir>/bin``)."""
     from owlclaw.bench import timers
@@ -69,11 +69,12 @@ def _timers(url: str, fires: int, pending: int, restart_fires: int) -> dict[str,
         pending=pending,
         hatchet_bin=None if missing_binaries(hatchet_bin) else hatchet_bin,
         restart_fires=restart_fires,
+        due=due,
     )
 
 
 def _actors(
-    url: str, agents: int, pool: int, dedicated_agents: int, registered_agents: int
+    url: str, agents: int, pool: int, dedicated_agents: int, registered_agents: int, idle_s: int
 ) -> dict[str, Any]:
     from owlclaw.bench import actors
     from owlclaw.database import Database
@@ -84,6 +85,7 @@ def _actors(
         pool=pool,
         dedicated_agents=dedicated_agents,
         registered_agents=registered_agents,
+        idle_s=idle_s,
     )
 
 
@@ -299,12 +301,12 @@ ENTRIES: tuple[Entry, ...] = (
         "a run on shared Ray host actors; built-in throughput while holding pending timers. "
         "Hatchet's figures need the engine `make test` builds (`<data_dir>/bin`, or "
         "`OWLCLAW_HATCHET_BIN`).",
-        method="{fires} fires over 20 agents on 4 shared host actors, per backend (Hatchet: "
-        "then an engine restart and {restart_fires} fires either side of it); 1,000 due fires "
-        "while {pending:,} timers are pending",
+        method="{fires} fires over 20 agents on 4 shared host actors, per backend; Hatchet's "
+        "engine restarted with {restart_fires} fires either side of it (0: not restarted); "
+        "{due:,} due fires while {pending:,} timers are pending",
         run=_timers,
-        full={"fires": 200, "pending": 10_000, "restart_fires": 40},
-        quick={"fires": 40, "pending": 1_000, "restart_fires": 10},
+        full={"fires": 200, "pending": 10_000, "restart_fires": 40, "due": 1000},
+        quick={"fires": 40, "pending": 1_000, "restart_fires": 0, "due": 200},
         headlines=(
             _p("built-in lateness p50", "builtin.lateness.p50_ms", "ms", "built-in backend"),
             _p("built-in lateness p99", "builtin.lateness.p99_ms", "ms", "built-in backend"),
@@ -325,11 +327,24 @@ ENTRIES: tuple[Entry, ...] = (
         note="Shared placement (agents multiplexed on host actors) and dedicated placement "
         "(an actor per agent) on a local Ray cluster.",
         method="shared: {agents:,} agents on {pool} host actors, one one-tool run each, all "
-        "submitted at once; dedicated: {dedicated_agents} actors; {registered_agents:,} "
-        "registered passivated agents with a pending timer",
+        "submitted at once, then activated again once passivated ({idle_s} s idle); "
+        "dedicated: {dedicated_agents} actors; {registered_agents:,} registered passivated "
+        "agents with a pending timer",
         run=_actors,
-        full={"agents": 1000, "pool": 2, "dedicated_agents": 3, "registered_agents": 10_000},
-        quick={"agents": 200, "pool": 2, "dedicated_agents": 2, "registered_agents": 300},
+        full={
+            "agents": 1000,
+            "pool": 2,
+            "dedicated_agents": 3,
+            "registered_agents": 10_000,
+            "idle_s": 30,
+        },
+        quick={
+            "agents": 200,
+            "pool": 2,
+            "dedicated_agents": 2,
+            "registered_agents": 300,
+            "idle_s": 20,
+        },
         headlines=(
             _p(
                 "shared runs/s",
@@ -407,7 +422,7 @@ ENTRIES: tuple[Entry, ...] = (
         "10-step run and memories",
         run=_cli,
         full={"repeat": 5},
-        quick={"repeat": 2},
+        quick={"repeat": 1},
         headlines=(
             _p("slowest read, served", "slowest_read_served_s", "s", "a server running"),
             _p("memory --recall, served", "recall_served_s", "s", "a server running"),

@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from events import Ledger
 from events import catalog as ev
 from owlclaw.agents import Agents
 from owlclaw.bench import percentiles
 from owlclaw.bench.burners import busy_cores
+from owlclaw.child_process import stop
 from owlclaw.compose.read import open_timer_registrations
 from owlclaw.compose.write import place_agents, start_hosts, start_timers
 from owlclaw.config import OwlClawConfig, RuntimeConfig
@@ -34,6 +35,9 @@ from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Fire, FireOutcome, Result, SubmitAndWait
 from owlclaw.timers.registrations import BuiltinBackend, TimerRegistrations
 from projections import ProjectionRunner
+
+if TYPE_CHECKING:
+    from owlclaw.timers.hatchet_engine import HatchetEngine
 
 SCRIPT = "bench-timers"
 HOSTS = 4
@@ -233,8 +237,7 @@ def _hatchet_worker(engine_env: dict[str, str], config: OwlClawConfig) -> Iterat
     try:
         yield
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process, 30)
 
 
 def _fire_through(
@@ -264,6 +267,7 @@ def hatchet_lateness(
     engine = start_engine(engine_db.url, Path(tempfile.mkdtemp(prefix="hatchet-")), bin_dir)
     saved = dict(os.environ)
     os.environ.update(engine.client_env)
+    after_restart: dict[str, Any] | None = None
     try:
         hatchet = Hatchet()
         with _hatchet_worker(engine.client_env, config), Ledger(str(config.database_url)) as ledger:
@@ -285,41 +289,49 @@ def hatchet_lateness(
             progress("Hatchet: reading the fires' task runs…")
             steady_stages = stages(hatchet, steady, registered)
 
-            progress("Hatchet: restarting the engine, fires in the minute after…")
-            before = [f"restart-pending-{i}" for i in range(min(count, restart_fires))]
-            now = datetime.now(UTC)
-            pending = [
-                (before[i % len(before)], now + timedelta(seconds=20 + i))
-                for i in range(restart_fires)
-            ]
-            _fire_through(ledger, view, pending)
-            began = time.perf_counter()
-            engine.restart()
-            restart_s = time.perf_counter() - began
-            back = datetime.now(UTC)
-            after = [f"restart-new-{i}" for i in range(min(count, restart_fires))]
-            new = [
-                (after[i % len(after)], back + LEAD + timedelta(seconds=2 + i))
-                for i in range(restart_fires)
-            ]
-            _fire_through(ledger, view, new)
-            late_pending = _lateness_ms(_wait_fired(ledger, before, pending, 120))
-            late_new = _lateness_ms(_wait_fired(ledger, after, new, 120))
+            if restart_fires:
+                progress("Hatchet: restarting the engine, fires in the minute after…")
+                after_restart = _after_restart(ledger, view, engine, count, restart_fires)
     finally:
         os.environ.clear()
         os.environ.update(saved)
         engine.stop()
         server.drop_database(str(engine_db.params["dbname"]))
-    return {
+    result = {
         "lateness": {"fires": fires, **percentiles(_lateness_ms(steady))},
         "stages": steady_stages,
-        "after_restart": {
-            "restart_s": round(restart_s, 2),
-            "fires": len(pending) + len(new),
-            **percentiles(late_pending + late_new),
-            "registered_before_restart": percentiles(late_pending),
-            "registered_after_restart": percentiles(late_new),
-        },
+    }
+    if after_restart is not None:
+        result["after_restart"] = after_restart
+    return result
+
+
+def _after_restart(
+    ledger: Ledger, view: TimerRegistrations, engine: HatchetEngine, count: int, fires: int
+) -> dict[str, Any]:
+    """Lateness of ``fires`` registered right before the engine restarts and as many
+    registered once it is back."""
+    from owlclaw.timers.hatchet_backend import LEAD
+
+    before = [f"restart-pending-{i}" for i in range(min(count, fires))]
+    now = datetime.now(UTC)
+    pending = [(before[i % len(before)], now + timedelta(seconds=20 + i)) for i in range(fires)]
+    _fire_through(ledger, view, pending)
+    began = time.perf_counter()
+    engine.restart()
+    restart_s = time.perf_counter() - began
+    back = datetime.now(UTC)
+    after = [f"restart-new-{i}" for i in range(min(count, fires))]
+    new = [(after[i % len(after)], back + LEAD + timedelta(seconds=2 + i)) for i in range(fires)]
+    _fire_through(ledger, view, new)
+    late_pending = _lateness_ms(_wait_fired(ledger, before, pending, 120))
+    late_new = _lateness_ms(_wait_fired(ledger, after, new, 120))
+    return {
+        "restart_s": round(restart_s, 2),
+        "fires": len(pending) + len(new),
+        **percentiles(late_pending + late_new),
+        "registered_before_restart": percentiles(late_pending),
+        "registered_after_restart": percentiles(late_new),
     }
 
 
@@ -332,10 +344,11 @@ METHOD = (
     " `owlclaw timers hatchet-worker` as its own process delivering to the same hosts;"
     " {fires} one-off fires 50 ms apart, registered at least {lead} s ahead (LEAD); the engine"
     " triggers each {early} s before its fire time (EARLY) and the task waits for it."
-    " After restart: {restart_fires} fires due 1 s apart from 20 s after their registration,"
-    " right before `restart()` (SIGTERM, the engine cleans up, started again on the same"
-    " database and ports), and {restart_fires} registered once it is back, due 1 s apart from"
-    " {lead_2} s after; their lateness together, then per group. Stages: the {fires} fires'"
+    " After restart (not measured with 0 restart fires): {restart_fires} fires due 1 s apart"
+    " from 20 s after their registration, right before `restart()` (SIGTERM, the engine cleans"
+    " up, started again on the same database and ports), and {restart_fires} registered once it"
+    " is back, due 1 s apart from {lead_2} s after; their lateness together, then per group."
+    " Stages: the {fires} fires'"
     " lateness split by their task runs' created and started times as the engine lists them;"
     " the slack is how long before the fire time its task had started."
     " Throughput: in-process agents, one TimerWorker."
@@ -354,11 +367,12 @@ def run(
     background_load: int = 0,
     progress: Progress = lambda _: None,
     restart_fires: int = 40,
+    due: int = 1000,
 ) -> dict[str, Any]:
     """The figures, measured with ``background_load`` cores kept busy (``busy_cores``): a
     machine made slower, as timers meet on a loaded or smaller one."""
     with busy_cores(background_load):
-        result = _run(server, db, fires, pending, hatchet_bin, progress, restart_fires)
+        result = _run(server, db, fires, pending, hatchet_bin, progress, restart_fires, due)
     return {"background_load_cores": background_load, **result}
 
 
@@ -370,6 +384,7 @@ def _run(
     hatchet_bin: Path | None,
     progress: Progress,
     restart_fires: int,
+    due: int,
 ) -> dict[str, Any]:
     import ray
 
@@ -413,7 +428,7 @@ def _run(
         finally:
             ray.shutdown()
     progress(f"built-in backend: throughput with {pending:,} pending timers…")
-    result["builtin"]["throughput"] = builtin_throughput(db.url, pending, due=1000, agents=50)
+    result["builtin"]["throughput"] = builtin_throughput(db.url, pending, due=due, agents=50)
     result["targets"] = {
         "builtin_lateness_p99_ms_max": 250,
         "hatchet_lateness_p99_ms_max": 250,

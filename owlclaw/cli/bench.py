@@ -250,6 +250,7 @@ def bench_archive(
 def bench_timers(
     fires: Annotated[int, typer.Option(help="Fires per lateness measurement.")] = 200,
     pending: Annotated[int, typer.Option(help="Pending timers held during throughput.")] = 10_000,
+    due: Annotated[int, typer.Option(min=1, help="Due fires timed for throughput.")] = 1000,
     hatchet_bin: Annotated[
         Path | None, typer.Option(help="Hatchet engine binaries (default .owlclaw/bin if built).")
     ] = None,
@@ -273,6 +274,7 @@ def bench_timers(
             Database(url),
             fires=fires,
             pending=pending,
+            due=due,
             hatchet_bin=hatchet_bin,
             background_load=background_load,
             progress=status.update,
@@ -300,7 +302,7 @@ def bench_cli(
 @handles_errors
 def bench_all(
     quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~8 min on 2 cores.")
+        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~5 min on 2 cores.")
     ] = False,
     only: Annotated[
         str | None,
