@@ -7,8 +7,6 @@ import os
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import ray
@@ -16,6 +14,7 @@ from ray._private import ray_constants
 
 from actors.directory import NAMESPACE
 from owlclaw.config import OwlClawConfig
+from owlclaw.environ import overlaid
 
 LOCAL_TEMP_DIR = Path(tempfile.gettempdir()) / f"owlclaw-ray-{os.getuid()}"
 """Where a local cluster keeps its sessions: not Ray's default /tmp/ray, so that neither a
@@ -81,7 +80,12 @@ def connect(config: OwlClawConfig, **init_options: object) -> None:
         init_options["runtime_env"] = {"env_vars": env}
     on_main_thread = threading.current_thread() is threading.main_thread()
     kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    with _inherited(inherited):
+    # A local cluster's raylet copies this process's environment and every worker it starts
+    # inherits it. A runtime_env would carry it too, but no worker could then be one Ray started
+    # ahead (theirs has none), so each agent host waited for a new worker process and the
+    # runtime-env agent. Restored after: the next cluster this process starts (a test's) gets
+    # its own.
+    with overlaid(inherited):
         ray.init(
             address=config.ray_address or "local",
             namespace=NAMESPACE,
@@ -91,25 +95,6 @@ def connect(config: OwlClawConfig, **init_options: object) -> None:
         for sig, handler in kept.items():
             if handler is not None:
                 signal.signal(sig, handler)
-
-
-@contextmanager
-def _inherited(env: dict[str, str]) -> Iterator[None]:
-    """This process's environment with ``env`` while a local cluster starts: its raylet copies
-    it, and every worker it starts inherits it. A runtime_env would carry it too, but no worker
-    could then be one Ray started ahead (theirs has none), so each agent host waited for a new
-    worker process and the runtime-env agent. Restored after: the next cluster this process
-    starts (a test's) gets its own."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def loopback_only() -> None:

@@ -16,8 +16,6 @@ import statistics
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from itertools import pairwise
 from typing import Any
 
@@ -28,6 +26,7 @@ from events import catalog as ev
 from owlclaw.bench import percentiles
 from owlclaw.bench.openai_server import Conversation, serving
 from owlclaw.config import RuntimeConfig
+from owlclaw.environ import overlaid
 from owlclaw.llm.providers import litellm_with_offline_providers
 from owlclaw.runtime.agent_runtime import AgentRuntime
 
@@ -51,7 +50,11 @@ METHOD = (
 
 def run(url: str, runs: int = 60) -> dict[str, Any]:
     """Both loops' per-step percentiles and their difference, with the method."""
-    with serving(TOOL_STEPS) as base, _openai_at(base), Ledger(url) as ledger:
+    with (
+        serving(TOOL_STEPS) as base,
+        overlaid({"OPENAI_BASE_URL": base, "OPENAI_API_KEY": "sk-bench"}),  # litellm's client
+        Ledger(url) as ledger,
+    ):
         litellm = litellm_with_offline_providers()
         runtime = AgentRuntime(ledger, f"bench-openai-{uuid.uuid4().hex[:6]}", models=[MODEL])
         try:
@@ -151,18 +154,3 @@ def _steps(seen: dict[str, Conversation], tag: str) -> list[float]:
 
 def _p95(samples: list[float]) -> float:
     return float(percentiles(samples)["p95_ms"])
-
-
-@contextmanager
-def _openai_at(base: str) -> Iterator[None]:
-    """litellm's OpenAI client pointed at the bench's server, for the bench's duration."""
-    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
-    os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"] = base, "sk-bench"
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

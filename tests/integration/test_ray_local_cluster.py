@@ -128,15 +128,7 @@ def test_a_foreign_cluster_on_the_machine_is_never_adopted(foreign_cluster: str)
     OwlClaw's agents then died with it."""
     env = os.environ | {"FOREIGN": foreign_cluster}
     env.pop("RAY_ADDRESS", None)
-    done = subprocess.run(
-        [sys.executable, "-c", OWN_CLUSTER],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = python(OWN_CLUSTER, env)
     addresses = done.stdout.split()
     assert len(addresses) == 2
     for address in addresses:
@@ -203,8 +195,14 @@ def test_the_local_clusters_workers_inherit_the_agents_environment() -> None:
         for k, v in os.environ.items()
         if k not in ("OWLCLAW_SCRIPTS_DIR", "LITELLM_LOCAL_MODEL_COST_MAP", "RAY_ADDRESS")
     }
+    done = python(WORKER_ENV, env)
+    assert done.stdout.split() == ["/scripts/of/the/test", "True", "-"]
+
+
+def python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a new Python process with ``env``, which must succeed."""
     done = subprocess.run(
-        [sys.executable, "-c", WORKER_ENV],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         env=env,
@@ -212,4 +210,4 @@ def test_the_local_clusters_workers_inherit_the_agents_environment() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["/scripts/of/the/test", "True", "-"]
+    return done
