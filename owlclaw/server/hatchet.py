@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from owlclaw.child_process import stop
+from owlclaw import child_process
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
@@ -45,6 +45,11 @@ class HatchetParts:
         self._engine_starting: asyncio.Task[HatchetEngine] | None = None
         self.worker: subprocess.Popen[bytes] | None = None
         self._spawn: Callable[[], subprocess.Popen[bytes]] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        """Where the worker processes write (appended: a restarted one's output follows)."""
+        return self.config.data_path / "hatchet-worker.log"
 
     def start_engine(self, database: Database) -> None:
         """Start the local engine in the background (a thread: it takes seconds)."""
@@ -78,7 +83,7 @@ class HatchetParts:
             if self.worker.poll() is not None or time.monotonic() > deadline:
                 raise HatchetUnavailable(
                     f"the Hatchet worker did not register {TASK} within {WORKER_START_S:g} s;"
-                    f" see {self.config.data_path / 'hatchet-worker.log'}"
+                    f" see {self.log_path}"
                 )
             time.sleep(0.5)
         return HatchetBackend(hatchet)
@@ -108,29 +113,27 @@ class HatchetParts:
             env["OWLCLAW_RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
         env["OWLCLAW_DATABASE_URL"] = str(client.database_url)
         env["OWLCLAW_DATABASE_NAME"] = client.database_name
-        log_path = self.config.data_path / "hatchet-worker.log"
         return subprocess.Popen(
             command,
             env=env,
-            stdout=log_path.open("ab"),
+            stdout=self.log_path.open("ab"),
             stderr=subprocess.STDOUT,
         )
 
-    async def keep_worker(self, stop: asyncio.Event) -> None:
+    async def keep_worker(self, stopping: asyncio.Event) -> None:
         """Supervised: watch the worker process, started again after its predecessor exited.
         A worker exits while the service runs when it lost its way to the engine for good (its
         listener died) or was killed; fires then wait in the engine until the next one."""
         assert self._spawn is not None, "the Hatchet backend was not started"
         if self.worker is None or self.worker.poll() is not None:
             self.worker = self._spawn()
-        while not stop.is_set():
+        while not stopping.is_set():
             if (status := self.worker.poll()) is not None:
                 raise WorkerExited(
-                    f"the Hatchet worker exited with status {status};"
-                    f" see {self.config.data_path / 'hatchet-worker.log'}"
+                    f"the Hatchet worker exited with status {status}; see {self.log_path}"
                 )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), WATCH_S)
+                await asyncio.wait_for(stopping.wait(), WATCH_S)
 
     async def stop_worker(self) -> None:
         """Stop the worker (first: it delivers through Ray), after an engine still starting."""
@@ -138,7 +141,7 @@ class HatchetParts:
             with contextlib.suppress(Exception):
                 self.engine = await self._engine_starting
         if self.worker is not None and not await asyncio.to_thread(
-            stop, self.worker, WORKER_STOP_S
+            child_process.stop, self.worker, WORKER_STOP_S
         ):
             log.warning("the Hatchet worker did not exit %g s after SIGTERM: killed", WORKER_STOP_S)
 
