@@ -3,9 +3,9 @@
 Adding one is one ``Entry``: a ``run(url, **sizes) -> dict`` (its module imported inside it, so
 that the CLI's start does not pay for it), full and quick sizes, and the result's keys that hold
 its headline figures. Full sizes are the ``owlclaw bench NAME`` defaults; quick ones keep the
-whole ``bench all --quick`` short (~5 min on 2 cores, most of it Ray and process starts). A
-unit test reads the committed real result (tests/data/bench/all-quick.json) for every entry's
-figures at its quick sizes: after adding an entry or changing its sizes, run
+whole ``bench all --quick`` short (~4 min on 2 cores, most of it process starts and litellm
+imports). A unit test reads the committed real result (tests/data/bench/all-quick.json) for
+every entry's figures at its quick sizes: after adding an entry or changing its sizes, run
 ``owlclaw bench all --quick --json --out tests/data/bench/all-quick.json`` again."""
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def _projections(url: str, events: int, memories: int) -> dict[str, Any]:
     return projections.run(url, events=events, memories=memories)
 
 
-def _timers(url: str, fires: int, pending: int, restart_fires: int, due: int) -> dict[str, Any]:
+def _timers(
+    url: str, fires: int, pending: int, restart_fires: int, due: int, hosts: int
+) -> dict[str, Any]:
     """Both backends; Hatchet's figures only where its engine is built (``OWLCLAW_HATCHET_BIN``,
     else ``<data_dir>/bin``)."""
     from owlclaw.bench import timers
@@ -70,6 +72,7 @@ def _timers(url: str, fires: int, pending: int, restart_fires: int, due: int) ->
         hatchet_bin=None if missing_binaries(hatchet_bin) else hatchet_bin,
         restart_fires=restart_fires,
         due=due,
+        hosts=hosts,
     )
 
 
@@ -89,12 +92,12 @@ def _actors(
     )
 
 
-def _startup(url: str, runs: int, imports: int) -> dict[str, Any]:
+def _startup(url: str, runs: int, imports: int, own_data: int) -> dict[str, Any]:
     """``owlclaw run`` in new processes on data of its own (its embedded PostgreSQL): ``url``
     is not used."""
     from owlclaw.bench import startup
 
-    return startup.run(runs=runs, imports=bool(imports))
+    return startup.run(runs=runs, imports=bool(imports), own_data=bool(own_data))
 
 
 def _cli(url: str, repeat: int) -> dict[str, Any]:
@@ -301,12 +304,12 @@ ENTRIES: tuple[Entry, ...] = (
         "a run on shared Ray host actors; built-in throughput while holding pending timers. "
         "Hatchet's figures need the engine `make test` builds (`<data_dir>/bin`, or "
         "`OWLCLAW_HATCHET_BIN`).",
-        method="{fires} fires over 20 agents on 4 shared host actors, per backend; Hatchet's "
+        method="{fires} fires over 20 agents on {hosts} shared host actors, per backend; Hatchet's "
         "engine restarted with {restart_fires} fires either side of it (0: not restarted); "
         "{due:,} due fires while {pending:,} timers are pending",
         run=_timers,
-        full={"fires": 200, "pending": 10_000, "restart_fires": 40, "due": 1000},
-        quick={"fires": 40, "pending": 1_000, "restart_fires": 0, "due": 200},
+        full={"fires": 200, "pending": 10_000, "restart_fires": 40, "due": 1000, "hosts": 4},
+        quick={"fires": 40, "pending": 1_000, "restart_fires": 0, "due": 200, "hosts": 2},
         headlines=(
             _p("built-in lateness p50", "builtin.lateness.p50_ms", "ms", "built-in backend"),
             _p("built-in lateness p99", "builtin.lateness.p99_ms", "ms", "built-in backend"),
@@ -402,11 +405,12 @@ ENTRIES: tuple[Entry, ...] = (
         title="Start-up",
         note="`owlclaw run` of one app until `/status` shows every worker up, with local "
         "placement and on Ray; the embedding model and litellm load after it serves.",
-        method="median of {runs} starts after a first one (which creates the database), each "
-        "a new process on an app made by `owlclaw init`; stop is SIGTERM to exit once loaded",
+        method="median of {runs} starts after a first one (which creates the database; "
+        "own_data 1: one per placement, 0: the placements share the first's), each a new "
+        "process on an app made by `owlclaw init`; stop is SIGTERM to exit once loaded",
         run=_startup,
-        full={"runs": 3, "imports": 1},
-        quick={"runs": 1, "imports": 0},
+        full={"runs": 3, "imports": 1, "own_data": 1},
+        quick={"runs": 1, "imports": 0, "own_data": 0},
         headlines=(
             _p("serving, local", "local_serving_s", "s", "process start to every worker up"),
             _p("serving, Ray", "ray_serving_s", "s", "as local, shared placement"),

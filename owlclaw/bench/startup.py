@@ -15,6 +15,7 @@ server says it serves (before its background loads start).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -56,34 +57,43 @@ def run(
     placements: tuple[str, ...] = DEFAULT,
     runs: int = 3,
     imports: bool = True,
+    own_data: bool = True,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Median seconds to serve and to stop over ``runs`` starts of each placement (after one
-    first start per placement), the server's phase timings of the median start and, with
-    ``imports``, the heavy modules imported before serving."""
+    """Median seconds to serve and to stop over ``runs`` starts of each placement (after a
+    first start that creates the data directory), the server's phase timings of the median
+    start and, with ``imports``, the heavy modules imported before serving. With ``own_data``
+    each placement has a data directory of its own and a first start of its own; else they
+    share the first placement's (the later ones then start on an existing database, as every
+    timed start does)."""
     unknown = [p for p in placements if p not in PLACEMENTS]
     if unknown:
         raise ValueError(f"unknown placement {unknown[0]!r}: one of {', '.join(PLACEMENTS)}")
     result: dict[str, Any] = {"runs": runs}
-    for name in placements:
-        with tempfile.TemporaryDirectory(prefix=f"owlclaw-bench-startup-{name}-") as home:
-            progress(f"{name}: first start (creates the database), stopped as it serves")
-            first = start_once(Path(home), *PLACEMENTS[name], imports=False, loaded=False)
+    with contextlib.ExitStack() as homes:
+        home = None
+        for name in placements:
+            first = None
+            if home is None or own_data:
+                prefix = f"owlclaw-bench-startup-{name}-"
+                home = Path(homes.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+                progress(f"{name}: first start (creates the database), stopped as it serves")
+                first = start_once(home, *PLACEMENTS[name], imports=False, loaded=False)
             starts = []
             for n in range(runs):
                 progress(f"{name}: start {n + 1}/{runs}")
-                starts.append(start_once(Path(home), *PLACEMENTS[name], imports=False))
+                starts.append(start_once(home, *PLACEMENTS[name], imports=False))
             traced = None
             if imports:  # apart: -X importtime slows the imports it times
                 progress(f"{name}: a start under -X importtime")
-                traced = start_once(Path(home), *PLACEMENTS[name], imports=True, loaded=False)
-        result.update(summary(name, first, starts, traced))
+                traced = start_once(home, *PLACEMENTS[name], imports=True, loaded=False)
+            result.update(summary(name, first, starts, traced))
     return result
 
 
 def summary(
     name: str,
-    first: dict[str, Any],
+    first: dict[str, Any] | None,
     starts: list[dict[str, Any]],
     traced: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -96,9 +106,10 @@ def summary(
         f"{name}_serving_min_s": round(min(serving), 2),
         f"{name}_serving_max_s": round(max(serving), 2),
         f"{name}_stop_s": round(statistics.median(s["stop_s"] for s in starts), 2),
-        f"{name}_first_start_s": round(first["serving_s"], 2),
-        f"{name}_stop_at_serving_s": round(first["stop_s"], 2),
     }
+    if first is not None:
+        figures[f"{name}_first_start_s"] = round(first["serving_s"], 2)
+        figures[f"{name}_stop_at_serving_s"] = round(first["stop_s"], 2)
     loaded = [s["loaded_s"] for s in starts if s["loaded_s"] is not None]
     if loaded:
         figures[f"{name}_loaded_s"] = round(statistics.median(loaded), 2)

@@ -7,6 +7,7 @@ with the run's start right after). Each fire starts a real run (scripted model, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from events import Ledger
 from events import catalog as ev
 from owlclaw.agents import Agents
+from owlclaw.background import load_in_background
 from owlclaw.bench import percentiles
 from owlclaw.bench.burners import busy_cores
 from owlclaw.child_process import stop
@@ -31,6 +34,8 @@ from owlclaw.compose.read import open_timer_registrations
 from owlclaw.compose.write import place_agents, start_hosts, start_timers
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
+from owlclaw.environ import overlaid
+from owlclaw.llm.providers import litellm_loading
 from owlclaw.llm.scripted import register_script
 from owlclaw.messages import Fire, FireOutcome, Result, SubmitAndWait
 from owlclaw.timers.registrations import BuiltinBackend, TimerRegistrations
@@ -41,7 +46,8 @@ if TYPE_CHECKING:
 
 SCRIPT = "bench-timers"
 HOSTS = 4
-"""Shared host actors the fires are delivered to (the default on a machine of 4+ cores)."""
+"""Shared host actors the fires are delivered to, by default (the default placement's on a
+machine of 4+ cores)."""
 Progress = Callable[[str], None]
 
 
@@ -89,7 +95,7 @@ def _local(ledger: Ledger) -> Agents:
     return place_agents(ledger, LOCAL, owner=True, idle_s=None, recall=False)
 
 
-def _config(db: Database, scripts: Path) -> OwlClawConfig:
+def _config(db: Database, scripts: Path, hosts: int) -> OwlClawConfig:
     """Agents on shared host actors, playing a one-step script (the fire's run)."""
     (scripts / f"{SCRIPT}.json").write_text(json.dumps({"steps": [{"content": "fired"}]}))
     return OwlClawConfig(
@@ -99,7 +105,7 @@ def _config(db: Database, scripts: Path) -> OwlClawConfig:
             models=(f"scripted/{SCRIPT}",),
             scripts_dir=str(scripts),
             placement="shared",
-            hosts=HOSTS,
+            hosts=hosts,
         ),
     )
 
@@ -213,8 +219,11 @@ def builtin_throughput(url: str, pending: int, due: int, agents: int) -> dict[st
 
 
 @contextmanager
-def _hatchet_worker(engine_env: dict[str, str], config: OwlClawConfig) -> Iterator[None]:
-    """``owlclaw timers hatchet-worker`` delivering to the bench's host actors (same cluster)."""
+def _hatchet_worker(
+    engine_env: dict[str, str], config: OwlClawConfig
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``owlclaw timers hatchet-worker`` delivering to the bench's host actors (same cluster),
+    stopped as the block ends (SIGTERM, then waited for)."""
     import ray
 
     env = {
@@ -235,7 +244,7 @@ def _hatchet_worker(engine_env: dict[str, str], config: OwlClawConfig) -> Iterat
         stderr=subprocess.DEVNULL,
     )
     try:
-        yield
+        yield process
     finally:
         stop(process, 30)
 
@@ -248,61 +257,90 @@ def _fire_through(
     ProjectionRunner(ledger, view).catch_up()
 
 
+class _Engine:
+    """The local Hatchet engine on a database of its own on ``server``, started and stopped in
+    the background: its start overlaps Ray's, its graceful stop (seconds) the rest of the
+    bench's."""
+
+    def __init__(self, server: Database, bin_dir: Path):
+        self._server = server
+        self._starting = load_in_background(lambda: self._start(bin_dir), "hatchet-start")
+        self._stopping: Future[None] | None = None
+
+    def _start(self, bin_dir: Path) -> tuple[HatchetEngine, Database]:
+        from owlclaw.timers.hatchet_engine import start_engine
+
+        engine_db = self._server.create_database(f"owlclaw_bench_hatchet_{uuid.uuid4().hex[:6]}")
+        try:
+            workdir = Path(tempfile.mkdtemp(prefix="hatchet-"))
+            return start_engine(engine_db.url, workdir, bin_dir), engine_db
+        except BaseException:
+            self._server.drop_database(str(engine_db.params["dbname"]))
+            raise
+
+    def started(self) -> HatchetEngine:
+        return self._starting.result()[0]
+
+    def begin_stop(self) -> None:
+        if self._stopping is None:
+            self._stopping = load_in_background(self._stop, "hatchet-stop")
+
+    def stopped(self) -> None:
+        """Once the engine has stopped (nothing to stop if its start failed)."""
+        self.begin_stop()
+        assert self._stopping is not None
+        self._stopping.result()
+
+    def _stop(self) -> None:
+        if self._starting.exception() is None:
+            engine, engine_db = self._starting.result()
+            engine.stop()
+            self._server.drop_database(str(engine_db.params["dbname"]))
+
+
+def _wait_listening(hatchet: Any, timeout_s: float = 120) -> None:
+    """Until the worker has registered the timer task with the engine."""
+    from owlclaw.timers.hatchet_backend import TASK
+
+    deadline = time.monotonic() + timeout_s
+    while not hatchet.workflows.list(workflow_name=TASK).rows:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the Hatchet worker did not register its task")
+        time.sleep(0.5)
+
+
 def hatchet_lateness(
-    server: Database,
-    config: OwlClawConfig,
+    ledger: Ledger,
+    hatchet: Any,
+    engine: HatchetEngine,
     fires: int,
     count: int,
-    bin_dir: Path,
     progress: Progress,
     restart_fires: int = 40,
 ) -> dict[str, Any]:
-    from hatchet_sdk import Hatchet
-
+    """Lateness of ``fires`` through the engine and the worker already listening (and after
+    a restart of the engine, with ``restart_fires``)."""
     from owlclaw.bench.hatchet_stages import stages
-    from owlclaw.timers.hatchet_backend import LEAD, TASK, HatchetBackend
-    from owlclaw.timers.hatchet_engine import start_engine
+    from owlclaw.timers.hatchet_backend import LEAD, HatchetBackend
 
-    engine_db = server.create_database(f"owlclaw_bench_hatchet_{uuid.uuid4().hex[:6]}")
-    engine = start_engine(engine_db.url, Path(tempfile.mkdtemp(prefix="hatchet-")), bin_dir)
-    saved = dict(os.environ)
-    os.environ.update(engine.client_env)
-    after_restart: dict[str, Any] | None = None
-    try:
-        hatchet = Hatchet()
-        with _hatchet_worker(engine.client_env, config), Ledger(str(config.database_url)) as ledger:
-            deadline = time.monotonic() + 120
-            while not hatchet.workflows.list(workflow_name=TASK).rows:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the Hatchet worker did not register its task")
-                time.sleep(0.5)
-            view = open_timer_registrations(ledger, HatchetBackend(hatchet))
-            progress(f"Hatchet: registering {fires} one-off schedules…")
-            registered = datetime.now(UTC)
-            start = registered + LEAD + timedelta(seconds=fires * 0.05)
-            names = [f"hatchet-{i}" for i in range(count)]
-            spacing = timedelta(milliseconds=50)
-            planned = [(names[i % count], start + i * spacing) for i in range(fires)]
-            _fire_through(ledger, view, planned)
-            progress("Hatchet: waiting for the fires…")
-            steady = _wait_fired(ledger, names, planned, 120)
-            progress("Hatchet: reading the fires' task runs…")
-            steady_stages = stages(hatchet, steady, registered)
-
-            if restart_fires:
-                progress("Hatchet: restarting the engine, fires in the minute after…")
-                after_restart = _after_restart(ledger, view, engine, count, restart_fires)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        engine.stop()
-        server.drop_database(str(engine_db.params["dbname"]))
+    view = open_timer_registrations(ledger, HatchetBackend(hatchet))
+    progress(f"Hatchet: registering {fires} one-off schedules…")
+    registered = datetime.now(UTC)
+    start = registered + LEAD + timedelta(seconds=fires * 0.05)
+    names = [f"hatchet-{i}" for i in range(count)]
+    spacing = timedelta(milliseconds=50)
+    planned = [(names[i % count], start + i * spacing) for i in range(fires)]
+    _fire_through(ledger, view, planned)
+    progress("Hatchet: waiting for the fires…")
+    steady = _wait_fired(ledger, names, planned, 120)
+    progress("Hatchet: reading the fires' task runs…")
     result = {
         "lateness": {"fires": fires, **percentiles(_lateness_ms(steady))},
-        "stages": steady_stages,
+        "stages": stages(hatchet, steady, registered),
     }
-    if after_restart is not None:
-        result["after_restart"] = after_restart
+    if restart_fires:
+        progress("Hatchet: restarting the engine, fires in the minute after…")
+        result["after_restart"] = _after_restart(ledger, view, engine, count, restart_fires)
     return result
 
 
@@ -351,6 +389,8 @@ METHOD = (
     " Stages: the {fires} fires'"
     " lateness split by their task runs' created and started times as the engine lists them;"
     " the slack is how long before the fire time its task had started."
+    " The engine starts with Ray and the hosts, its worker while the hosts warm up: both are"
+    " up, idle, while the built-in backend is measured."
     " Throughput: in-process agents, one TimerWorker."
     " Each host runs once before any fire (its first run loads litellm). With a background"
     " load, that many burner processes (a tight Python loop each) run the whole time."
@@ -368,11 +408,12 @@ def run(
     progress: Progress = lambda _: None,
     restart_fires: int = 40,
     due: int = 1000,
+    hosts: int = HOSTS,
 ) -> dict[str, Any]:
     """The figures, measured with ``background_load`` cores kept busy (``busy_cores``): a
     machine made slower, as timers meet on a loaded or smaller one."""
     with busy_cores(background_load):
-        result = _run(server, db, fires, pending, hatchet_bin, progress, restart_fires, due)
+        result = _run(server, db, fires, pending, hatchet_bin, progress, restart_fires, due, hosts)
     return {"background_load_cores": background_load, **result}
 
 
@@ -385,10 +426,8 @@ def _run(
     progress: Progress,
     restart_fires: int,
     due: int,
+    hosts: int,
 ) -> dict[str, Any]:
-    import ray
-
-    from actors.cluster import connect
     from owlclaw.timers.hatchet_backend import EARLY, LEAD
 
     count = 20
@@ -397,36 +436,55 @@ def _run(
     method = METHOD.format(
         agents=count,
         fires=fires,
-        hosts=HOSTS,
+        hosts=hosts,
         lead=lead,
         early=int(EARLY.total_seconds()),
         lead_2=lead + 2,
         restart_fires=restart_fires,
     )
     result: dict[str, Any] = {"method": method}
-    with tempfile.TemporaryDirectory() as scripts:
-        config = _config(db, Path(scripts))
+    with tempfile.TemporaryDirectory() as scripts, contextlib.ExitStack() as stack:
+        config = _config(db, Path(scripts), hosts)
+        engine = None
+        if hatchet_bin is not None:  # the engine starts while Ray and the hosts do
+            progress("starting the Hatchet engine…")
+            local_engine = _Engine(server, hatchet_bin)
+            stack.callback(local_engine.stopped)
+        import ray
+
+        from actors.cluster import connect
+
         connect(config, num_cpus=2, include_dashboard=False, log_to_driver=False)
-        try:
-            with Ledger(db.url) as ledger:
-                hosts = place_agents(ledger, config, owner=True)
-                progress("starting the shared host actors…")
-                began = time.perf_counter()
-                asyncio.run(start_hosts(hosts, config))
-                result["hosts_start_s"] = round(time.perf_counter() - began, 1)
-                progress("one warm run on each host…")
-                _warm(ledger, hosts, HOSTS)
-                progress("built-in backend: lateness…")
-                result["builtin"] = {
-                    "lateness": builtin_lateness(ledger, config, hosts, fires, count)
-                }
-                if hatchet_bin is not None:
-                    result["hatchet"] = hatchet_lateness(
-                        server, config, fires, count, hatchet_bin, progress, restart_fires
-                    )
-                asyncio.run(hosts.close())
-        finally:
-            ray.shutdown()
+        stack.callback(ray.shutdown)
+        ledger = stack.enter_context(Ledger(db.url))
+        placed = place_agents(ledger, config, owner=True)
+        progress("starting the shared host actors…")
+        began = time.perf_counter()
+        asyncio.run(start_hosts(placed, config))
+        result["hosts_start_s"] = round(time.perf_counter() - began, 1)
+        if hatchet_bin is not None:  # its worker starts while the hosts warm up
+            engine = local_engine.started()
+            stack.enter_context(overlaid(engine.client_env))
+            worker = stack.enter_context(_hatchet_worker(engine.client_env, config))
+        progress("one warm run on each host…")
+        _warm(ledger, placed, hosts)
+        if engine is not None:
+            from hatchet_sdk import Hatchet
+
+            progress("waiting for the Hatchet worker to listen…")
+            hatchet = Hatchet()
+            _wait_listening(hatchet)
+        progress("built-in backend: lateness…")
+        result["builtin"] = {"lateness": builtin_lateness(ledger, config, placed, fires, count)}
+        if engine is not None:
+            result["hatchet"] = hatchet_lateness(
+                ledger, hatchet, engine, fires, count, progress, restart_fires
+            )
+            worker.terminate()  # both exit gracefully (seconds) while the rest stops
+            local_engine.begin_stop()
+        # the in-process agents of the throughput import litellm while the rest stops
+        litellm_loading()
+        asyncio.run(placed.close())
     progress(f"built-in backend: throughput with {pending:,} pending timers…")
     result["builtin"]["throughput"] = builtin_throughput(db.url, pending, due=due, agents=50)
     result["targets"] = {

@@ -251,6 +251,10 @@ def bench_timers(
     fires: Annotated[int, typer.Option(help="Fires per lateness measurement.")] = 200,
     pending: Annotated[int, typer.Option(help="Pending timers held during throughput.")] = 10_000,
     due: Annotated[int, typer.Option(min=1, help="Due fires timed for throughput.")] = 1000,
+    restart_fires: Annotated[
+        int, typer.Option(min=0, help="Hatchet fires either side of an engine restart (0: none).")
+    ] = 40,
+    hosts: Annotated[int, typer.Option(min=1, help="Shared host actors the fires go to.")] = 4,
     hatchet_bin: Annotated[
         Path | None, typer.Option(help="Hatchet engine binaries (default .owlclaw/bin if built).")
     ] = None,
@@ -275,6 +279,8 @@ def bench_timers(
             fires=fires,
             pending=pending,
             due=due,
+            restart_fires=restart_fires,
+            hosts=hosts,
             hatchet_bin=hatchet_bin,
             background_load=background_load,
             progress=status.update,
@@ -302,7 +308,7 @@ def bench_cli(
 @handles_errors
 def bench_all(
     quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~5 min on 2 cores.")
+        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~4 min on 2 cores.")
     ] = False,
     only: Annotated[
         str | None,
@@ -397,6 +403,14 @@ def bench_startup(
     imports: Annotated[
         bool, typer.Option(help="List the heavy modules imported before serving.")
     ] = True,
+    own_data: Annotated[
+        bool,
+        typer.Option(
+            "--own-data/--shared-data",
+            help="Each placement on a data directory of its own, created by a first start of "
+            "its own (--shared-data: the first placement's, as `bench all --quick`).",
+        ),
+    ] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Seconds from `owlclaw run` of a scaffolded app to serving (`/status` with every worker
@@ -412,6 +426,10 @@ def bench_startup(
         fail(f"unknown placement {unknown[0]!r}", hint, EXIT_USAGE)
     with err.status("benchmarking…") as status:
         result = bench.run(
-            placements=placements, runs=runs, imports=imports, progress=status.update
+            placements=placements,
+            runs=runs,
+            imports=imports,
+            own_data=own_data,
+            progress=status.update,
         )
     print_figures(result, as_json)

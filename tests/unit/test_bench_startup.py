@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from owlclaw.bench.startup import Output, heavy_imports
+from owlclaw.bench.startup import Output, heavy_imports, summary
 
 IMPORTTIME = """\
 import time: self [us] | cumulative | imported package
@@ -41,3 +41,26 @@ def test_the_progress_lines_time_the_phases_up_to_serving() -> None:
         "agents": 3.5,
         "timer_service": 0.25,
     }
+
+
+def _start(serving_s: float) -> dict[str, object]:
+    return {
+        "serving_s": serving_s,
+        "loaded_s": serving_s + 5,
+        "stop_s": 1.0,
+        "phases": {"process": 1.5},
+        "background_s": {"litellm": 4.0},
+        "imported_before_serving": [],
+    }
+
+
+def test_a_placement_without_a_first_start_of_its_own_reports_no_first_start_figures() -> None:
+    starts = [_start(3.0), _start(2.0), _start(4.0)]
+    alone = summary("ray", None, starts)
+    assert alone["ray_serving_s"] == 3.0
+    assert (alone["ray_serving_min_s"], alone["ray_serving_max_s"]) == (2.0, 4.0)
+    assert alone["ray_loaded_s"] == 8.0
+    assert not any("first_start" in key or "stop_at_serving" in key for key in alone)
+    first = summary("ray", _start(9.0), starts)
+    assert (first["ray_first_start_s"], first["ray_stop_at_serving_s"]) == (9.0, 1.0)
+    assert {k: v for k, v in first.items() if k in alone} == alone
