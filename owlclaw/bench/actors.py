@@ -26,6 +26,7 @@ from actors.cluster import connect
 from actors.directory import AgentDirectory
 from events import Ledger
 from events import catalog as ev
+from owlclaw.agents import HostStatus
 from owlclaw.bench import percentiles
 from owlclaw.compose.read import open_timer_registrations
 from owlclaw.compose.write import place_agents
@@ -220,20 +221,20 @@ def _start_node_llm() -> tuple[Any, float]:
     return llm, (time.perf_counter() - began) * 1000
 
 
-def _activations(directory: AgentDirectory, one_agent_per_host: Iterable[str]) -> int:
-    """Agents the hosts have activated so far (a passivated agent's run activates it again)."""
+def _statuses(directory: AgentDirectory, one_agent_per_host: Iterable[str]) -> list[HostStatus]:
     import ray
 
-    statuses = [directory.handle(n).status.remote() for n in one_agent_per_host]
-    return sum(status.activations for status in ray.get(statuses))
+    return ray.get([directory.handle(n).status.remote() for n in one_agent_per_host])
+
+
+def _activations(directory: AgentDirectory, one_agent_per_host: Iterable[str]) -> int:
+    """Agents the hosts have activated so far (a passivated agent's run activates it again)."""
+    return sum(status.activations for status in _statuses(directory, one_agent_per_host))
 
 
 def _active_agents(directory: AgentDirectory, one_agent_per_host: Iterable[str]) -> int:
     """Agents the hosts hold active now (not passivated)."""
-    import ray
-
-    statuses = [directory.handle(n).status.remote() for n in one_agent_per_host]
-    return sum(len(status.agents) for status in ray.get(statuses))
+    return sum(len(status.agents) for status in _statuses(directory, one_agent_per_host))
 
 
 def _register(ledger: Ledger, agents: list[str]) -> None:

@@ -445,7 +445,7 @@ def _run(
     result: dict[str, Any] = {"method": method}
     with tempfile.TemporaryDirectory() as scripts, contextlib.ExitStack() as stack:
         config = _config(db, Path(scripts), hosts)
-        engine = None
+        local_engine = None
         if hatchet_bin is not None:  # the engine starts while Ray and the hosts do
             progress("starting the Hatchet engine…")
             local_engine = _Engine(server, hatchet_bin)
@@ -462,13 +462,13 @@ def _run(
         began = time.perf_counter()
         asyncio.run(start_hosts(placed, config))
         result["hosts_start_s"] = round(time.perf_counter() - began, 1)
-        if hatchet_bin is not None:  # its worker starts while the hosts warm up
+        if local_engine is not None:  # its worker starts while the hosts warm up
             engine = local_engine.started()
             stack.enter_context(overlaid(engine.client_env))
             worker = stack.enter_context(_hatchet_worker(engine.client_env, config))
         progress("one warm run on each host…")
         _warm(ledger, placed, hosts)
-        if engine is not None:
+        if local_engine is not None:
             from hatchet_sdk import Hatchet
 
             progress("waiting for the Hatchet worker to listen…")
@@ -476,7 +476,7 @@ def _run(
             _wait_listening(hatchet)
         progress("built-in backend: lateness…")
         result["builtin"] = {"lateness": builtin_lateness(ledger, config, placed, fires, count)}
-        if engine is not None:
+        if local_engine is not None:
             result["hatchet"] = hatchet_lateness(
                 ledger, hatchet, engine, fires, count, progress, restart_fires
             )
