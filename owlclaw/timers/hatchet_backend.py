@@ -11,10 +11,12 @@ fails a delivery.
 
 The engine's own path from a schedule's trigger time to a started task (its ticker, ~15-20
 sequential transactions, three hops through its PostgreSQL message queue polled every second,
-worker slots refreshed every 1-1.5 s; none of it settable) cost ~1 s at p99 on a machine with a
-core kept busy. So a one-off is registered to trigger ``EARLY`` before its fire time: the engine's
-latency is spent before the fire, and the task waits out the rest (``FireDelivery``). A cancel in
-those last seconds is still honoured: the agent records a fire of an ended schedule as
+each message a COPY and a ``pg_notify`` that takes PostgreSQL's global notify lock; worker slots
+refreshed every 1-1.5 s; none of it settable) slows down most when it competes for CPU with the
+deliveries of earlier fires: with a core kept busy, a burst of 20 fires a second fell behind by
+~5 s. So a one-off is registered to trigger ``EARLY`` before its fire time: the engine's latency
+is spent before the fire, and the task waits out the rest (``FireDelivery``). A cancel in those
+last seconds is still honoured: the agent records a fire of an ended schedule as
 TimerDeduplicated. Crons trigger at their minute, as before.
 """
 
@@ -40,15 +42,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 TASK = "owlclaw-timer-fire"
 CRON_FIRE_TIME = "hatchet__cron_scheduled_at"
-EARLY = timedelta(seconds=2)
-"""A one-off triggers this long before its fire time; its task waits until the fire time."""
+EARLY = timedelta(seconds=8)
+"""A one-off triggers this long before its fire time; its task waits until the fire time. 2 s
+hid the engine's latency on a quiet machine, not with a core kept busy (trigger to started ~6 s
+at p99 in a 200-fire burst, ``owlclaw bench timers --background-load 1``)."""
 LEAD = timedelta(seconds=10)
-"""A one-off due at least this far ahead is held by Hatchet: its trigger (``EARLY`` before the
-fire) is then at least 8 s ahead, the ticker's 5 s look-ahead with margin for a poll delayed under
-load (its polls never overlap: a slow one pushes the next)."""
-ENGINE_SLOTS = 200
+"""A one-off due at least this far ahead is held by Hatchet. Its ticker polls every 5 s for
+triggers due in the next 5 s or already past, and runs a past one at once; so a one-off due
+``LEAD`` ahead starts its path through the engine within ~5 s (more when a poll is delayed under
+load: they never overlap), which leaves the engine ~5 s before the fire, and one due further ahead
+the whole ``EARLY``."""
+ENGINE_SLOTS = 400
 """Tasks the worker takes from the engine at once: tasks waiting for their fire time hold a slot
-each, so deliveries are bounded apart (``timers.hatchet_slots``), not by the engine's slots."""
+each (20 fires a second hold 160), so deliveries are bounded apart (``timers.hatchet_slots``), not
+by the engine's slots."""
 REFUSED_PAUSES_S = (1.0, 2.0, 4.0, 8.0, 16.0)
 """Pauses between deliveries refused because OwlClaw's PostgreSQL is away (LedgerUnavailable):
 the task retries itself, since the engine, often on the same PostgreSQL, may never hear that it
@@ -58,7 +65,7 @@ BACKOFF_FACTOR = 2.0
 8 s with the default 3 retries: the last one 14 s after the first failure)."""
 BACKOFF_MAX_S = 60
 EXECUTION_TIMEOUT = timedelta(minutes=2)
-"""A task's longest run: the wait for its fire time and deliveries refused meanwhile (~35 s)."""
+"""A task's longest run: the wait for its fire time and deliveries refused meanwhile (~40 s)."""
 
 
 class HatchetBackend:

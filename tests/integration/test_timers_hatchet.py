@@ -24,7 +24,7 @@ from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.timers.fires import SKIPPED
-from owlclaw.timers.hatchet_backend import EARLY, TASK, HatchetBackend, fire_of
+from owlclaw.timers.hatchet_backend import EARLY, LEAD, TASK, HatchetBackend, fire_of
 from owlclaw.timers.hatchet_engine import HatchetEngine, HatchetUnavailable, start_engine
 from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import Deliver, TimerWorker
@@ -150,9 +150,9 @@ def plan(ledger: Ledger, agent_id: str, tool: str, **arguments: Any) -> None:
     runtime.close()
 
 
-AHEAD_S = 17
-"""How far ahead a one-off is planned for Hatchet to hold it: LEAD (10 s) and 7 s for planning
-and registering it on a loaded machine (LEAD + 2 s left it 2 s)."""
+AHEAD_S = int(LEAD.total_seconds()) + 7
+"""How far ahead a one-off is planned for Hatchet to hold it: LEAD and 7 s for planning and
+registering it on a loaded machine (LEAD + 2 s left it 2 s)."""
 
 
 def register(ledger: Ledger, hatchet: Any) -> TimerRegistrations:

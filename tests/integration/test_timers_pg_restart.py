@@ -41,6 +41,7 @@ from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
 from owlclaw.messages import Activate, Fire, FireOutcome, Result
 from owlclaw.supervisor import Supervisor
+from owlclaw.timers.hatchet_backend import LEAD
 from owlclaw.timers.hatchet_engine import missing_binaries
 from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import TimerWorker
@@ -58,8 +59,8 @@ LEASE = timedelta(seconds=300)
 AFTER_RESTART_S = 90
 """How long a fire may take once the database answers again (far less than LEASE)."""
 OUTAGE_S = 3.0
-DELAY_S = 20
-"""The served schedule's delay: far enough ahead for Hatchet to hold it (LEAD, 10 s)."""
+DELAY_S = int(LEAD.total_seconds()) + 10
+"""The served schedule's delay: far enough ahead for Hatchet to hold it (LEAD)."""
 FOCUS = "fire during the outage"
 SCRIPT = {
     "cases": [
