@@ -13,11 +13,11 @@ The engine's own path from a schedule's trigger time to a started task (its tick
 sequential transactions, three hops through its PostgreSQL message queue polled every second,
 each message a COPY and a ``pg_notify`` that takes PostgreSQL's global notify lock; worker slots
 refreshed every 1-1.5 s; none of it settable) slows down most when it competes for CPU with the
-deliveries of earlier fires: with a core kept busy, a burst of 20 fires a second fell behind by
-~5 s. So a one-off is registered to trigger ``EARLY`` before its fire time: the engine's latency
-is spent before the fire, and the task waits out the rest (``FireDelivery``). A cancel in those
-last seconds is still honoured: the agent records a fire of an ended schedule as
-TimerDeduplicated. Crons trigger at their minute, as before.
+deliveries of earlier fires (``EARLY`` says how far). So a one-off is registered to trigger
+``EARLY`` before its fire time: the engine's latency is spent before the fire, and the task waits
+out the rest (``FireDelivery``). A cancel in those last seconds is still honoured: the agent
+records a fire of an ended schedule as TimerDeduplicated. Crons trigger at their minute, as
+before.
 """
 
 from __future__ import annotations
