@@ -156,6 +156,10 @@ class ServerClient:
         data = self._call("POST", f"/agents/{fire.agent_id}/fires", msgspec.to_builtins(fire))
         return msgspec.convert(data, FireOutcome)
 
+    def activate(self, agent_id: str) -> float:
+        """Make a served agent ready before a fire; the milliseconds it took the server."""
+        return float(self._call("POST", f"/agents/{agent_id}/activate")["ms"])
+
     def receive(self, agent_id: str, source: str, payload: dict[str, Any]) -> dict[str, Any]:
         body = {"source": source, "payload": payload}
         result: dict[str, Any] = self._call("POST", f"/agents/{agent_id}/events", body)

@@ -35,6 +35,7 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("POST", "/agents/{agent_id}/trigger"): Action.TRIGGER,
     ("POST", "/agents/{agent_id}/events"): Action.SEND_EVENT,
     ("POST", "/agents/{agent_id}/fires"): Action.FIRE,
+    ("POST", "/agents/{agent_id}/activate"): Action.FIRE,
     ("POST", "/agents/{agent_id}/tools"): Action.TOOLS,
     ("GET", "/approvals"): Action.READ_APPROVALS,
     ("POST", "/approvals/{approval_id}"): Action.ANSWER_APPROVAL,

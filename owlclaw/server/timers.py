@@ -23,9 +23,15 @@ from typing import Any
 from events import Ledger
 from owlclaw.compose.write import place_agents, start_hosts, start_timers, timer_backend
 from owlclaw.config import OwlClawConfig
-from owlclaw.messages import Fire, FireOutcome
+from owlclaw.messages import Activate, Fire, FireOutcome
 from owlclaw.supervisor import Supervisor
-from owlclaw.timers.hatchet_backend import ENGINE_SLOTS, HatchetBackend, fire_task
+from owlclaw.timers.hatchet_backend import (
+    ENGINE_SLOTS,
+    HatchetBackend,
+    Warm,
+    fire_task,
+    served_only,
+)
 from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import Deliver, RetryPolicy
 
@@ -72,18 +78,28 @@ def hatchet_worker(
 
     hatchet = Hatchet()
     if via_server:
-        deliver = _via_server(config)
+        deliver, activate = _via_server(config)
     else:
         agents = place_agents(ledger, config, owner=False)
         asyncio.run(start_hosts(agents, config))
         deliver = agents.ask
+
+        async def activate(agent_id: str) -> float:
+            return await agents.ask(Activate(agent_id=agent_id))
+
     retry = RetryPolicy(max_retries=config.timers.max_retries)
     grace = timedelta(seconds=config.timers.misfire_grace_s)
     backend = HatchetBackend(hatchet)
     registrations = TimerRegistrations(ledger, backend=backend, served=served)
     slots = config.timers.hatchet_slots
     task = fire_task(
-        hatchet, deliver, retry, grace, hand_back=registrations.hand_back, deliveries=slots
+        hatchet,
+        deliver,
+        retry,
+        grace,
+        hand_back=registrations.hand_back,
+        deliveries=slots,
+        warm=served_only(activate, served),
     )
     engine_slots = max(ENGINE_SLOTS, slots)  # tasks waiting for their fire time hold one each
     worker = hatchet.worker("owlclaw-timers", slots=engine_slots, workflows=[task])
@@ -122,8 +138,9 @@ def _exit_deaf() -> None:
     os._exit(1)
 
 
-def _via_server(config: OwlClawConfig) -> Deliver:
-    """Deliver fires to the ``owlclaw run`` server that hosts the agents (local placement)."""
+def _via_server(config: OwlClawConfig) -> tuple[Deliver, Warm]:
+    """Deliver fires to (and activate agents on) the ``owlclaw run`` server that hosts the
+    agents (local placement)."""
     from owlclaw.client import ServerClient
 
     client = ServerClient(config)
@@ -131,4 +148,7 @@ def _via_server(config: OwlClawConfig) -> Deliver:
     async def deliver(fire: Fire) -> FireOutcome:
         return await asyncio.to_thread(client.fire, fire)
 
-    return deliver
+    async def activate(agent_id: str) -> float:
+        return await asyncio.to_thread(client.activate, agent_id)
+
+    return deliver, activate

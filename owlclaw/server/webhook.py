@@ -11,6 +11,8 @@
   tools; 400 ``unknown_tool``);
 - ``POST /agents/{id}/fires`` (a ``Fire``): a timer delivery from the Hatchet worker when the
   agents live in this process; answered with the agent's verdict (200);
+- ``POST /agents/{id}/activate``: the agent made ready (rebuilt from the ledger if it was
+  passivated), asked by the Hatchet worker while a fire waits for its time (200, ``{"ms"}``);
 - ``GET /approvals``: the served agents' pending approvals (a principal's: of the agents its
   grants cover);
 - ``POST /approvals/{id}`` ``{"decision": "approve"|"deny", "digest", "by"?, "note"?,
@@ -63,7 +65,7 @@ from aiohttp import web
 from events.agent_state import ApprovalClosed, UnknownTools
 from owlclaw.access.authorize import BOOTSTRAP
 from owlclaw.config import OwlClawConfig
-from owlclaw.messages import ChangeTools, Decision, Fire, Receive, Result, Submit
+from owlclaw.messages import Activate, ChangeTools, Decision, Fire, Receive, Result, Submit
 from owlclaw.reports.approvals import approvals_of
 from owlclaw.reports.status import ledger_status
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
@@ -222,6 +224,11 @@ def make_app(service: Service, token: str) -> web.Application:
         outcome = await service.ask(message)
         return web.json_response(msgspec.to_builtins(outcome))
 
+    async def activate(request: web.Request) -> web.Response:
+        agent_id = request.match_info["agent_id"]
+        ms = await service.ask(Activate(agent_id=agent_id))
+        return web.json_response({"agent_id": agent_id, "ms": ms})
+
     async def receive(request: web.Request) -> web.Response:
         agent_id = request.match_info["agent_id"]
         service.served(agent_id)
@@ -278,6 +285,7 @@ def make_app(service: Service, token: str) -> web.Application:
             web.post("/agents/{agent_id}/trigger", submit),
             web.post("/agents/{agent_id}/events", receive),
             web.post("/agents/{agent_id}/fires", fire),
+            web.post("/agents/{agent_id}/activate", activate),
             web.post("/agents/{agent_id}/tools", change_tools),
             *_approval_routes(service),
             *inspection.routes(service),

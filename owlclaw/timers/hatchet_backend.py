@@ -16,15 +16,17 @@ refreshed every 1-1.5 s; none of it settable) slows down most when it competes f
 deliveries of earlier fires (``EARLY`` says how far). So a one-off is registered to trigger
 ``EARLY`` before its fire time: the engine's latency is spent before the fire, and the task waits
 out the rest (``FireDelivery``). A cancel in those last seconds is still honoured: the agent
-records a fire of an ended schedule as TimerDeduplicated. Crons trigger at their minute, as
-before.
+records a fire of an ended schedule as TimerDeduplicated. While it waits, the task makes the agent
+ready (``warm``): a fire to an agent passivated since its last run would otherwise pay for the
+activation after its fire time (~250 ms at p50 when 20 agents activate at once on a busy
+machine). Crons trigger at their minute, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -153,9 +155,26 @@ def refused(error: BaseException) -> bool:
     )
 
 
+Warm = Callable[[str], Awaitable[object]]
+"""Make an agent ready to receive a fire (activate it)."""
+
+
+def served_only(activate: Warm, served: Collection[str] | None) -> Warm:
+    """Activate only an agent served here (``served`` None: every agent): another server's is
+    its own writer's to activate."""
+
+    async def warm(agent_id: str) -> object:
+        if served is not None and agent_id not in served:
+            return None
+        return await activate(agent_id)
+
+    return warm
+
+
 class FireDelivery:
-    """What the task does with a fire: wait for its time (not holding a delivery), then deliver
-    it, ``deliveries`` at most at once, retrying a delivery the database refused."""
+    """What the task does with a fire: wait for its time (not holding a delivery) while the
+    agent is made ready (``warm``), then deliver it, ``deliveries`` at most at once, retrying a
+    delivery the database refused."""
 
     def __init__(
         self,
@@ -165,8 +184,10 @@ class FireDelivery:
         hand_back: Callable[[Fire], bool] = lambda _: False,
         pauses_s: tuple[float, ...] = REFUSED_PAUSES_S,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        warm: Warm | None = None,
     ):
         self.deliver = deliver
+        self.warm = warm
         self.deliveries = asyncio.Semaphore(deliveries)
         self.grace = grace
         self.hand_back = hand_back
@@ -176,13 +197,26 @@ class FireDelivery:
     async def __call__(
         self, task_input: dict[str, Any], metadata: dict[str, Any]
     ) -> dict[str, Any]:
-        await self.sleep(until_due(task_input, datetime.now(UTC)))
+        wait = until_due(task_input, datetime.now(UTC))
+        if wait and self.warm is not None:
+            await asyncio.gather(self.sleep(wait), self._warm(self.warm, task_input))
+        else:
+            await self.sleep(wait)
         async with self.deliveries:
             fire = fire_of(task_input, metadata, datetime.now(UTC), self.grace)
             if await asyncio.to_thread(self.hand_back, fire):
                 return {"key": fire.key, "outcome": "handed back", "run_id": None}
             outcome = await self._deliver(fire)
         return {"key": fire.key, "outcome": outcome.kind, "run_id": outcome.run_id}
+
+    @staticmethod
+    async def _warm(warm: Warm, task_input: dict[str, Any]) -> None:
+        """A failure here is the delivery's to meet: it is logged, and the fire goes on."""
+        agent_id = str(task_input["agent_id"])
+        try:
+            await warm(agent_id)
+        except Exception as error:
+            log.warning("could not make %s ready before its fire: %s", agent_id, error)
 
     async def _deliver(self, fire: Fire) -> FireOutcome:
         for pause in self.pauses_s:
@@ -203,12 +237,13 @@ def fire_task(
     grace: timedelta = GRACE,
     hand_back: Callable[[Fire], bool] = lambda _: False,
     deliveries: int = 32,
+    warm: Warm | None = None,
 ) -> Any:
     """The Hatchet task that receives fires (``FireDelivery``); Hatchet retries it on failure,
     with backoff. A fire of an agent this worker does not serve goes to ``hand_back`` instead (it
     answers whether it took it: ``TimerRegistrations.hand_back``), not to another server's agent."""
     retries = (retry or RetryPolicy()).max_retries
-    delivery = FireDelivery(deliver, deliveries, grace, hand_back)
+    delivery = FireDelivery(deliver, deliveries, grace, hand_back, warm=warm)
 
     @hatchet.task(
         name=TASK,

@@ -182,6 +182,10 @@ ENDPOINTS = [
         webhook("POST", "/agents/{agent}/fires", fire), http_ok(200),
     ),
     Endpoint(
+        "activate", "operator", "agent",
+        webhook("POST", "/agents/{agent}/activate"), http_ok(200),
+    ),
+    Endpoint(
         "answer", "approver", "agent",
         webhook(
             "POST",
@@ -344,7 +348,7 @@ async def matrix(
                 got = await endpoint.send(http, bearer, agent)
                 assert got == want, (name, endpoint.name, agent, got)
                 assert await asyncio.to_thread(ledger.log.head) == before, (name, endpoint.name)
-    assert len(served) == 66  # of 5 x 26 x 2: the other 194 were refused above
+    assert len(served) == 67  # of 5 x 27 x 2: the other 203 were refused above
     for bearer in ({}, {"Authorization": f"Bearer {revoked}"}, {"Authorization": "Bearer x"}):
         for endpoint in ENDPOINTS:
             got = await endpoint.send(http, bearer, IN)

@@ -21,7 +21,7 @@ import pytest
 
 from events import catalog as ev
 from owlclaw.app import load_app
-from owlclaw.client import ServerClient
+from owlclaw.client import ServerClient, ServerRefused
 from owlclaw.config import OwlClawConfig, TimersConfig
 from owlclaw.database import Database
 from owlclaw.messages import Fire, Result, Submit
@@ -154,8 +154,13 @@ def test_a_fire_posted_to_the_server_is_judged_by_the_agent_it_hosts(
         ledger.append(agent)
         fire = Fire(agent_id="hooked", schedule_id="sch-hooked", fire_time=at)
         with ServerClient(config) as client:
+            ready_ms = await asyncio.to_thread(client.activate, "hooked")
+            with pytest.raises(ServerRefused) as stranger:
+                await asyncio.to_thread(client.activate, "stranger")
             first = await asyncio.to_thread(client.fire, fire)
             second = await asyncio.to_thread(client.fire, fire)
+        assert ready_ms >= 0 and "hooked" in (await service.agents.status()).agents
+        assert (stranger.value.status, stranger.value.code) == (404, "unknown_agent")
         async with httpx.AsyncClient(trust_env=False) as http:
             misrouted = await http.post(
                 f"http://127.0.0.1:{config.server.port}/agents/hooked/fires",

@@ -199,6 +199,7 @@ ROUTES = [
     ("POST", "/agents/{}/events"),
     ("POST", "/agents/{}/tools"),
     ("POST", "/agents/{}/fires"),
+    ("POST", "/agents/{}/activate"),
     ("POST", "/approvals/{}"),
     ("GET", "/approvals"),
     ("GET", "/status"),

@@ -1,10 +1,12 @@
 """The Hatchet task's delivery: a one-off triggers EARLY before its fire time and waits for it
 without holding a delivery slot; deliveries are bounded; a delivery the database refused is
-retried by the task itself (the engine may never hear that it failed)."""
+retried by the task itself (the engine may never hear that it failed); the agent is made ready
+while its fire waits."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,7 +15,13 @@ import pytest
 
 from events import LedgerUnavailable
 from owlclaw.messages import Fire, FireOutcome
-from owlclaw.timers.hatchet_backend import EARLY, REFUSED_PAUSES_S, FireDelivery, until_due
+from owlclaw.timers.hatchet_backend import (
+    EARLY,
+    REFUSED_PAUSES_S,
+    FireDelivery,
+    served_only,
+    until_due,
+)
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -173,3 +181,68 @@ def test_a_fire_of_an_agent_served_elsewhere_is_handed_back() -> None:
     )
     result = asyncio.run(delivery(once("a", NOW), {}))
     assert result["outcome"] == "handed back" and deliver.fires == []
+
+
+class Warmer:
+    """A warm that records which agents it made ready and whether their fire had come yet."""
+
+    def __init__(self, deliver: Recorder, failure: BaseException | None = None):
+        self.deliver = deliver
+        self.failure = failure
+        self.warmed: list[tuple[str, int]] = []
+
+    async def __call__(self, agent_id: str) -> None:
+        self.warmed.append((agent_id, len(self.deliver.fires)))
+        if self.failure is not None:
+            raise self.failure
+
+
+def test_the_agent_is_made_ready_while_its_fire_waits_for_its_time() -> None:
+    deliver, slept = Recorder(), []
+    warm = Warmer(deliver)
+    delivery = FireDelivery(deliver, deliveries=1, sleep=recording_sleep(slept), warm=warm)
+    result = asyncio.run(delivery(once("a", datetime.now(UTC) + timedelta(seconds=3)), {}))
+    assert result["outcome"] == "fire"
+    assert warm.warmed == [("a", 0)]  # before its fire was delivered
+    assert len(slept) == 1 and slept[0] > 0
+
+
+def test_a_fire_due_now_or_a_cron_fire_is_delivered_without_a_warm() -> None:
+    deliver = Recorder()
+    warm = Warmer(deliver)
+    delivery = FireDelivery(deliver, deliveries=1, sleep=recording_sleep([]), warm=warm)
+    asyncio.run(delivery(once("late", datetime.now(UTC) - timedelta(seconds=1)), {}))
+    cron_time = {"hatchet__cron_scheduled_at": datetime.now(UTC).isoformat()}
+    asyncio.run(delivery(cron("hourly"), cron_time))
+    assert warm.warmed == []  # the delivery activates the agent itself
+    assert [f.agent_id for f in deliver.fires] == ["late", "hourly"]
+
+
+def test_a_warm_that_fails_is_logged_and_the_fire_is_delivered_at_its_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    deliver = Recorder()
+    warm = Warmer(deliver, LedgerUnavailable("PostgreSQL is away"))
+    delivery = FireDelivery(deliver, deliveries=1, sleep=recording_sleep([]), warm=warm)
+    with caplog.at_level(logging.WARNING, logger="owlclaw.timers.hatchet_backend"):
+        result = asyncio.run(delivery(once("a", datetime.now(UTC) + timedelta(seconds=3)), {}))
+    assert result["outcome"] == "fire" and [f.agent_id for f in deliver.fires] == ["a"]
+    assert "could not make a ready before its fire: PostgreSQL is away" in caplog.text
+
+
+def test_only_an_agent_served_here_is_activated_before_its_fire() -> None:
+    activated: list[str] = []
+
+    async def activate(agent_id: str) -> float:
+        activated.append(agent_id)
+        return 1.0
+
+    async def warm_each(served: list[str] | None) -> None:
+        warm = served_only(activate, served)
+        for agent_id in ("mine", "theirs"):
+            await warm(agent_id)
+
+    asyncio.run(warm_each(["mine"]))
+    assert activated == ["mine"]  # another server's agent is its writer's to activate
+    asyncio.run(warm_each(None))
+    assert activated == ["mine", "mine", "theirs"]
