@@ -335,7 +335,7 @@ async def matrix(
     APPROVALS[OUT] = [of_run[runs[OUT][0]]]
     RUNS.update({IN: runs[IN][2], OUT: runs[OUT][0]})  # A2A cancels these
 
-    before = await asyncio.to_thread(ledger.log.head)
+    before = await asyncio.to_thread(ledger.log.last_committed)
     served: list[tuple[str, Endpoint, str]] = []
     for name, grant in GRANTS.items():
         bearer = {"Authorization": f"Bearer {tokens[name]}"}
@@ -347,13 +347,16 @@ async def matrix(
                     continue
                 got = await endpoint.send(http, bearer, agent)
                 assert got == want, (name, endpoint.name, agent, got)
-                assert await asyncio.to_thread(ledger.log.head) == before, (name, endpoint.name)
+                assert await asyncio.to_thread(ledger.log.last_committed) == before, (
+                    name,
+                    endpoint.name,
+                )
     assert len(served) == 67  # of 5 x 27 x 2: the other 203 were refused above
     for bearer in ({}, {"Authorization": f"Bearer {revoked}"}, {"Authorization": "Bearer x"}):
         for endpoint in ENDPOINTS:
             got = await endpoint.send(http, bearer, IN)
             assert got.kind == "unauthorized", (bearer, endpoint.name, got)
-    assert await asyncio.to_thread(ledger.log.head) == before
+    assert await asyncio.to_thread(ledger.log.last_committed) == before
 
     for name, endpoint, agent in served:  # the approver answers before the server token
         bearer = {"Authorization": f"Bearer {tokens[name]}"}

@@ -121,19 +121,19 @@ def test_digest_self_approval_and_two_approvers_through_the_webhook(
                 body = {"decision": decision, "digest": digest}
                 return await http.post(path, json=body, headers=bearer(name))
 
-            head = await asyncio.to_thread(ledger.log.head)
+            head = await asyncio.to_thread(ledger.log.last_committed)
             await refused(answer, digest)
-            assert await asyncio.to_thread(ledger.log.head) == head  # nothing recorded
+            assert await asyncio.to_thread(ledger.log.last_committed) == head  # nothing recorded
 
             first = await answer("alice", "approve", digest)
             assert first.status_code == 200, first.text
             assert (first.json()["status"], first.json()["granted_by"]) == ("pending", ["alice"])
             parked = await asyncio.to_thread(ledger.load_run, UUID(run_id))
             assert parked.state.status == "parked" and not orders.exists()
-            head = await asyncio.to_thread(ledger.log.head)
+            head = await asyncio.to_thread(ledger.log.last_committed)
             again = await answer("alice", "approve", digest)
             assert (again.status_code, again.json()["code"]) == (409, "same_approver")
-            assert await asyncio.to_thread(ledger.log.head) == head
+            assert await asyncio.to_thread(ledger.log.last_committed) == head
 
             second = await answer("bob", "approve", digest)
             assert second.status_code == 200, second.text

@@ -146,9 +146,9 @@ def test_each_role_on_each_console_page_in_and_out_of_scope(
         assert f'action="/ui/approvals/{approvals[IN]}"' in inbox
         assert approvals[OUT] not in inbox
 
-        head = await asyncio.to_thread(ledger.log.head)
+        head = await asyncio.to_thread(ledger.log.last_committed)
         served = await refuse_out_of_role(clients, base, runs, approvals)
-        assert await asyncio.to_thread(ledger.log.head) == head  # nothing recorded
+        assert await asyncio.to_thread(ledger.log.last_committed) == head  # nothing recorded
         await serve_in_role(clients, base, served, digests)
         stream = ledger.stream(ledger.load_agent(IN).id)
         denied = [(e.approval_id, e.by) for e in stream if isinstance(e, ev.ApprovalDenied)]
