@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from events import Ledger
 from events import catalog as ev
+from events.streams import agent_stream_id
 from owlclaw.agents import Agents
 from owlclaw.background import load_in_background
 from owlclaw.bench import percentiles
@@ -75,7 +76,7 @@ def _fired(ledger: Ledger, agents: list[str]) -> list[ev.TimerFired]:
     return [
         e
         for agent_id in agents
-        for e in ledger.stream(ledger.load_agent(agent_id).id)
+        for e in ledger.stream(agent_stream_id(agent_id))
         if isinstance(e, ev.TimerFired)
     ]
 
@@ -130,18 +131,17 @@ def _runs_ended(ledger: Ledger, names: list[str], timeout_s: float = 120) -> Non
     the mailboxes, and those still running would take CPU from the next measurement."""
     deadline = time.monotonic() + timeout_s
     while True:
-        agents = [ledger.load_agent(name) for name in names]
-        sealed = {
-            e.run_id
-            for agent in agents
-            for e in ledger.stream(agent.id)
-            if isinstance(e, ev.RunSealed)
-        }
-        if all(set(agent.run_ids()) <= sealed for agent in agents):
+        streams = [ledger.stream(agent_stream_id(name)) for name in names]
+        if all(_runs(events, ev.RunQueued) <= _runs(events, ev.RunSealed) for events in streams):
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"the fires' runs did not end in {timeout_s:g} s")
         time.sleep(0.5)
+
+
+def _runs(events: list[ev.LedgerEvent], kind: type[ev.RunQueued | ev.RunSealed]) -> set[uuid.UUID]:
+    """The run ids of the ``kind`` events among an agent's ``events``."""
+    return {e.run_id for e in events if isinstance(e, kind)}
 
 
 def _warm_names(hosts: int) -> list[str]:
