@@ -6,16 +6,30 @@ differently in each release, so the caller gets the offending byte's reason), ne
 than ``MAX_DEPTH`` (what is accepted must stay decodable wherever the ledger is read, and
 msgspec gives up near Python's recursion limit), and NUL characters, which PostgreSQL's jsonb
 cannot hold (the ledger's JSON must stay readable with SQL).
+
+A body nested far deeper than ``MAX_DEPTH`` is refused before msgspec sees it: decoding it
+would run into Python's recursion limit, and the RecursionError raised there could surface
+while the interpreter reports an unrelated unraisable exception instead of in this module.
 """
 
 from __future__ import annotations
 
+import re
+from itertools import accumulate
 from typing import Any, TypeVar
 
 import msgspec
 
 MAX_DEPTH = 64
 """Levels of objects and arrays a body may nest (the body's own object is level 1)."""
+
+DECODE_DEPTH = 4 * MAX_DEPTH
+"""Nesting refused before decoding; between ``MAX_DEPTH`` and this, the refusal names the
+JSON path of the first level too deep."""
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_STEP = {ord("{"): 1, ord("["): 1, ord("}"): -1, ord("]"): -1}
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in _STEP)
 
 T = TypeVar("T")
 
@@ -30,16 +44,25 @@ def decode_body(raw: bytes, kind: type[T]) -> T:
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadBody(f"invalid body: not UTF-8 ({e.reason})") from None
+    if deepest(raw) > DECODE_DEPTH:
+        raise BadBody(f"invalid body: nested deeper than {MAX_DEPTH} levels")
     try:
         value = msgspec.json.decode(raw or b"{}", type=kind)
     except msgspec.DecodeError as e:
         raise BadBody(f"invalid body: {e}") from e
-    except RecursionError:
-        raise BadBody(f"invalid body: nested deeper than {MAX_DEPTH} levels") from None
     problem = unstorable(value)
     if problem is not None:
         raise BadBody(f"invalid body: {problem}")
     return value
+
+
+def deepest(raw: bytes) -> int:
+    """How deep the brackets of ``raw`` nest outside its strings; only counted when there are
+    more brackets than ``DECODE_DEPTH``, so ordinary bodies cost two byte counts."""
+    if raw.count(b"{") + raw.count(b"[") <= DECODE_DEPTH:
+        return 0
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    return max(accumulate(_STEP[b] for b in brackets), default=0)
 
 
 def unstorable(value: Any) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from owlclaw.messages import Fire
-from owlclaw.server.request_body import MAX_DEPTH, BadBody, decode_body
+from owlclaw.server.request_body import DECODE_DEPTH, MAX_DEPTH, BadBody, decode_body
 from owlclaw.server.webhook import AnswerBody, EventBody, TriggerBody
 
 
@@ -40,6 +40,21 @@ def test_a_body_nested_thousands_of_levels_is_refused(levels: int) -> None:
     for raw in (objects, arrays):
         with pytest.raises(BadBody, match="nested deeper than"):
             decode_body(raw, TriggerBody)
+
+
+def test_nesting_below_the_decode_depth_is_refused_with_its_path() -> None:
+    with pytest.raises(BadBody, match=f"nested deeper than {MAX_DEPTH} levels at \\$.payload.a"):
+        decode_body(nested(DECODE_DEPTH), TriggerBody)
+    with pytest.raises(BadBody, match=f"nested deeper than {MAX_DEPTH} levels$"):
+        decode_body(nested(DECODE_DEPTH + 1), TriggerBody)
+
+
+def test_brackets_inside_strings_are_not_nesting() -> None:
+    text = '[{ \\" ' * DECODE_DEPTH
+    raw = json.dumps({"focus": text, "payload": {"k": ["]" * 300, '"[' * 300]}}).encode()
+    body = decode_body(raw, TriggerBody)
+    assert body.focus == text
+    assert body.payload == {"k": ["]" * 300, '"[' * 300]}
 
 
 def test_bytes_that_are_not_utf8_are_refused() -> None:
