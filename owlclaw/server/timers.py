@@ -99,7 +99,7 @@ def hatchet_worker(
         grace,
         hand_back=registrations.hand_back,
         deliveries=slots,
-        warm=served_only(activate, served),
+        warm=served_only(activate, registrations.serves),
     )
     engine_slots = max(ENGINE_SLOTS, slots)  # tasks waiting for their fire time hold one each
     worker = hatchet.worker("owlclaw-timers", slots=engine_slots, workflows=[task])

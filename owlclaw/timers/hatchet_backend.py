@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -159,12 +159,12 @@ Warm = Callable[[str], Awaitable[object]]
 """Make an agent ready to receive a fire (activate it)."""
 
 
-def served_only(activate: Warm, served: Collection[str] | None) -> Warm:
-    """Activate only an agent served here (``served`` None: every agent): another server's is
+def served_only(activate: Warm, serves: Callable[[str], bool]) -> Warm:
+    """Activate only an agent served here (``TimerRegistrations.serves``): another server's is
     its own writer's to activate."""
 
     async def warm(agent_id: str) -> object:
-        if served is not None and agent_id not in served:
+        if not serves(agent_id):
             return None
         return await activate(agent_id)
 

@@ -100,8 +100,13 @@ class TimerRegistrations(View):
         self.served = None if served is None else sorted(served)
         """The agents whose timers this service fires (None: every agent). The others' timers
         stay built-in rows that no worker here claims, for the server that serves them."""
+        self._serving = None if served is None else frozenset(served)
         self._registered: list[tuple[str, str, str, str]] = []
         super().__init__(ledger, rebuilding=rebuilding)
+
+    def serves(self, agent_id: str) -> bool:
+        """Whether this service fires the agent's timers (delivers them, activates it)."""
+        return self._serving is None or agent_id in self._serving
 
     def prepare(self, batch: list[LoggedEvent]) -> None:
         self._registered = []  # those of an attempt that rolled back were never stored
@@ -224,7 +229,7 @@ class TimerRegistrations(View):
         to the built-in rows, due at its fire time, for the server that serves the agent: it
         fires it from there (and moves the timer to its own backend when it starts, ``adopt``).
         False for a served agent's fire, which is delivered here."""
-        if self.served is None or fire.agent_id in self.served:
+        if self.serves(fire.agent_id):
             return False
         with self.transaction(commit=True) as curs:
             row = curs.execute(
@@ -253,8 +258,7 @@ class TimerRegistrations(View):
     def _holds(self, row: dict[str, Any], now: datetime) -> bool:
         """Whether the backend gets the timer: never one of an agent not served here, which
         any other service's engine could then fire to this one."""
-        served = self.served is None or row["agent_id"] in self.served
-        return served and self.backend.holds(row, now)
+        return self.serves(row["agent_id"]) and self.backend.holds(row, now)
 
     def claim(self, now: datetime, lease: timedelta, limit: int) -> list[dict[str, Any]]:
         """Claim the served agents' built-in timers due at ``now`` (any number of workers:

@@ -237,12 +237,12 @@ def test_only_an_agent_served_here_is_activated_before_its_fire() -> None:
         activated.append(agent_id)
         return 1.0
 
-    async def warm_each(served: list[str] | None) -> None:
-        warm = served_only(activate, served)
+    async def warm_each(serves: Callable[[str], bool]) -> None:
+        warm = served_only(activate, serves)
         for agent_id in ("mine", "theirs"):
             await warm(agent_id)
 
-    asyncio.run(warm_each(["mine"]))
+    asyncio.run(warm_each({"mine"}.__contains__))
     assert activated == ["mine"]  # another server's agent is its writer's to activate
-    asyncio.run(warm_each(None))
+    asyncio.run(warm_each(lambda _: True))
     assert activated == ["mine", "mine", "theirs"]
