@@ -33,7 +33,7 @@ from owlclaw.runtime.inbox import Inbox
 from owlclaw.runtime.models import Completer, LiteLLM
 from owlclaw.runtime.progress import RunProgress
 from owlclaw.runtime.recorded import RecordedRun
-from owlclaw.runtime.serial import LedgerCalls, SerialExecutor
+from owlclaw.runtime.serial import LedgerCalls
 from owlclaw.runtime.steps import RecordedOutcomes, RecordedSteps
 from owlclaw.tenants import TenantBudget
 from owlclaw.tools.agent_mail import AgentMail
@@ -97,10 +97,13 @@ class AgentRuntime:
             mcp=mcp,
             tenant_budget=tenant_budget,
         )
-        self._io = LedgerCalls(
-            SerialExecutor(ledger_threads)
+        self._io = (
+            LedgerCalls(ledger_threads)
             if ledger_threads is not None
-            else ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}")
+            else LedgerCalls(
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}"),
+                owned=True,
+            )
         )
         self._replay = replay
         self._collected = Collected()

@@ -62,18 +62,17 @@ class Commits:
         the request of a tool whose only effect is ledger events (they commit after it in any
         case). Only run events go behind, since a commit of the agent may rebase it."""
         await self.settle(state)
-        io = asyncio.get_running_loop().run_in_executor  # submitted now, not as a task
         if behind and not state.agent.pending_events and not _outside_outcomes(state):
             events = state.run.collect_events()
             if events:
                 state.in_flight = (
                     events,
-                    io(self.io.executor, self._append_run, state.agent, state.run, events),
+                    self.io.submit(self._append_run, state.agent, state.run, events),
                 )
             return
         state.in_flight = (
             state.run.pending_events,
-            io(self.io.executor, self.writer.append, state.agent, state.run),
+            self.io.submit(self.writer.append, state.agent, state.run),
         )
         await self.settle(state)
 
@@ -87,10 +86,9 @@ class Commits:
             return
         events = state.run.collect_events()
         if events:
-            io = asyncio.get_running_loop().run_in_executor
             state.in_flight = (
                 events,
-                io(self.io.executor, self._append_run, state.agent, state.run, events),
+                self.io.submit(self._append_run, state.agent, state.run, events),
             )
             await self.settle(state)
 

@@ -133,3 +133,42 @@ def test_asyncio_awaits_calls_through_run_in_executor_in_order() -> None:
             return lane.ran
 
     assert asyncio.run(main()) == list(range(10))
+
+
+def test_call_gives_each_outcome_on_the_loop_in_submission_order() -> None:
+    def fails() -> None:
+        raise ValueError("the database refused")
+
+    async def main() -> tuple[list[int], list[int]]:
+        with ThreadPoolExecutor(2) as pool:
+            serial, lane = SerialExecutor(pool), Lane()
+            pending = [serial.call(lane.call, n, 0.001) for n in range(10)]
+            failed = serial.call(fails)
+            after = serial.call(lane.call, 10, 0.0)
+            results = await asyncio.gather(*pending)
+            with pytest.raises(ValueError, match="the database refused"):
+                await failed
+            assert await after == 10
+            return list(results), lane.ran
+
+    results, ran = asyncio.run(main())
+    assert results == list(range(10))
+    assert ran == list(range(11))
+
+
+def test_a_call_cancelled_before_its_turn_does_not_run() -> None:
+    release = threading.Event()
+
+    async def main() -> Lane:
+        with ThreadPoolExecutor(1) as pool:
+            serial, lane = SerialExecutor(pool), Lane()
+            first = serial.call(release.wait, 60)
+            cancelled = serial.call(lane.call, 1, 0.0)
+            cancelled.cancel()
+            release.set()
+            assert await first is True
+            assert await serial.call(lane.call, 2, 0.0) == 2
+            assert cancelled.cancelled()
+            return lane
+
+    assert asyncio.run(main()).ran == [2]
