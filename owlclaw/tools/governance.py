@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import date, datetime
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -157,7 +158,9 @@ class Governance(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return _matches(agent_id, self.message_agents)
 
 
-def _matches(name: str, patterns: Iterable[str]) -> bool:
+@lru_cache(maxsize=8192)
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    """Remembered: every model call of every run asks it for each tool the agent has."""
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
