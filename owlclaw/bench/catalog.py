@@ -3,9 +3,10 @@
 Adding one is one ``Entry``: a ``run(url, **sizes) -> dict`` (its module imported inside it, so
 that the CLI's start does not pay for it), full and quick sizes, and the result's keys that hold
 its headline figures. Full sizes are the ``owlclaw bench NAME`` defaults; quick ones keep the
-whole ``bench all --quick`` short (~4 min on 2 cores, most of it process starts and litellm
-imports). A unit test reads the committed real result (tests/data/bench/all-quick.json) for
-every entry's figures at its quick sizes: after adding an entry or changing its sizes, run
+whole ``bench all --quick`` short (153-157 s on the 2 cores the committed result ran on, 256 s
+on a machine ~1.7x slower; most of it process starts, litellm imports and timers' lead times).
+A unit test reads the committed real result (tests/data/bench/all-quick.json) for every
+entry's figures at its quick sizes: after adding an entry or changing its sizes, run
 ``owlclaw bench all --quick --json --out tests/data/bench/all-quick.json`` again."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ the machine's load while it ran (the 1-minute load average before → after, and
 cores busy over the bench). Reproduce them with:
 
 ```bash
-owlclaw bench all --json --out result.json    # --quick: smaller sizes, ~4 min on 2 cores
+owlclaw bench all --json --out result.json    # --quick: smaller sizes, ~3 min on 2 cores
 owlclaw bench docs result.json --out docs/benchmarks.md
 ```
 

@@ -308,7 +308,7 @@ def bench_cli(
 @handles_errors
 def bench_all(
     quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~4 min on 2 cores.")
+        bool, typer.Option("--quick", help="Smaller sizes: the whole run in ~3 min on 2 cores.")
     ] = False,
     only: Annotated[
         str | None,
