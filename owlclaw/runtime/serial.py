@@ -17,6 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, ParamSpec, TypeVar
 
+from owlclaw.tools.threads import settle_threadsafe
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -60,11 +62,10 @@ class SerialExecutor(Executor):
             if future.cancelled():
                 return
             try:
-                outcome: tuple[Any, BaseException | None] = (fn(*args), None)
-            except BaseException as error:  # the caller's, raised where it awaits the future
-                outcome = (None, error)
-            with contextlib.suppress(RuntimeError):  # the loop closed: nobody awaits it
-                loop.call_soon_threadsafe(_settle, future, *outcome)
+                result, error = fn(*args), None
+            except BaseException as e:  # the caller's, raised where it awaits the future
+                result, error = None, e
+            settle_threadsafe(future, result, error)
 
         def cancel() -> None:
             with contextlib.suppress(RuntimeError):
@@ -117,16 +118,6 @@ class SerialExecutor(Executor):
                     self._calls.popleft()[1]()
             if wait:
                 self._idle.wait_for(lambda: not self._busy)
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    """On the loop: the call's outcome, unless its caller gave up on it meanwhile."""
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
 
 
 class LedgerCalls:

@@ -31,14 +31,6 @@ class HandlerThreads:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Any] = loop.create_future()
 
-        def settle(result: Any, error: BaseException | None) -> None:
-            if done.cancelled():
-                return
-            if error is not None:
-                done.set_exception(error)
-            else:
-                done.set_result(result)
-
         def work() -> None:
             try:
                 result, error = fn(**kwargs), None
@@ -46,8 +38,25 @@ class HandlerThreads:
                 result, error = None, e
             finally:
                 self._slots.release()
-            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits for it
-                loop.call_soon_threadsafe(settle, result, error)
+            settle_threadsafe(done, result, error)
 
         threading.Thread(target=work, name=self._name, daemon=True).start()
         return await done
+
+
+def settle_threadsafe(
+    future: asyncio.Future[Any], result: Any, error: BaseException | None
+) -> None:
+    """From a worker thread: the outcome of the call ``future`` awaits, set on its loop unless
+    its caller gave up on it meanwhile; nothing if the loop is gone (nobody waits for it)."""
+    with contextlib.suppress(RuntimeError):
+        future.get_loop().call_soon_threadsafe(_settle, future, result, error)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
