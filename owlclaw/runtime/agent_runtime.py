@@ -97,13 +97,11 @@ class AgentRuntime:
             mcp=mcp,
             tenant_budget=tenant_budget,
         )
-        self._io = (
-            LedgerCalls(ledger_threads)
-            if ledger_threads is not None
-            else LedgerCalls(
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}"),
-                owned=True,
-            )
+        self._io = LedgerCalls(
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ledger-{agent_id}")
+            if ledger_threads is None
+            else ledger_threads,
+            owned=ledger_threads is None,
         )
         self._replay = replay
         self._collected = Collected()
