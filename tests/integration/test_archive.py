@@ -39,7 +39,12 @@ from tests.scripted import play
 pytestmark = pytest.mark.integration
 
 AGENT = "audited"
-TOMORROW = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+
+
+def tomorrow() -> str:
+    """The day after today, read when a command runs: a constant taken at import went stale
+    when the suite crossed midnight (the runs made after it were not before "tomorrow")."""
+    return (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
 
 
 class Crash(BaseException):
@@ -102,7 +107,7 @@ def test_archived_runs_leave_the_table_and_read_as_before(
     stored = list(ledger.chains.chain_rows(runs))
     runner = CliRunner()
 
-    done = runner.invoke(cli, ["archive", "--before", TOMORROW, "--json"])
+    done = runner.invoke(cli, ["archive", "--before", tomorrow(), "--json"])
 
     assert done.exit_code == 0, done.output
     [agent] = json.loads(done.stdout)["agents"]
@@ -130,9 +135,9 @@ def test_archived_runs_leave_the_table_and_read_as_before(
     assert runner.invoke(cli, ["explain", AGENT, "1"]).exit_code == 0
 
     assert runner.invoke(cli, ["archive", "--before", "soon"]).exit_code == 2
-    unknown = runner.invoke(cli, ["archive", "--before", TOMORROW, "--agent", "nobody"])
+    unknown = runner.invoke(cli, ["archive", "--before", tomorrow(), "--agent", "nobody"])
     assert unknown.exit_code == 3, unknown.output
-    again = runner.invoke(cli, ["archive", "--before", TOMORROW, "--json"])
+    again = runner.invoke(cli, ["archive", "--before", tomorrow(), "--json"])
     assert json.loads(again.stdout)["agents"][0]["runs"] == 0 and len(seals(ledger)) == 1
 
 
@@ -253,7 +258,7 @@ def test_an_archive_directory_that_cannot_be_written_is_refused_and_nothing_move
     events = rows_of(fresh_db, runs)
     where = str(tmp_path / "blocked" / "archive")
 
-    refused = CliRunner().invoke(cli, ["archive", "--before", TOMORROW, "--dir", where])
+    refused = CliRunner().invoke(cli, ["archive", "--before", tomorrow(), "--dir", where])
 
     assert refused.exit_code == 2
     assert f"cannot write the archive of {AGENT} under {where}" in refused.stderr
@@ -269,7 +274,7 @@ def test_runs_a_view_has_not_absorbed_are_held_back_until_it_has(
     assert behind.view == "memory" and behind.position < ledger.log.last_committed()
     runner = CliRunner()
 
-    held = runner.invoke(cli, ["archive", "--before", TOMORROW])
+    held = runner.invoke(cli, ["archive", "--before", tomorrow()])
 
     assert held.exit_code == 0, held.output
     assert (
@@ -282,7 +287,7 @@ def test_runs_a_view_has_not_absorbed_are_held_back_until_it_has(
     assert rows_of(fresh_db, later) == 2 * 8  # still in the table
 
     views_catch_up(ledger)
-    moved = runner.invoke(cli, ["archive", "--before", TOMORROW, "--json"])
+    moved = runner.invoke(cli, ["archive", "--before", tomorrow(), "--json"])
 
     [agent] = json.loads(moved.stdout)["agents"]
     assert (agent["runs"], agent["held"]) == (2, 0) and rows_of(fresh_db, later) == 0
@@ -297,7 +302,7 @@ def test_an_archived_run_erased_later_is_erased_in_its_archive_file_too(
     run's key erases it in the archive as in the table, and the archive still verifies."""
     [run, *_] = ledger.list_runs(AGENT)
     runner = CliRunner()
-    assert runner.invoke(cli, ["archive", "--before", TOMORROW]).exit_code == 0
+    assert runner.invoke(cli, ["archive", "--before", tomorrow()]).exit_code == 0
     [seal] = seals(ledger)
     archived = gzip.decompress((archived_env / seal.file).read_bytes())
     assert b"look for entries" not in archived  # the focus is sealed in the file

@@ -38,7 +38,14 @@ NOTES = [
     "The bakery on Rua da Rosa closes on Mondays",
 ]
 LIVE = "The river tide tables are posted at the ferry terminal"
-TOMORROW = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+
+
+def tomorrow() -> str:
+    """The day after today, read when a command runs: a constant taken at import went stale
+    when the suite crossed midnight (the runs made after it were not before "tomorrow")."""
+    return (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+
+
 MEMORY_ROWS = (
     "SELECT memory_id, agent_id, content, tags, run_id, created_at, position, bytes, archived,"
     " run_no, step, call_id, version, event_hash FROM memories ORDER BY position"
@@ -121,7 +128,7 @@ def test_views_rebuilt_after_archiving_have_the_archived_runs(
         assert all(note in before["memory_md"] for note in [*NOTES, LIVE])
         assert (len(before["runs"]), len(before["tool_calls"])) == (4, 3)
 
-        archived = runner.invoke(cli, ["archive", "--before", TOMORROW])
+        archived = runner.invoke(cli, ["archive", "--before", tomorrow()])
         assert archived.exit_code == 0, archived.output
         [seal] = [
             e for e in ledger.stream(agent_stream_id(AGENT)) if isinstance(e, ev.ArchiveSealed)
