@@ -18,6 +18,7 @@ from uuid import UUID
 import psycopg
 from eventsourcing.postgres import PostgresDatastore
 
+from events.group_commit import GroupCommit
 from events.keys import DataKey, KeyDestroyed, KeyRecord, new_key
 from events.postgres import connect_kwargs, schema_lock
 
@@ -37,16 +38,19 @@ _CREATE = (
 _OBTAIN = (
     "WITH unflushed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),"
     " made AS (INSERT INTO ledger_keys (key_id, scope, scope_id, agent, key)"
-    " VALUES (%(id)s, %(scope)s, %(scope_id)s, %(agent)s, %(key)s)"
-    " ON CONFLICT (key_id) DO NOTHING RETURNING key)"
-    " SELECT key FROM made, unflushed"
-    " UNION ALL SELECT key FROM ledger_keys, unflushed WHERE key_id = %(id)s"
+    " SELECT * FROM unnest(%(ids)s::uuid[], %(scopes)s::text[], %(scope_ids)s::uuid[],"
+    " %(agents)s::uuid[], %(keys)s::bytea[])"
+    " ON CONFLICT (key_id) DO NOTHING RETURNING key_id, key)"
+    " SELECT key_id, key FROM made, unflushed"
+    " UNION ALL SELECT key_id, key FROM ledger_keys, unflushed WHERE key_id = ANY(%(ids)s)"
 )
-"""A key made (or the one another process made first) in one statement, its own transaction:
-one round trip. Its commit does not wait for the WAL flush (``synchronous_commit`` off for this
-transaction alone, set inside it; each arm that returns the key reads ``unflushed``): the event
-sealed under the key commits after it, and flushing that commit flushes the WAL before it, this
-key's insert included."""
+"""Keys made (or the ones another process made first) in one statement, its own transaction:
+one round trip for a group of keys. Its commit does not wait for the WAL flush
+(``synchronous_commit`` off for this transaction alone, set inside it; each arm that returns a
+key reads ``unflushed``): the events sealed under the keys commit after it, and flushing their
+commit flushes the WAL before it, these keys' inserts included."""
+OBTAIN_GROUP = 256
+"""Keys made or read per grouped statement (``obtain``)."""
 _RECORD_COLUMNS = "key_id, scope, scope_id, agent, created_at, destroyed_at, destroyed_by, reason"
 
 
@@ -56,29 +60,47 @@ class PostgresKeyStore:
     def __init__(self, datastore: PostgresDatastore):
         self._datastore = datastore
         self._cache: dict[UUID, tuple[bytes | None, float]] = {}
+        self._obtaining: GroupCommit[DataKey, bytes | None] = GroupCommit(
+            self._obtain_group, max_group=OBTAIN_GROUP
+        )
         with schema_lock(datastore), datastore.get_connection() as conn:
             for statement in _CREATE:
                 conn.execute(statement)
 
     def obtain(self, ref: DataKey) -> bytes:
+        """The key of ``ref``, made if it has none yet. The keys concurrent callers need share
+        one statement (``GroupCommit``): every run's first commit makes the run's key."""
         key = self._cached(ref.key_id)
         if key is None:
-            with self._datastore.get_connection() as conn:
-                row = conn.execute(
-                    _OBTAIN,
-                    {
-                        "id": ref.key_id,
-                        "scope": ref.scope,
-                        "scope_id": ref.scope_id,
-                        "agent": ref.agent,
-                        "key": new_key(),
-                    },
-                ).fetchone()
-            assert row is not None
-            key = self._remember(ref.key_id, row["key"])
+            key = self._obtaining.submit(ref)
         if key is None:
             raise KeyDestroyed(f"the {ref.scope} key of {ref.scope_id} was destroyed (erased)")
         return key
+
+    def _obtain_group(self, refs: list[DataKey]) -> list[bytes | None]:
+        """The keys of ``refs`` (each made if missing; None: destroyed). A key another process
+        made while this statement ran is neither made nor seen by it (its snapshot is older):
+        read again."""
+        wanted = {ref.key_id: ref for ref in refs}
+        ids = list(wanted)
+        with self._datastore.get_connection() as conn:
+            rows = conn.execute(
+                _OBTAIN,
+                {
+                    "ids": ids,
+                    "scopes": [r.scope for r in wanted.values()],
+                    "scope_ids": [r.scope_id for r in wanted.values()],
+                    "agents": [r.agent for r in wanted.values()],
+                    "keys": [new_key() for _ in ids],
+                },
+            ).fetchall()
+            found = {row["key_id"]: row["key"] for row in rows}
+            if missed := [k for k in ids if k not in found]:
+                rows = conn.execute(
+                    "SELECT key_id, key FROM ledger_keys WHERE key_id = ANY(%s)", (missed,)
+                ).fetchall()
+                found |= {row["key_id"]: row["key"] for row in rows}
+        return [self._remember(ref.key_id, found.get(ref.key_id)) for ref in refs]
 
     def get(self, key_id: UUID) -> bytes | None:
         if key_id in self._cache:
