@@ -186,8 +186,12 @@ class Ledger:
     def append_events(
         self, events: Sequence[LedgerEvent], aggregates: Sequence[Agent | Run] = ()
     ) -> list[int]:
+        """Commit ``events`` in one transaction; return positions. They go to the application's
+        event store directly: ``Application.save`` tells events from aggregates by checking
+        each against eventsourcing's runtime protocols (~9 µs an event, a tenth of a ms a run)
+        and serves an aggregate cache and snapshot intervals this ledger does not use."""
         try:
-            recordings = self._app.save(*events)
+            recordings = self._app.events.put(events)
         except IntegrityError as e:
             streams = sorted({f"{x.originator_id}@{x.originator_version}" for x in events})
             raise StreamConflict(
