@@ -14,6 +14,7 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Literal, Protocol
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -24,8 +25,10 @@ KEY_SCOPES: tuple[KeyScope, ...] = ("agent", "run", "memory")
 KEY_NAMESPACE = uuid5(NAMESPACE_URL, "https://owlclaw.dev/data-key")
 
 
+@lru_cache(maxsize=4096)
 def key_id_of(scope: KeyScope, scope_id: UUID) -> UUID:
-    """The id of the data key of ``scope`` ``scope_id`` (deterministic)."""
+    """The id of the data key of ``scope`` ``scope_id`` (deterministic). Cached: a run's
+    commits seal each of its events under its run's key (uuid5: ~4 µs, 15 times a run)."""
     return uuid5(KEY_NAMESPACE, f"{scope}:{scope_id}")
 
 
