@@ -84,8 +84,17 @@ METHOD = {
     "median of 3 rounds of 200 calls, then the mean over the hosts (litellm_cpu_ms_per_call: "
     "the same figure); litellm_cpu_per_run_ms is it times the model calls a run made "
     "(model_calls_per_run, LLMResponded events per run)",
-    "owlclaw_to_litellm_cpu_ratio": "(hosts_cpu_per_run_ms - litellm_cpu_per_run_ms) / "
-    "litellm_cpu_per_run_ms: OwlClaw's own CPU in the hosts per unit of litellm's",
+    "ray_cpu_per_ask_ms": "a host's CPU for Ray's handling of one ask (a run is one: its "
+    "SubmitAndWait) — receiving the call, handing it to the host's loop, returning the reply — "
+    "measured right after litellm's: asks the host answers at once (Activate of an agent it holds "
+    "active), as many in flight as the runs had, the host's process CPU (/proc/<pid>/stat) over "
+    "them; per host the median of 3 rounds, then the mean over the hosts",
+    "owlclaw_to_litellm_cpu_ratio": "(hosts_cpu_per_run_ms - litellm_cpu_per_run_ms - "
+    "ray_cpu_per_ask_ms) / litellm_cpu_per_run_ms: OwlClaw's own CPU in the hosts, without "
+    "litellm's and Ray's, per unit of litellm's",
+    "owlclaw_and_ray_to_litellm_cpu_ratio": "(hosts_cpu_per_run_ms - litellm_cpu_per_run_ms) / "
+    "litellm_cpu_per_run_ms: the same with Ray's handling of the asks counted as OwlClaw's (the "
+    "ratio's definition until 2026-12-01)",
     "runs_per_second_cpu_ceiling": "the machine's cores times 1,000 CPU ms over the hosts' and "
     "driver's CPU ms per run: the rate if PostgreSQL and Ray took no CPU at all",
 }
@@ -207,6 +216,34 @@ def _litellm_cpu_ms_per_call(handles: list[Any], calls: int = 200) -> float:
     return statistics.fmean(per_host)
 
 
+def _ray_cpu_ms_per_ask(
+    directory: AgentDirectory, agent_per_host: list[str], pids: list[int], in_flight: int
+) -> float:
+    """What Ray's handling of one ask costs a host: ``in_flight`` asks it answers at once
+    (Activate of an agent it holds active) all in flight together, as the runs' were, over the
+    host's CPU; one host at a time, idle. An activation meanwhile would count the host's work
+    as Ray's: refused."""
+
+    async def asks(handle: Any, agent_id: str) -> None:
+        await asyncio.gather(
+            *(handle.ask.remote(Activate(agent_id=agent_id)) for _ in range(in_flight))
+        )
+
+    activated = _activations(directory, agent_per_host)
+    per_host = []
+    for agent_id, pid in zip(agent_per_host, pids, strict=True):
+        handle = directory.handle(agent_id)
+        rounds = []
+        for _ in range(3):
+            began = _cpu_s(pid)
+            asyncio.run(asks(handle, agent_id))
+            rounds.append((_cpu_s(pid) - began) * 1000 / in_flight)
+        per_host.append(statistics.median(rounds))
+    if _activations(directory, agent_per_host) != activated:
+        raise RuntimeError("a host activated an agent while Ray's CPU per ask was measured")
+    return statistics.fmean(per_host)
+
+
 def _start_node_llm() -> tuple[Any, float]:
     """The node's shared litellm actor, started and ready; milliseconds that took (once per
     node: the first dedicated actor's first model call would otherwise wait for it)."""
@@ -314,6 +351,9 @@ def shared(
     used = {k: (v - before[k]) * 1000 / agents for k, v in _cpu_used(pids, ray_pids).items()}
     activated = _activations(directory, hosts.values()) - activated
     litellm_per_call = _litellm_cpu_ms_per_call(handles)
+    ray_per_ask = _ray_cpu_ms_per_ask(
+        directory, list(hosts.values()), pids, max(1, agents // len(hosts))
+    )
     share, calls_per_run = _model_calls(ledger, run_ids)
     litellm_per_run = litellm_per_call * calls_per_run
     ours = used["hosts"] + used["driver"]
@@ -353,7 +393,11 @@ def shared(
             "litellm_cpu_per_call_ms": round(litellm_per_call, 2),
             "model_calls_per_run": round(calls_per_run, 2),
             "litellm_cpu_per_run_ms": round(litellm_per_run, 2),
+            "ray_cpu_per_ask_ms": round(ray_per_ask, 2),
             "owlclaw_to_litellm_cpu_ratio": round(
+                (used["hosts"] - litellm_per_run - ray_per_ask) / litellm_per_run, 2
+            ),
+            "owlclaw_and_ray_to_litellm_cpu_ratio": round(
                 (used["hosts"] - litellm_per_run) / litellm_per_run, 2
             ),
             "runs_per_second_cpu_ceiling": round(cores * 1000 / ours, 1),

@@ -366,7 +366,14 @@ ENTRIES: tuple[Entry, ...] = (
                 "OwlClaw's CPU over litellm's",
                 "shared.owlclaw_to_litellm_cpu_ratio",
                 "x",
-                "hosts' CPU per run minus litellm's, over litellm's, measured in the same run",
+                "hosts' CPU per run minus litellm's and Ray's handling of its ask, over "
+                "litellm's, measured in the same run",
+            ),
+            _p(
+                "OwlClaw's and Ray's CPU over litellm's",
+                "shared.owlclaw_and_ray_to_litellm_cpu_ratio",
+                "x",
+                "the same, Ray's handling of the asks counted in (the ratio until 2026-12-01)",
             ),
             _p(
                 "hosts' CPU per run",
@@ -379,6 +386,12 @@ ENTRIES: tuple[Entry, ...] = (
                 "shared.litellm_cpu_per_call_ms",
                 "ms",
                 "in each host after the runs, the call its runs make",
+            ),
+            _p(
+                "Ray's CPU per ask in a host",
+                "shared.ray_cpu_per_ask_ms",
+                "ms",
+                "in each host after the runs, asks it answers at once, as many in flight",
             ),
             _p(
                 "shared CPU ceiling",
