@@ -82,7 +82,7 @@ def test_a_destroyed_key_is_refused_when_obtained(ledger: Ledger) -> None:
 def _waits_on_a_lock(datastore: PostgresDatastore) -> bool:
     with psycopg.connect(**connect_kwargs(datastore), autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND query LIKE '%%INSERT INTO ledger_keys%%'"
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE '%%INSERT INTO ledger_keys%%'"
         ).fetchone()
     return row is not None and row[0] > 0
