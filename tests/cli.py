@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-import random
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,36 +11,6 @@ from typing import Any
 
 from owlclaw.bench.cli import stop_server
 from owlclaw.database import Database
-
-
-def _ephemeral_start() -> int:
-    """Where the kernel's ephemeral ports start (Linux: 32768 unless configured)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-LISTEN_PORTS = range(20000, _ephemeral_start())
-"""Where tests pick the port a server they start will listen on: below the ephemeral range,
-from which every outgoing connection takes its local port and every bind to port 0 its port (a
-port picked there was free when picked, and became a connection's local port before the server
-bound it: CI135, "address already in use"), and above Ray's worker ports (10002-19999)."""
-_picks = itertools.count(random.randrange(len(LISTEN_PORTS)))
-"""This process's next pick: each process starts at its own random place, then goes on."""
-
-
-def free_port() -> int:
-    """A port nothing listens on now, from ``LISTEN_PORTS``."""
-    for _ in LISTEN_PORTS:
-        port = LISTEN_PORTS[next(_picks) % len(LISTEN_PORTS)]
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {LISTEN_PORTS}")
 
 
 def user_env(data_dir: Path, port: int, **extra: str) -> dict[str, str]:

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from owlclaw.bench import free_port
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, DatabaseUnavailable, open_database
 from projections.embedders import LOCAL_MODEL, Embedder, EmbeddingUnavailable, embedder_for
-from tests.cli import free_port
 from tests.components import missing_component
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

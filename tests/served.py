@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from owlclaw.bench import free_port
 from owlclaw.config import OwlClawConfig, RuntimeConfig, ServerConfig
 from owlclaw.database import Database
-from tests.cli import free_port
 
 
 def local_service(

@@ -1,8 +1,11 @@
 """Benchmarks behind ``owlclaw bench``: each prints measured figures, never targets alone."""
 
+import itertools
 import math
+import random
 import socket
 import statistics
+from pathlib import Path
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -22,9 +25,32 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     }
 
 
+def _ephemeral_start() -> int:
+    """Where the kernel's ephemeral ports start (Linux: 32768 unless configured)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+LISTEN_PORTS = range(20000, _ephemeral_start())
+"""Where a bench (and a test) picks the port a server it starts will listen on: below the
+ephemeral range, from which every outgoing connection takes its local port and every bind to
+port 0 its port (a port picked there was free when picked, and became a connection's local port
+before the server bound it: CI135, "address already in use"), and above Ray's worker ports
+(10002-19999)."""
+_picks = itertools.count(random.randrange(len(LISTEN_PORTS)))
+"""This process's next pick: each process starts at its own random place, then goes on."""
+
+
 def free_port() -> int:
-    """A loopback port free now, for a server a bench starts."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback port nothing listens on now, from ``LISTEN_PORTS``."""
+    for _ in LISTEN_PORTS:
+        port = LISTEN_PORTS[next(_picks) % len(LISTEN_PORTS)]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {LISTEN_PORTS}")

@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from owlclaw.bench import free_port
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw, owlclaw_json, start_run, user_env
+from tests.cli import owlclaw, owlclaw_json, start_run, user_env
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import free_port, owlclaw, user_env
+from owlclaw.bench import free_port
+from tests.cli import owlclaw, user_env
 
 pytestmark = pytest.mark.integration
 

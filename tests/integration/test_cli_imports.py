@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from events import Ledger
+from owlclaw.bench import free_port
 from owlclaw.database import Database
 from tests.audited_run import record
-from tests.cli import free_port
 
 pytestmark = pytest.mark.integration
 

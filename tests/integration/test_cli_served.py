@@ -17,11 +17,12 @@ import pytest
 from events import Ledger
 from owlclaw.access.roles import parse_grant
 from owlclaw.access.store import PrincipalStore
+from owlclaw.bench import free_port
 from owlclaw.bench.cli import AGENT, MEMORIES, QUERY, served_env, write_app
 from owlclaw.client import ServerClient, ServerRefused
 from owlclaw.config import OwlClawConfig, ServerConfig
 from owlclaw.database import Database
-from tests.cli import free_port, start_run, stop_run
+from tests.cli import start_run, stop_run
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,11 @@ import pytest
 from events import Ledger
 from events import catalog as ev
 from events.run import Run
+from owlclaw.bench import free_port
 from owlclaw.database import Database
 from owlclaw.runtime.agent_runtime import AgentRuntime
 from owlclaw.tools.governance import OPERATOR_DISABLED
 from tests.apps import make_app
-from tests.cli import free_port
 from tests.cli import owlclaw as run_owlclaw
 from tests.scripted import call, play, run_events
 

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cli import free_port, owlclaw, owlclaw_json, runs_of, tools_called, user_env
+from owlclaw.bench import free_port
+from tests.cli import owlclaw, owlclaw_json, runs_of, tools_called, user_env
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]

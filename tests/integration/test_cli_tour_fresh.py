@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import free_port, owlclaw, stop_run, user_env
+from owlclaw.bench import free_port
+from tests.cli import owlclaw, stop_run, user_env
 
 pytestmark = [pytest.mark.integration]
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli import free_port, owlclaw, owlclaw_json, runs_of, tools_called, user_env
+from owlclaw.bench import free_port
+from tests.cli import owlclaw, owlclaw_json, runs_of, tools_called, user_env
 from tests.components import IN_CI
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]

@@ -29,6 +29,7 @@ from events.run import Run
 from owlclaw.agents import HostStatus
 from owlclaw.app import load_app
 from owlclaw.audit.verify import replay_run
+from owlclaw.bench import free_port
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.llm.scripted import register_script
@@ -39,7 +40,6 @@ from owlclaw.reports.approvals import pending
 from owlclaw.runtime.approvals import ToolArgumentsInvalid
 from owlclaw.tools.errors import ToolError
 from tests.apps import make_app
-from tests.cli import free_port
 from tests.cli import owlclaw as run_owlclaw
 from tests.components import missing_component
 from tests.waiting import await_for, wait_for

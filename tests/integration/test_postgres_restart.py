@@ -18,11 +18,12 @@ import pytest
 from psycopg import sql
 
 from events import Ledger
+from owlclaw.bench import free_port
 from owlclaw.compose.read import configured_views
 from owlclaw.config import OwlClawConfig
 from projections import VIEWS
 from projections.rebuild import rebuild
-from tests.cli import free_port, owlclaw, owlclaw_json, user_env
+from tests.cli import owlclaw, owlclaw_json, user_env
 from tests.postgres import pg_ctl
 from tests.waiting import wait_until
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from owlclaw.bench import free_port
 from owlclaw.messages import Result, Submit
 from tests.apps import make_app
 from tests.browser import Console, logged_in
-from tests.cli import free_port, owlclaw, owlclaw_json, start_run, stop_run, user_env
+from tests.cli import owlclaw, owlclaw_json, start_run, stop_run, user_env
 
 pytestmark = pytest.mark.integration
 

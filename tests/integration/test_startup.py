@@ -13,6 +13,7 @@ import pytest
 
 from events import Ledger
 from owlclaw.app import load_app
+from owlclaw.bench import free_port
 from owlclaw.database import Database
 from owlclaw.reports.inspection import memory_of
 from owlclaw.server.service import Service
@@ -20,7 +21,7 @@ from owlclaw.server.startup import HEAVY_MODULES
 from owlclaw.server.webhook import serving
 from projections import MemoryView
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw, start_run, stop_run, user_env
+from tests.cli import owlclaw, start_run, stop_run, user_env
 from tests.ledger_runs import remember
 from tests.served import local_service
 

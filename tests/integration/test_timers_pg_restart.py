@@ -37,6 +37,7 @@ import pytest
 
 from events import Ledger
 from events import catalog as ev
+from owlclaw.bench import free_port
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database, open_database
 from owlclaw.messages import Activate, Fire, FireOutcome, Result
@@ -46,7 +47,7 @@ from owlclaw.timers.hatchet_engine import missing_binaries
 from owlclaw.timers.registrations import TimerRegistrations
 from owlclaw.timers.worker import TimerWorker
 from projections import ProjectionRunner
-from tests.cli import free_port, owlclaw, owlclaw_json, user_env
+from tests.cli import owlclaw, owlclaw_json, user_env
 from tests.components import missing_component
 from tests.postgres import pg_ctl
 from tests.timers import host, schedule

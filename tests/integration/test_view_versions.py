@@ -17,6 +17,7 @@ import pytest
 from events import Ledger
 from events.ledger_log import LoggedEvent
 from owlclaw.app import load_app
+from owlclaw.bench import free_port
 from owlclaw.config import OwlClawConfig, RuntimeConfig
 from owlclaw.database import Database
 from owlclaw.server.service import Service
@@ -27,7 +28,7 @@ from projections.rebuild import RebuildRunning, rebuild
 from projections.status import ProjectionStatus, projection_status
 from projections.versions import ViewTooNew
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw, user_env
+from tests.cli import owlclaw, user_env
 from tests.ledger_runs import record_runs, remember
 from tests.postgres import rows
 from tests.waiting import await_for

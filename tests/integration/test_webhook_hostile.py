@@ -24,13 +24,14 @@ from hypothesis import strategies as st
 
 from events import agent_stream_id
 from owlclaw.app import load_app
+from owlclaw.bench import free_port
 from owlclaw.config import OwlClawConfig
 from owlclaw.database import Database
 from owlclaw.messages import Result
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import MAX_BODY_BYTES, serving
 from tests.apps import make_app
-from tests.cli import free_port, owlclaw
+from tests.cli import owlclaw
 from tests.postgres import DOCUMENTED_SQL
 from tests.served import local_service
 

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 from events import Ledger
 from owlclaw.access.roles import parse_grant
 from owlclaw.access.store import PrincipalStore
+from owlclaw.bench import free_port
 from owlclaw.cli import app
 from owlclaw.cli.common import EXIT_UNAUTHORIZED, EXIT_USAGE
 from owlclaw.config import OwlClawConfig
 from owlclaw.server.service import Service
 from owlclaw.server.webhook import make_app
-from tests.cli import free_port
 
 
 @contextmanager

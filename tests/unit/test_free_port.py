@@ -1,12 +1,12 @@
-"""Ports the tests' servers listen on are picked below the ephemeral range, where no outgoing
-connection can take them between the pick and the server's bind."""
+"""Ports the servers benches and tests start listen on are picked below the ephemeral range,
+where no outgoing connection can take them between the pick and the server's bind."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
 
-from tests.cli import LISTEN_PORTS, _ephemeral_start, free_port
+from owlclaw.bench import LISTEN_PORTS, _ephemeral_start, free_port
 
 
 def test_picked_ports_are_below_the_ephemeral_range_and_skip_one_in_use() -> None:
