@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
 from events import Ledger
 from events import catalog as ev
@@ -52,3 +53,9 @@ def remember(
             tags=list(tags),
         )
     return ledger.append(agent, run)[-1]
+
+
+def tomorrow() -> str:
+    """The day after today, read when a command runs: an archive bound past every run recorded
+    so far (a constant taken at import went stale when the suite crossed midnight)."""
+    return (datetime.now(UTC) + timedelta(days=1)).date().isoformat()

@@ -39,8 +39,9 @@ ephemeral range, from which every outgoing connection takes its local port and e
 port 0 its port (a port picked there was free when picked, and became a connection's local port
 before the server bound it: CI135, "address already in use"), and above Ray's worker ports
 (10002-19999)."""
-_picks = itertools.count(random.randrange(len(LISTEN_PORTS)))
-"""This process's next pick: each process starts at its own random place, then goes on."""
+_picks = itertools.count(random.randrange(1 << 16))
+"""This process's next pick (modulo the range): each process starts at its own random place,
+then goes on."""
 
 
 def free_port() -> int:

@@ -33,18 +33,12 @@ from owlclaw.server.duties import archive_retention
 from projections import VIEWS, ProjectionRunner
 from projections.absorbed import absorbed
 from tests.audited_run import record
-from tests.ledger_runs import record_runs
+from tests.ledger_runs import record_runs, tomorrow
 from tests.scripted import play
 
 pytestmark = pytest.mark.integration
 
 AGENT = "audited"
-
-
-def tomorrow() -> str:
-    """The day after today, read when a command runs: a constant taken at import went stale
-    when the suite crossed midnight (the runs made after it were not before "tomorrow")."""
-    return (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
 
 
 class Crash(BaseException):
@@ -241,9 +235,9 @@ def test_an_interrupted_archiving_is_finished_by_the_next(
 def test_owlclaw_run_s_retention_archives_its_agents_runs(ledger: Ledger) -> None:
     stop = asyncio.Event()
     stop.set()  # one pass, then it stops
-    tomorrow = datetime.now(UTC) + timedelta(days=1)
+    later = datetime.now(UTC) + timedelta(days=1)
 
-    asyncio.run(archive_retention(ledger, [AGENT], lambda: tomorrow, stop))
+    asyncio.run(archive_retention(ledger, [AGENT], lambda: later, stop))
 
     [seal] = seals(ledger)
     assert [r.run_no for r in seal.runs] == [1, 2, 3]

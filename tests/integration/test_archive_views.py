@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from projections import AuditView, MemoryStore, MemoryView, ProjectionRunner, Ru
 from projections.embedders import Embedder
 from projections.memory_files import agent_directory
 from projections.rebuild import older, upgrade
-from tests.ledger_runs import remember
+from tests.ledger_runs import remember, tomorrow
 from tests.postgres import rows
 
 pytestmark = pytest.mark.integration
@@ -38,12 +37,6 @@ NOTES = [
     "The bakery on Rua da Rosa closes on Mondays",
 ]
 LIVE = "The river tide tables are posted at the ferry terminal"
-
-
-def tomorrow() -> str:
-    """The day after today, read when a command runs: a constant taken at import went stale
-    when the suite crossed midnight (the runs made after it were not before "tomorrow")."""
-    return (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
 
 
 MEMORY_ROWS = (
