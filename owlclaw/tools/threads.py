@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -49,14 +51,57 @@ def settle_threadsafe(
 ) -> None:
     """From a worker thread: the outcome of the call ``future`` awaits, set on its loop unless
     its caller gave up on it meanwhile; nothing if the loop is gone (nobody waits for it)."""
+    loop = future.get_loop()
+    outcomes = _outcomes.get(loop)
+    if outcomes is None:
+        outcomes = _outcomes.setdefault(loop, _Outcomes(loop))
     with contextlib.suppress(RuntimeError):
-        future.get_loop().call_soon_threadsafe(_settle, future, result, error)
+        outcomes.put(future, result, error)
+
+
+class _Outcomes:
+    """Outcomes handed to one loop by worker threads, set together: one wake of the loop (a
+    callback and a write to its self-pipe) serves all that arrive before it runs, where a host
+    under load had one per ledger call."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = weakref.ref(loop)
+        self._ready: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
+        self._scheduled = False
+
+    def put(self, future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+        """Appended before the flag is read, and the flag cleared before the queue is emptied
+        (both under the GIL): an outcome is always taken by a callback already scheduled or
+        by the one this call schedules."""
+        self._ready.append((future, result, error))
+        if not self._scheduled:
+            self._scheduled = True
+            loop = self._loop()
+            if loop is not None:
+                loop.call_soon_threadsafe(self._settle_all)
+
+    def _settle_all(self) -> None:
+        self._scheduled = False
+        ready = self._ready
+        while ready:
+            _settle(*ready.popleft())
+
+
+_outcomes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Outcomes] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():
         return
-    if error is not None:
+    if isinstance(error, StopIteration):
+        # asyncio refuses it on a future (TypeError): every other outcome of the batch would
+        # wait for the next one, and this caller forever. Wrapped as PEP 479 wraps it.
+        wrapped = RuntimeError(f"the call raised StopIteration: {error!r}")
+        wrapped.__cause__ = error
+        future.set_exception(wrapped)
+    elif error is not None:
         future.set_exception(error)
     else:
         future.set_result(result)
