@@ -73,12 +73,14 @@ class _Outcomes:
         """Appended before the flag is read, and the flag cleared before the queue is emptied
         (both under the GIL): an outcome is always taken by a callback already scheduled or
         by the one this call schedules."""
+        loop = self._loop()
+        if loop is None or loop.is_closed():
+            self._ready.clear()  # nobody awaits them, and their futures would keep the loop
+            return
         self._ready.append((future, result, error))
         if not self._scheduled:
             self._scheduled = True
-            loop = self._loop()
-            if loop is not None:
-                loop.call_soon_threadsafe(self._settle_all)
+            loop.call_soon_threadsafe(self._settle_all)
 
     def _settle_all(self) -> None:
         self._scheduled = False

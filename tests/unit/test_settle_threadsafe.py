@@ -4,7 +4,9 @@ that arrive while the loop is busy share one wake of it."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 from typing import Any
 
 from hypothesis import given, settings
@@ -120,9 +122,17 @@ def test_a_call_that_raised_stop_iteration_fails_its_caller_and_no_one_else() ->
     assert results == [0, 1, 2]
 
 
-def test_an_outcome_for_a_closed_loop_is_dropped_without_error() -> None:
+def test_outcomes_for_a_closed_loop_are_dropped_and_keep_nothing_alive() -> None:
+    """One handed over before the loop closed without running again, one after."""
     loop = asyncio.new_event_loop()
-    future: asyncio.Future[int] = loop.create_future()
+    before: asyncio.Future[int] = loop.create_future()
+    after: asyncio.Future[int] = loop.create_future()
+    settle_threadsafe(before, 1, None)
     loop.close()
-    settle_threadsafe(future, 1, None)
-    assert not future.done()
+    settle_threadsafe(after, 2, None)
+    assert not before.done()
+    assert not after.done()
+    gone = weakref.ref(loop)
+    del loop, before, after
+    gc.collect()
+    assert gone() is None
