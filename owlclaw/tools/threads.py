@@ -54,9 +54,9 @@ def settle_threadsafe(
     loop = future.get_loop()
     outcomes = _outcomes.get(loop)
     if outcomes is None:
-        outcomes = _outcomes.setdefault(loop, _Outcomes(loop))
+        outcomes = _outcomes.setdefault(loop, _Outcomes())
     with contextlib.suppress(RuntimeError):
-        outcomes.put(future, result, error)
+        outcomes.put(loop, future, result, error)
 
 
 class _Outcomes:
@@ -64,17 +64,21 @@ class _Outcomes:
     callback and a write to its self-pipe) serves all that arrive before it runs, where a host
     under load had one per ledger call."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self._loop = weakref.ref(loop)
+    def __init__(self) -> None:
         self._ready: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
         self._scheduled = False
 
-    def put(self, future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    def put(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[Any],
+        result: Any,
+        error: BaseException | None,
+    ) -> None:
         """Appended before the flag is read, and the flag cleared before the queue is emptied
         (both under the GIL): an outcome is always taken by a callback already scheduled or
         by the one this call schedules."""
-        loop = self._loop()
-        if loop is None or loop.is_closed():
+        if loop.is_closed():
             self._ready.clear()  # nobody awaits them, and their futures would keep the loop
             return
         self._ready.append((future, result, error))
